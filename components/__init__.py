@@ -1,0 +1,5 @@
+"""Custom TFX components. Legacy Keras is forced here, before any TensorFlow import."""
+
+import os
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"

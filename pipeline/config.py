@@ -1,0 +1,196 @@
+"""The pipeline's configuration: one typed tree, loaded from TOML or YAML, overridden by flags.
+
+Every knob lives here with a default that serves the bundled penguins data. A config file only
+names what it changes; unknown keys are an error naming the key, so a typo never passes silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_DATA = REPO_ROOT / "data" / "penguins"
+
+
+class ConfigError(ValueError):
+    """A config file, key or flag that cannot be used; the message names it."""
+
+
+@dataclasses.dataclass
+class DataConfig:
+    path: str = str(BUNDLED_DATA)  # a CSV file, or a directory of CSVs
+    label: str = "species"
+    # Cells that mean "missing" (the penguins source writes NA).
+    missing_values: list[str] = dataclasses.field(
+        default_factory=lambda: ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"])
+    # Hash split of the rows: buckets for train and eval.
+    train_buckets: int = 4
+    eval_buckets: int = 1
+
+
+@dataclasses.dataclass
+class TrainerConfig:
+    # Strategy: auto | tpu | multi_worker | mirrored | cpu (see trainer_module/strategy.py).
+    strategy: str = "auto"
+    tpu: str = ""  # TPU name, or "local" on a TPU VM; also read from $TPU_NAME
+    tpu_zone: str = ""
+    tpu_project: str = ""
+    allow_fallback: bool = True  # asking for a TPU that is not there falls back instead of failing
+    emulate_replicas: int = 0  # >1: split the CPU into N logical devices under MirroredStrategy
+    # Batch: give per_replica_batch (the TPU way) or global_batch, not both.
+    per_replica_batch: int = 32
+    global_batch: int = 0
+    # Steps: from an example budget (steps = budget // global batch), or fixed train_steps.
+    train_examples: int = 24_000
+    train_steps: int = 0
+    eval_steps: int = 0  # 0: one pass over the eval split
+    # Learning rate: scaled linearly with the global batch, with linear warmup.
+    base_learning_rate: float = 0.01
+    base_batch: int = 32
+    warmup_steps: int = 20
+    steps_per_execution: int = 10
+    checkpoint_every: int = 200
+    log_every: int = 100
+    jit_compile: bool = False
+    hidden_units: list[int] = dataclasses.field(default_factory=lambda: [32, 16])
+    l2: float = 1e-4
+    embedding_dim: int = 4
+    seed: int = 42
+    warm_start: bool = False
+
+
+@dataclasses.dataclass
+class EvalConfig:
+    min_accuracy: float = 0.8  # classification: absolute threshold on the candidate
+    max_rmse: float = 0.0  # regression: absolute threshold (0: no threshold)
+    max_regression: float = 0.01  # how much worse than the last blessed model is still blessed
+
+
+@dataclasses.dataclass
+class PathsConfig:
+    pipeline_root: str = "runs/pipeline_root"
+    serving_dir: str = "runs/serving"
+    metadata: str = ""  # SQLite path; default <pipeline_root>/metadata.sqlite
+
+
+@dataclasses.dataclass
+class Config:
+    pipeline_name: str = "lockstep"
+    enable_cache: bool = True
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
+    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    paths: PathsConfig = dataclasses.field(default_factory=PathsConfig)
+    # Extra Beam pipeline args. Empty means Beam's DirectRunner in memory with one worker, the
+    # fastest on small data; any arg makes TFX package itself for Beam workers (an sdist build per
+    # component, seconds each) unless it also names --setup_file or --sdk_container_image.
+    beam_args: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def metadata_path(self) -> str:
+        return self.paths.metadata or os.path.join(self.paths.pipeline_root, "metadata.sqlite")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _merge(obj: Any, values: dict[str, Any], where: str) -> None:
+    fields = {f.name: f for f in dataclasses.fields(obj)}
+    for key, value in values.items():
+        name = key.replace("-", "_")
+        dotted = f"{where}.{key}" if where else key
+        if name not in fields:
+            raise ConfigError(f"unknown config key '{dotted}' (known: {', '.join(sorted(fields))})")
+        current = getattr(obj, name)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise ConfigError(f"config key '{dotted}' must be a table of keys")
+            _merge(current, value, dotted)
+            continue
+        setattr(obj, name, _coerce(value, current, dotted))
+
+
+def _coerce(value: Any, current: Any, dotted: str) -> Any:
+    kind = type(current)
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+    elif kind is int and not isinstance(value, bool):
+        try:
+            if float(value) == int(float(value)):
+                return int(float(value))
+        except (TypeError, ValueError):
+            pass
+    elif kind is float and not isinstance(value, bool):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    elif kind is str:
+        return str(value)
+    elif kind is list:
+        if isinstance(value, list):
+            return value
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+    raise ConfigError(f"config key '{dotted}' must be {kind.__name__}, got {value!r}")
+
+
+def load(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None = None) -> Config:
+    """Defaults, then the file (TOML or YAML), then the overrides ({'trainer.train_steps': 5})."""
+    config = Config()
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        text = p.read_text()
+        try:
+            if p.suffix == ".toml":
+                values = tomllib.loads(text)
+            elif p.suffix in (".yaml", ".yml"):
+                import yaml
+
+                values = yaml.safe_load(text) or {}
+            else:
+                raise ConfigError(f"config file {p}: use .toml, .yaml or .yml")
+        except (tomllib.TOMLDecodeError, ValueError) as err:
+            if isinstance(err, ConfigError):
+                raise
+            raise ConfigError(f"config file {p}: {str(err).splitlines()[0]}") from None
+        if not isinstance(values, dict):
+            raise ConfigError(f"config file {p}: the top level must be a table of keys")
+        try:
+            _merge(config, values, "")
+        except ConfigError as err:
+            raise ConfigError(f"config file {p}: {err}") from None
+    for dotted, value in (overrides or {}).items():
+        if value is None:
+            continue
+        head, _, leaf = dotted.rpartition(".")
+        tree: dict[str, Any] = {leaf: value}
+        for part in reversed(head.split(".") if head else []):
+            tree = {part: tree}
+        _merge(config, tree, "")
+    validate(config)
+    return config
+
+
+def validate(config: Config) -> None:
+    t = config.trainer
+    if t.per_replica_batch < 0 or t.global_batch < 0:
+        raise ConfigError("trainer batch sizes must be positive")
+    if t.train_steps <= 0 and t.train_examples <= 0:
+        raise ConfigError("set trainer.train_steps or trainer.train_examples")
+    if t.steps_per_execution < 1:
+        raise ConfigError("trainer.steps_per_execution must be at least 1")
+    if t.strategy not in ("auto", "tpu", "multi_worker", "mirrored", "cpu"):
+        raise ConfigError(
+            f"trainer.strategy must be auto, tpu, multi_worker, mirrored or cpu, got {t.strategy!r}")
+    if config.data.train_buckets < 1 or config.data.eval_buckets < 1:
+        raise ConfigError("data.train_buckets and data.eval_buckets must be at least 1")

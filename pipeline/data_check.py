@@ -1,0 +1,63 @@
+"""The check before a run: the data path, its CSV files, the label column and each column's type.
+
+It reads the CSVs with the same rules as the ExampleGen (components/csv_format.py), so bad input
+fails here in a second, with one line naming the file and column, before anything is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+
+from components import csv_format
+from trainer_module import features
+
+
+@dataclasses.dataclass(frozen=True)
+class DataInfo:
+    input_base: str  # the directory ExampleGen reads
+    pattern: str  # the file pattern inside it
+    files: tuple[str, ...]
+    columns: dict[str, str]  # column -> int | float | string
+    rows: int
+    task: str  # classification | regression
+
+
+def check(path: str, label: str, missing_values: list[str]) -> DataInfo:
+    path = os.path.abspath(os.path.expanduser(path))
+    if not os.path.exists(path):
+        raise csv_format.CsvError(f"{path}: no such file or directory")
+    if os.path.isdir(path):
+        files = sorted(glob.glob(os.path.join(path, "*.csv")))
+        if not files:
+            raise csv_format.CsvError(f"{path}: the directory has no .csv file")
+        input_base, pattern = path, "*.csv"
+    else:
+        files = [path]
+        input_base, pattern = os.path.dirname(path), os.path.basename(path)
+    missing = frozenset(missing_values)
+    header, rows = None, []
+    for file in files:
+        with open(file, encoding="utf-8-sig", newline="") as handle:
+            file_header = csv_format.read_header(file, handle)
+            if header is None:
+                header = file_header
+                if label not in header:
+                    raise csv_format.CsvError(
+                        f"{file}: label column '{label}' is not in the header "
+                        f"({', '.join(header)})")
+            elif file_header != header:
+                raise csv_format.CsvError(f"{file}: its header differs from {files[0]}'s")
+            handle.seek(0)
+            rows.extend((file, line, cells)
+                        for line, cells in csv_format.iter_rows(file, handle, header))
+    if not rows:
+        raise csv_format.CsvError(f"{files[0]}: the CSV has a header but no data rows")
+    where = files[0] if len(files) == 1 else path
+    columns = csv_format.column_types(
+        header, csv_format.profile_rows(rows, len(header), missing), where)
+    if len(columns) < 2:
+        raise csv_format.CsvError(f"{where}: no feature columns besides the label '{label}'")
+    task = features.REGRESSION if columns[label] == csv_format.FLOAT else features.CLASSIFICATION
+    return DataInfo(input_base, pattern, tuple(files), columns, len(rows), task)

@@ -1,0 +1,38 @@
+"""Export: a SavedModel whose `serving_default` takes serialized raw tf.Examples (the transform
+graph inside) and whose `transform_features` gives TFMA the transformed features."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from trainer_module import features
+
+
+def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTransformOutput,
+                         label_key: str, task: str, path: str) -> None:
+    model.tft_layer = tf_transform_output.transform_features_layer()
+    raw_spec = tf_transform_output.raw_feature_spec()
+    serving_spec = {k: v for k, v in raw_spec.items() if k != label_key}
+    input_names = list(model.input_names)
+    class_names = None
+    if task == features.CLASSIFICATION:
+        class_names = tf.constant(tf_transform_output.vocabulary_by_name(features.LABEL_VOCAB))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve(serialized):
+        transformed = model.tft_layer(tf.io.parse_example(serialized, serving_spec))
+        outputs = model({k: transformed[k] for k in input_names}, training=False)
+        if class_names is None:
+            return {"predictions": outputs}
+        probabilities = tf.nn.softmax(outputs)
+        class_ids = tf.argmax(probabilities, axis=-1)
+        return {"probabilities": probabilities, "class_ids": class_ids,
+                "classes": tf.gather(class_names, class_ids)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def transform_features(serialized):
+        return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
+
+    model.save(path, save_format="tf", signatures={
+        "serving_default": serve, "transform_features": transform_features})

@@ -1,0 +1,57 @@
+"""The Keras model, built from the transformed features: z-scored numerics and missing flags go in
+as they are, vocabulary indices through small embeddings; dense layers with L2 regularization."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from trainer_module import features
+
+
+def feature_columns(transformed_spec: dict, label_key: str, vocab_size) -> tuple[list, dict]:
+    """(numeric keys, {categorical key: vocabulary size incl. OOV}) from the transformed spec."""
+    label_out = features.transformed_name(label_key)
+    numeric, categorical = [], {}
+    for key, spec in sorted(transformed_spec.items()):
+        if key == label_out:
+            continue
+        if spec.dtype == tf.int64 and key.endswith("_xf"):
+            raw = key[: -len("_xf")]
+            categorical[key] = vocab_size(features.vocab_name(raw)) + features.OOV_BUCKETS
+        else:
+            numeric.append(key)
+    return numeric, categorical
+
+
+def build_model(numeric: list[str], categorical: dict[str, int], outputs: int,
+                hidden_units=(32, 16), l2: float = 1e-4, embedding_dim: int = 4,
+                seed: int = 0) -> tf.keras.Model:
+    """outputs: number of classes (logits), or 1 for regression."""
+    init = lambda i: tf.keras.initializers.GlorotUniform(seed=seed + i)  # noqa: E731
+    reg = tf.keras.regularizers.l2(l2) if l2 else None
+    inputs, parts = {}, []
+    for key in numeric:
+        inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.float32)
+        parts.append(tf.keras.layers.Reshape((1,))(inputs[key]))
+    for i, (key, size) in enumerate(sorted(categorical.items())):
+        inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.int64)
+        embedded = tf.keras.layers.Embedding(
+            size, embedding_dim, embeddings_initializer=init(100 + i), name=f"embed_{key}")(inputs[key])
+        parts.append(embedded)
+    x = parts[0] if len(parts) == 1 else tf.keras.layers.Concatenate()(parts)
+    for i, units in enumerate(hidden_units):
+        x = tf.keras.layers.Dense(units, activation="relu", kernel_initializer=init(i),
+                                  kernel_regularizer=reg, name=f"dense_{i}")(x)
+    out = tf.keras.layers.Dense(outputs, kernel_initializer=init(len(hidden_units)),
+                                kernel_regularizer=reg, name="logits")(x)
+    return tf.keras.Model(inputs, out)
+
+
+def per_example_loss_fn(task: str):
+    """Per-example losses (reduction NONE): the trainer divides by the *global* batch itself."""
+    if task == features.REGRESSION:
+        mse = tf.keras.losses.MeanSquaredError(reduction=tf.keras.losses.Reduction.NONE)
+        return lambda labels, outputs: mse(tf.reshape(labels, [-1, 1]), outputs)
+    xent = tf.keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
+    return xent

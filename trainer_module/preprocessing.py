@@ -1,0 +1,69 @@
+"""preprocessing_fn for tf.Transform: generic over any CSV, driven by the inferred schema's types.
+
+- numeric feature x: `x_xf` = z-score with missing filled by the mean (so 0), and `x_missing` 0/1;
+- string feature s: `s_xf` = vocabulary index with OOV buckets, missing mapped to its own token;
+- label: classes as a vocabulary index (string or integer labels; -1 when missing) or, for a
+  float label, the value itself (NaN when missing). Rows without a label are dropped in training.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from trainer_module import features
+
+
+def _dense(x, default):
+    """[batch] tensor from a dense [batch, 1] / [batch] or sparse [batch, None] input."""
+    if isinstance(x, tf.SparseTensor):
+        x = tf.sparse.to_dense(
+            tf.SparseTensor(x.indices, x.values, [x.dense_shape[0], 1]), default_value=default)
+    if x.shape.rank == 2:
+        x = tf.squeeze(x, axis=1)
+    return x
+
+
+def _present(x):
+    if isinstance(x, tf.SparseTensor):
+        ones = tf.SparseTensor(x.indices, tf.ones_like(x.values, tf.float32), [x.dense_shape[0], 1])
+        return tf.squeeze(tf.sparse.to_dense(ones), axis=1)
+    return tf.ones([tf.shape(x)[0]], tf.float32)
+
+
+def preprocessing_fn(inputs, custom_config):
+    label = custom_config["label"]
+    if label not in inputs:
+        raise ValueError(f"label column '{label}' is not among the features: {sorted(inputs)}")
+    outputs = {}
+    for key, x in inputs.items():
+        if key == label:
+            continue
+        if x.dtype == tf.string:
+            value = _dense(x, features.MISSING_TOKEN)
+            outputs[features.transformed_name(key)] = tft.compute_and_apply_vocabulary(
+                value, num_oov_buckets=features.OOV_BUCKETS, vocab_filename=features.vocab_name(key))
+        else:
+            present = _present(x)
+            value = tf.cast(_dense(x, 0), tf.float32)
+            values = x.values if isinstance(x, tf.SparseTensor) else value
+            mean = tft.mean(tf.cast(values, tf.float32))
+            filled = present * value + (1.0 - present) * mean
+            outputs[features.transformed_name(key)] = tft.scale_to_z_score(filled)
+            outputs[features.missing_flag_name(key)] = 1.0 - present
+
+    y = inputs[label]
+    if features.task_for_label_dtype(y.dtype) == features.REGRESSION:
+        outputs[features.transformed_name(label)] = tf.cast(_dense(y, float("nan")), tf.float32)
+    else:
+        present_values = y.values if isinstance(y, tf.SparseTensor) else y
+        if y.dtype != tf.string:
+            present_values = tf.strings.as_string(present_values)
+        dense = _dense(y, "" if y.dtype == tf.string else 0)
+        if y.dtype != tf.string:
+            dense = tf.where(_present(y) > 0, tf.strings.as_string(dense), "")
+        # The vocabulary sees present labels only, so "missing" never becomes a class.
+        vocab = tft.vocabulary(present_values, vocab_filename=features.LABEL_VOCAB)
+        outputs[features.transformed_name(label)] = tft.apply_vocabulary(
+            dense, vocab, default_value=-1)
+    return outputs

@@ -1,0 +1,92 @@
+"""TPU scaling rules as arithmetic: global batch, train steps from an example budget, LR and warmup.
+
+- keep the per-replica batch fixed when adding replicas: global = per-replica x replicas;
+- keep the number of examples fixed: steps = example budget // global batch;
+- scale the learning rate linearly with the global batch, with linear warmup.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+
+
+class ScalingError(ValueError):
+    """Batch or step settings that cannot work together; the message names the setting."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    replicas: int
+    per_replica_batch: int
+    global_batch: int
+    train_steps: int
+    examples: int
+    learning_rate: float
+    base_learning_rate: float
+    base_batch: int
+    warmup_steps: int
+    warnings: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        lines = [
+            "Training plan (synchronous data parallel: one optimizer update per global step)",
+            f"  replicas              {self.replicas}",
+            f"  per-replica batch     {self.per_replica_batch}",
+            f"  global batch          {self.global_batch}  (= {self.per_replica_batch} x {self.replicas})",
+            f"  train steps           {self.train_steps}  ({self.examples} examples)",
+            f"  learning rate         {self.learning_rate:g}  (= {self.base_learning_rate:g} x "
+            f"{self.global_batch} / {self.base_batch})",
+            f"  warmup steps          {self.warmup_steps}",
+        ]
+        lines += [f"  warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def make_plan(cfg, replicas: int, on_tpu: bool = False) -> Plan:
+    """cfg: a TrainerConfig. replicas: num_replicas_in_sync."""
+    if replicas < 1:
+        raise ScalingError(f"replicas must be at least 1, got {replicas}")
+    if cfg.global_batch:
+        if cfg.global_batch % replicas:
+            raise ScalingError(
+                f"trainer.global_batch={cfg.global_batch} does not divide evenly over "
+                f"{replicas} replicas")
+        per_replica = cfg.global_batch // replicas
+    else:
+        per_replica = cfg.per_replica_batch
+    if per_replica < 1:
+        raise ScalingError("trainer.per_replica_batch must be at least 1")
+    global_batch = per_replica * replicas
+    if cfg.train_steps:
+        steps = cfg.train_steps
+    else:
+        steps = cfg.train_examples // global_batch
+        if steps < 1:
+            raise ScalingError(
+                f"trainer.train_examples={cfg.train_examples} is less than one global batch "
+                f"({global_batch})")
+    warnings = []
+    if on_tpu and per_replica % 8:
+        warnings.append(f"per-replica batch {per_replica} is not a multiple of 8; TPU cores pad "
+                        "it (128 fills the MXU best)")
+    lr = cfg.base_learning_rate * global_batch / cfg.base_batch
+    return Plan(replicas, per_replica, global_batch, steps, steps * global_batch, lr,
+                cfg.base_learning_rate, cfg.base_batch, min(cfg.warmup_steps, steps), tuple(warnings))
+
+
+class WarmupSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from lr/warmup to lr over `warmup_steps`, then constant."""
+
+    def __init__(self, learning_rate: float, warmup_steps: int):
+        self.learning_rate = learning_rate
+        self.warmup_steps = warmup_steps
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32) + 1.0
+        warmup = tf.cast(max(self.warmup_steps, 1), tf.float32)
+        return self.learning_rate * tf.minimum(1.0, step / warmup)
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "warmup_steps": self.warmup_steps}

@@ -1,0 +1,114 @@
+"""One function picks the tf.distribute strategy from config and environment.
+
+Order, for `strategy = "auto"`: a TPU when one is named (config or $TPU_NAME), several machines when
+TF_CONFIG names a cluster, GPUs when there are any, else the CPU: the default strategy, or N
+emulated replicas (the CPU split into N logical devices under MirroredStrategy) to study
+multi-replica behaviour on a laptop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from absl import logging
+import tensorflow as tf
+
+
+class StrategyError(RuntimeError):
+    """The asked-for strategy cannot be had here; the message says what was asked and why."""
+
+
+def configure_emulated_replicas(n: int) -> None:
+    """Split the CPU into n logical devices; must run before TensorFlow's runtime starts."""
+    if n <= 1:
+        return
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(n)])
+    except RuntimeError:
+        have = len(tf.config.list_logical_devices("CPU"))
+        if have != n:
+            raise StrategyError(
+                f"emulate_replicas={n}, but TensorFlow already started with {have} CPU device(s); "
+                "set it before any TensorFlow op runs (lockstep run does this itself)") from None
+
+
+def _tf_config_cluster() -> dict:
+    raw = os.environ.get("TF_CONFIG", "")
+    if not raw:
+        return {}
+    try:
+        return json.loads(raw).get("cluster", {}) or {}
+    except json.JSONDecodeError as err:
+        raise StrategyError(f"TF_CONFIG is not valid JSON: {err}") from None
+
+
+def _tpu_strategy(name: str, zone: str, project: str):
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=name, zone=zone or None, project=project or None)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, RuntimeError, tf.errors.OpError) as err:
+        raise StrategyError(f"TPU {name!r} is not reachable: {str(err).splitlines()[0]}") from None
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def resolve_strategy(cfg) -> tf.distribute.Strategy:
+    """cfg: a TrainerConfig (or anything with its strategy/tpu/emulate_replicas fields)."""
+    kind = cfg.strategy
+    tpu_name = cfg.tpu or os.environ.get("TPU_NAME", "")
+    strategy = None
+    if kind == "tpu" or (kind == "auto" and tpu_name):
+        try:
+            strategy = _tpu_strategy(tpu_name or "local", cfg.tpu_zone, cfg.tpu_project)
+            kind = "tpu"
+        except StrategyError as err:
+            if not cfg.allow_fallback:
+                raise StrategyError(f"{err} (set trainer.allow_fallback = true to fall back)") from None
+            logging.warning("%s; falling back to the next strategy", err)
+            kind = "auto"
+    cluster = _tf_config_cluster()
+    if strategy is None and (kind == "multi_worker" or (
+            kind == "auto" and sum(len(v) for v in cluster.values()) > 1)):
+        if not cluster:
+            raise StrategyError("strategy multi_worker needs TF_CONFIG with a cluster")
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        kind = "multi_worker"
+    if strategy is None and kind in ("auto", "mirrored") and cfg.emulate_replicas <= 1:
+        gpus = tf.config.list_logical_devices("GPU")
+        if gpus:
+            strategy = tf.distribute.MirroredStrategy([d.name for d in gpus])
+            kind = "mirrored"
+        elif kind == "mirrored":
+            raise StrategyError("strategy mirrored asked for, but no GPU is visible")
+    if strategy is None:
+        if cfg.emulate_replicas > 1:
+            configure_emulated_replicas(cfg.emulate_replicas)
+            devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+            strategy = tf.distribute.MirroredStrategy(devices[: cfg.emulate_replicas])
+            kind = f"cpu x{cfg.emulate_replicas} emulated replicas"
+        else:
+            strategy = tf.distribute.get_strategy()
+            kind = "cpu (default strategy)"
+    logging.info("Strategy: %s (%s), num_replicas_in_sync=%d",
+                 type(strategy).__name__, kind, strategy.num_replicas_in_sync)
+    return strategy
+
+
+def is_tpu(strategy) -> bool:
+    return isinstance(strategy, (tf.distribute.TPUStrategy,))
+
+
+def is_chief(strategy) -> bool:
+    """True where this process should write the exported model (the chief, or the only worker)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not getattr(resolver, "task_type", None):
+        return True
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        return True
+    return resolver.task_type == "chief" or (
+        resolver.task_type == "worker" and resolver.task_id == 0
+        and "chief" not in resolver.cluster_spec().as_dict())

@@ -1,0 +1,145 @@
+"""One training job, end to end: strategy, plan, input, model, loop, checkpoints, export.
+
+`run_fn` (trainer_module/run.py) maps TFX's FnArgs onto a TrainJob; tests, benchmarks and the
+multi-worker launcher build a TrainJob directly (`python -m trainer_module.train job.json`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+
+from absl import logging
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from pipeline.config import TrainerConfig
+from trainer_module import controller as controller_lib
+from trainer_module import export, features, input_pipeline, loop, scaling, strategy as strategy_lib
+from trainer_module import model as model_lib
+
+
+@dataclasses.dataclass
+class TrainJob:
+    train_files: list[str]
+    eval_files: list[str]
+    transform_dir: str
+    model_run_dir: str
+    serving_model_dir: str
+    label: str
+    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
+    base_model: str = ""  # a SavedModel to warm-start from ("" for none)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainJob":
+        d = dict(d)
+        d["trainer"] = TrainerConfig(**d.get("trainer", {}))
+        return cls(**d)
+
+
+def _task(tf_transform_output, label: str) -> str:
+    spec = tf_transform_output.transformed_feature_spec()[features.transformed_name(label)]
+    return features.REGRESSION if spec.dtype.is_floating else features.CLASSIFICATION
+
+
+def _warm_start(model: tf.keras.Model, base_model: str) -> bool:
+    if not base_model or not tf.io.gfile.exists(os.path.join(base_model, "saved_model.pb")):
+        return False
+    base = tf.keras.models.load_model(base_model, compile=False)
+    source = {v.name: v for v in base.weights}
+    matched = 0
+    for var in model.weights:
+        other = source.get(var.name)
+        if other is not None and other.shape == var.shape:
+            var.assign(other)
+            matched += 1
+    logging.info("Warm start from %s: %d of %d weights", base_model, matched, len(model.weights))
+    return matched > 0
+
+
+def run(job: TrainJob, callbacks=()) -> dict:
+    cfg = job.trainer
+    tf.keras.utils.set_random_seed(cfg.seed)
+    strategy = strategy_lib.resolve_strategy(cfg)
+    plan = scaling.make_plan(cfg, strategy.num_replicas_in_sync, strategy_lib.is_tpu(strategy))
+    logging.info("\n%s", plan.describe())
+    for warning in plan.warnings:
+        logging.warning(warning)
+
+    tf_transform_output = tft.TFTransformOutput(job.transform_dir)
+    task = _task(tf_transform_output, job.label)
+    spec = tf_transform_output.transformed_feature_spec()
+    numeric, categorical = model_lib.feature_columns(
+        spec, job.label, tf_transform_output.vocabulary_size_by_name)
+    outputs = (1 if task == features.REGRESSION
+               else tf_transform_output.vocabulary_size_by_name(features.LABEL_VOCAB))
+
+    with strategy.scope():
+        model = model_lib.build_model(numeric, categorical, outputs, cfg.hidden_units, cfg.l2,
+                                      cfg.embedding_dim, cfg.seed)
+        schedule = scaling.WarmupSchedule(plan.learning_rate, plan.warmup_steps)
+        optimizer = tf.keras.optimizers.Adam(learning_rate=schedule)
+    manager = controller_lib.make_checkpoint_manager(
+        model, optimizer, os.path.join(job.model_run_dir, "checkpoints"))
+    start = controller_lib.restore(manager, optimizer)
+    warm = start == 0 and cfg.warm_start and _warm_start(model, job.base_model)
+
+    pipelines = max(getattr(strategy.extended, "_num_workers", 1) or 1, 1)
+    batches_per_step = max(strategy.num_replicas_in_sync // pipelines, 1)
+    dataset = strategy.distribute_datasets_from_function(input_pipeline.make_dataset_fn(
+        job.train_files, spec, job.label, task, plan.per_replica_batch, training=True,
+        seed=cfg.seed, skip_batches=start * batches_per_step))
+    trainer = loop.Trainer(strategy, model, optimizer, model_lib.per_example_loss_fn(task),
+                           plan.global_batch, dataset, task=task, jit_compile=cfg.jit_compile)
+    handler = None
+    if isinstance(strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)):
+        handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+            strategy.cluster_resolver, manager)
+    controller = controller_lib.Controller(
+        trainer, manager, total_steps=plan.train_steps,
+        steps_per_execution=cfg.steps_per_execution, checkpoint_every=cfg.checkpoint_every,
+        log_every=cfg.log_every, summary_dir=controller_lib.summary_dir(job.model_run_dir),
+        learning_rate=lambda step: schedule(step), preemption_handler=handler,
+        callbacks=callbacks)
+    logs = controller.train()
+
+    eval_metrics = evaluate(strategy, model, job, spec, task, plan) if job.eval_files else {}
+    logging.info("Eval: %s", eval_metrics)
+    chief = strategy_lib.is_chief(strategy)
+    target = job.serving_model_dir if chief else tempfile.mkdtemp(prefix="lockstep-worker-export-")
+    export.export_serving_model(model, tf_transform_output, job.label, task, target)
+    return {"plan": dataclasses.asdict(plan), "train": logs, "eval": eval_metrics,
+            "warm_started": bool(warm), "chief": chief, "strategy": type(strategy).__name__,
+            "replicas": strategy.num_replicas_in_sync}
+
+
+def evaluate(strategy, model, job: TrainJob, spec, task, plan) -> dict:
+    ds = input_pipeline.make_dataset_fn(job.eval_files, spec, job.label, task,
+                                        plan.global_batch, training=False)(None)
+    if task == features.CLASSIFICATION:
+        metric = tf.keras.metrics.SparseCategoricalAccuracy()
+        name = "accuracy"
+    else:
+        metric = tf.keras.metrics.RootMeanSquaredError()
+        name = "rmse"
+    for x, y in ds:
+        metric.update_state(y, model(x, training=False))
+    return {name: float(metric.result())}
+
+
+def main(argv: list[str]) -> int:
+    logging.set_verbosity(logging.INFO)
+    with open(argv[1]) as handle:
+        job = TrainJob.from_dict(json.load(handle))
+    result = run(job)
+    if len(argv) > 2:
+        with open(argv[2], "w") as handle:
+            json.dump(result, handle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
