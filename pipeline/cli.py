@@ -42,7 +42,7 @@ def cmd_run(args) -> int:
     from pipeline import config as config_lib, data_check
 
     try:
-        config = config_lib.load(args.config, _run_overrides(args))
+        config = config_lib.absolutize(config_lib.load(args.config, _run_overrides(args)))
         data = data_check.check(config.data.path, config.data.label, config.data.missing_values)
     except (config_lib.ConfigError, CsvError) as err:
         return _fail(str(err), 2)

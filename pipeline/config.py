@@ -45,7 +45,7 @@ class TrainerConfig:
     per_replica_batch: int = 32
     global_batch: int = 0
     # Steps: from an example budget (steps = budget // global batch), or fixed train_steps.
-    train_examples: int = 24_000
+    train_examples: int = 12_000
     train_steps: int = 0
     eval_steps: int = 0  # 0: one pass over the eval split
     # Learning rate: scaled linearly with the global batch, with linear warmup.
@@ -178,6 +178,21 @@ def load(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None
             tree = {part: tree}
         _merge(config, tree, "")
     validate(config)
+    return config
+
+
+def is_uri(path: str) -> bool:
+    return "://" in path
+
+
+def absolutize(config: Config) -> Config:
+    """Local paths made absolute (artifact URIs in ML Metadata must not depend on the cwd)."""
+    for section, name in (("paths", "pipeline_root"), ("paths", "serving_dir"),
+                          ("paths", "metadata"), ("data", "path")):
+        obj = getattr(config, section)
+        value = getattr(obj, name)
+        if value and not is_uri(value):
+            setattr(obj, name, os.path.abspath(os.path.expanduser(value)))
     return config
 
 

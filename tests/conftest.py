@@ -1,0 +1,53 @@
+"""Test setup: legacy Keras and 8 emulated CPU replicas, both before TensorFlow starts."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+# Multi-replica tests run MirroredStrategy over subsets of these 8 logical CPU devices.
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0],
+    [tf.config.LogicalDeviceConfiguration() for _ in range(8)])
+
+REPO = Path(__file__).resolve().parent.parent
+LOCKSTEP = [sys.executable, "-m", "pipeline.cli"]
+
+
+def lockstep(*args, cwd=None, timeout=900) -> subprocess.CompletedProcess:
+    """Runs the real CLI in a fresh process."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run(LOCKSTEP + [str(a) for a in args], cwd=cwd, env=env, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+class PipelineRun:
+    def __init__(self, root: Path):
+        self.root = root
+        self.pipeline_root = root / "pipeline_root"
+        self.serving_dir = root / "serving"
+
+    def run(self, *extra):
+        return lockstep("run", "--pipeline-root", self.pipeline_root,
+                        "--serving-dir", self.serving_dir, *extra, cwd=self.root)
+
+    def pushed_versions(self) -> list[Path]:
+        if not self.serving_dir.exists():
+            return []
+        return sorted(p for p in self.serving_dir.iterdir() if p.is_dir())
+
+
+@pytest.fixture(scope="session")
+def penguins_run(tmp_path_factory):
+    """One real run of the whole pipeline on the bundled data (shared by the slow tests)."""
+    run = PipelineRun(tmp_path_factory.mktemp("penguins"))
+    result = run.run()
+    assert result.returncode == 0, result.stderr[-3000:]
+    run.first = result
+    return run

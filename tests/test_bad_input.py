@@ -1,0 +1,76 @@
+"""Each bad input: one line naming the file and column, a non-zero exit, nothing written."""
+
+import shutil
+
+import pytest
+
+from conftest import PipelineRun, REPO
+
+PENGUINS = (REPO / "data" / "penguins" / "penguins.csv").read_text()
+
+
+def _run_expecting_error(tmp_path, *args):
+    run = PipelineRun(tmp_path)
+    result = run.run(*args)
+    assert result.returncode != 0
+    lines = [l for l in result.stderr.strip().splitlines() if l.startswith("lockstep: error:")]
+    assert len(lines) == 1, result.stderr
+    assert run.pushed_versions() == []
+    assert not run.pipeline_root.exists(), "nothing may be written on bad input"
+    return lines[0]
+
+
+def test_missing_data_path(tmp_path):
+    line = _run_expecting_error(tmp_path, "--data", tmp_path / "nope.csv")
+    assert "nope.csv: no such file or directory" in line
+
+
+def test_empty_csv(tmp_path):
+    (tmp_path / "empty.csv").write_text("")
+    line = _run_expecting_error(tmp_path, "--data", tmp_path / "empty.csv")
+    assert "empty.csv: the file is empty" in line
+
+
+def test_header_only_csv(tmp_path):
+    (tmp_path / "h.csv").write_text("a,b,species\n")
+    line = _run_expecting_error(tmp_path, "--data", tmp_path / "h.csv")
+    assert "h.csv: the CSV has a header but no data rows" in line
+
+
+def test_label_column_that_does_not_exist(tmp_path):
+    line = _run_expecting_error(tmp_path, "--label", "genus")
+    assert "penguins.csv: label column 'genus' is not in the header" in line
+
+
+def test_numeric_column_full_of_text(tmp_path):
+    lines = PENGUINS.splitlines()
+    header = lines[0].split(",")
+    col = header.index("body_mass_g")
+    bad = [lines[0]]
+    for i, line in enumerate(lines[1:]):
+        cells = line.split(",")
+        if i % 3 == 0:
+            cells[col] = "heavy"
+        bad.append(",".join(cells))
+    (tmp_path / "bad.csv").write_text("\n".join(bad) + "\n")
+    line = _run_expecting_error(tmp_path, "--data", tmp_path / "bad.csv")
+    assert "bad.csv: column 'body_mass_g' is numeric" in line and "line 2 holds text 'heavy'" in line
+
+
+def test_directory_with_no_csv(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "notes.txt").write_text("hi")
+    line = _run_expecting_error(tmp_path, "--data", tmp_path / "data")
+    assert "data: the directory has no .csv file" in line
+
+
+def test_ragged_row(tmp_path):
+    (tmp_path / "r.csv").write_text("a,b,species\n1,2,x\n1,x\n")
+    line = _run_expecting_error(tmp_path, "--data", tmp_path / "r.csv")
+    assert "r.csv: line 3 has 2 cells, the header has 3" in line
+
+
+def test_bad_config_file(tmp_path):
+    (tmp_path / "c.toml").write_text("[trainer]\nbatch = 3\n")
+    line = _run_expecting_error(tmp_path, "--config", tmp_path / "c.toml")
+    assert "c.toml: unknown config key 'trainer.batch'" in line
