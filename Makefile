@@ -1,13 +1,14 @@
 # Two commands on a fresh machine with python3 and pip: `make run` and `make test`.
-UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+UV := $(shell command -v uv 2>/dev/null)
+ifeq ($(UV),)
+UV := python3 -m uv
+endif
 export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 
 .PHONY: setup run test test-fast bench
-$(UV):
-	python3 -m pip install --user --quiet uv || python3 -m pip install --quiet uv
-
-setup: | $(UV)
+setup:
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	$(UV) sync --frozen
 
 run: setup

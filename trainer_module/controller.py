@@ -17,12 +17,14 @@ def make_checkpoint_manager(model, optimizer, directory: str, max_to_keep: int =
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep)
 
 
-def restore(manager: tf.train.CheckpointManager, optimizer) -> int:
-    """Restores the latest checkpoint if there is one; returns the global step to start from."""
-    if manager.latest_checkpoint:
-        manager.checkpoint.restore(manager.latest_checkpoint)
+def restore(manager: tf.train.CheckpointManager, optimizer, directory: str | None = None) -> int:
+    """Restores the latest checkpoint in `directory` (default: the manager's) if there is one;
+    returns the global step to start from."""
+    latest = tf.train.latest_checkpoint(directory) if directory else manager.latest_checkpoint
+    if latest:
+        manager.checkpoint.restore(latest)
         step = int(optimizer.iterations.numpy())
-        logging.info("Resumed from %s at global step %d", manager.latest_checkpoint, step)
+        logging.info("Resumed from %s at global step %d", latest, step)
         return step
     return 0
 

@@ -58,17 +58,20 @@ class Trainer:
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
         if self.accuracy is not None:
             self.accuracy.update_state(y, outputs)
-        return loss
+        # A NaN input can hide behind a ReLU in the loss yet poison the gradient: watch both.
+        return loss, tf.linalg.global_norm(grads)
 
     def _run_steps(self, num_steps):
         total = tf.constant(0.0)
         done = tf.constant(0)
         last = tf.constant(0.0)
         for _ in tf.range(num_steps):
-            per_replica = self.strategy.run(self._replica_step, args=(next(self._iterator),))
-            last = self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+            loss, norm = self.strategy.run(self._replica_step, args=(next(self._iterator),))
+            last = self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
+            norm = self.strategy.reduce(tf.distribute.ReduceOp.SUM, norm, axis=None)
             done += 1
-            if not tf.math.is_finite(last):
+            if not tf.math.is_finite(last + norm):
+                last = last + norm
                 break
             total += last
         return total / tf.cast(tf.maximum(done, 1), tf.float32), last, done
@@ -79,7 +82,7 @@ class Trainer:
         mean_loss, last, done = self._loop(tf.constant(num_steps))
         done = int(done)
         if not bool(tf.math.is_finite(last)):
-            raise NonFiniteLoss(f"loss became {float(last)} at global step {start + done}; "
+            raise NonFiniteLoss(f"loss or gradient became {float(last)} at global step {start + done}; "
                                 "training stopped (lower the learning rate or check the data)")
         logs = {"loss": float(mean_loss), "steps": done}
         if self.accuracy is not None:

@@ -82,9 +82,12 @@ def run(job: TrainJob, callbacks=()) -> dict:
                                       cfg.embedding_dim, cfg.seed)
         schedule = scaling.WarmupSchedule(plan.learning_rate, plan.warmup_steps)
         optimizer = tf.keras.optimizers.Adam(learning_rate=schedule)
+    chief = strategy_lib.is_chief(strategy)
+    checkpoint_dir = os.path.join(job.model_run_dir, "checkpoints")
+    # Every worker saves (the all-reduce needs them all); only the chief's copy is kept.
     manager = controller_lib.make_checkpoint_manager(
-        model, optimizer, os.path.join(job.model_run_dir, "checkpoints"))
-    start = controller_lib.restore(manager, optimizer)
+        model, optimizer, checkpoint_dir if chief else tempfile.mkdtemp(prefix="lockstep-ckpt-"))
+    start = controller_lib.restore(manager, optimizer, checkpoint_dir)
     warm = start == 0 and cfg.warm_start and _warm_start(model, job.base_model)
 
     pipelines = max(getattr(strategy.extended, "_num_workers", 1) or 1, 1)
@@ -108,7 +111,6 @@ def run(job: TrainJob, callbacks=()) -> dict:
 
     eval_metrics = evaluate(strategy, model, job, spec, task, plan) if job.eval_files else {}
     logging.info("Eval: %s", eval_metrics)
-    chief = strategy_lib.is_chief(strategy)
     target = job.serving_model_dir if chief else tempfile.mkdtemp(prefix="lockstep-worker-export-")
     export.export_serving_model(model, tf_transform_output, job.label, task, target)
     return {"plan": dataclasses.asdict(plan), "train": logs, "eval": eval_metrics,
