@@ -1,0 +1,111 @@
+"""The trainer as users run it: killed and resumed, on two workers, inside the pipeline."""
+
+import dataclasses
+import glob
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import REPO, PipelineRun
+from pipeline.config import TrainerConfig
+
+pytestmark = pytest.mark.slow
+
+
+def _job(penguins_run, out_dir, **trainer):
+    root = penguins_run.pipeline_root
+    [transform_dir] = glob.glob(str(root / "Transform" / "transform_graph" / "*"))
+    examples = glob.glob(str(root / "Transform" / "transformed_examples" / "*"))[0]
+    cfg = dataclasses.asdict(TrainerConfig(**trainer))
+    return {"train_files": [f"{examples}/Split-train/*"], "eval_files": [f"{examples}/Split-eval/*"],
+            "transform_dir": transform_dir, "model_run_dir": str(out_dir / "run"),
+            "serving_model_dir": str(out_dir / "serving"), "label": "species", "trainer": cfg}
+
+
+def _launch(job, out_dir, *extra, env=None):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "job.json").write_text(json.dumps(job))
+    return subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "train_job.py"), str(out_dir / "job.json"),
+         str(out_dir / "result.json"), *extra],
+        env=dict(os.environ if env is None else env, PYTHONPATH=str(REPO)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _final_weights(run_dir):
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(run_dir / "checkpoints")))
+    return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+            if k.startswith("model/") and "OPTIMIZER_SLOT" not in k}
+
+
+def test_killed_trainer_resumes_to_the_same_weights(penguins_run, tmp_path):
+    settings = dict(train_steps=60, checkpoint_every=20, steps_per_execution=5, seed=5)
+    whole = _launch(_job(penguins_run, tmp_path / "whole", **settings), tmp_path / "whole")
+    interrupted_job = _job(penguins_run, tmp_path / "cut", **settings)
+    cut = _launch(interrupted_job, tmp_path / "cut", "--kill-at", "30")
+    out, _ = cut.communicate(timeout=600)
+    assert cut.returncode == -signal.SIGKILL, out[-2000:]
+    assert tf.train.latest_checkpoint(str(tmp_path / "cut" / "run" / "checkpoints")).endswith("-20")
+    resumed = _launch(interrupted_job, tmp_path / "cut")
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, out[-3000:]
+    assert "Resumed from" in out and "at global step 20" in out
+    out, _ = whole.communicate(timeout=600)
+    assert whole.returncode == 0, out[-3000:]
+    a, b = _final_weights(tmp_path / "whole" / "run"), _final_weights(tmp_path / "cut" / "run")
+    assert a.keys() == b.keys() and a
+    for key in a:
+        np.testing.assert_allclose(a[key], b[key], atol=1e-6, err_msg=key)
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_two_workers_train_one_model_and_only_the_chief_exports(penguins_run, tmp_path):
+    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    procs = []
+    for index in range(2):
+        env = dict(os.environ, TF_CONFIG=json.dumps(
+            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
+        job = _job(penguins_run, tmp_path, train_steps=30, steps_per_execution=5,
+                   per_replica_batch=16)
+        job["model_run_dir"] = str(tmp_path / "run")
+        procs.append(_launch(job, tmp_path / f"w{index}", env=env))
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0, out[-3000:]
+    results = [json.loads((tmp_path / f"w{i}" / "result.json").read_text()) for i in range(2)]
+    # MultiWorkerMirroredStrategy is an alias of CollectiveAllReduceStrategy.
+    assert [r["strategy"] for r in results] == ["CollectiveAllReduceStrategy"] * 2
+    assert [r["replicas"] for r in results] == [2, 2]
+    assert [r["chief"] for r in results] == [True, False]
+    assert results[0]["plan"]["global_batch"] == 32
+    assert results[0]["train"]["loss"] == pytest.approx(results[1]["train"]["loss"], rel=1e-6)
+    assert (tmp_path / "serving" / "saved_model.pb").is_file()
+
+
+def test_pipeline_trains_on_8_emulated_replicas(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text("[trainer]\nemulate_replicas = 8\nper_replica_batch = 8\n")
+    run = PipelineRun(tmp_path)
+    result = run.run("--config", config, "--verbose")
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = result.stdout + result.stderr
+    assert re.search(r"num_replicas_in_sync=8", log)
+    assert "global batch          64  (= 8 x 8)" in log
+    assert "Blessed: yes" in result.stdout and len(run.pushed_versions()) == 1

@@ -1,0 +1,36 @@
+"""Runs one TrainJob in this process (for the resume and multi-worker tests).
+
+usage: train_job.py JOB.json RESULT.json [--kill-at STEP]
+--kill-at: SIGKILL this process once the global step reaches STEP (a real, unclean kill).
+"""
+
+import json
+import os
+import signal
+import sys
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
+from absl import logging  # noqa: E402
+
+from trainer_module import train  # noqa: E402
+
+logging.set_verbosity(logging.INFO)
+
+
+def main(argv):
+    job = train.TrainJob.from_dict(json.load(open(argv[1])))
+    callbacks = []
+    if "--kill-at" in argv:
+        kill_at = int(argv[argv.index("--kill-at") + 1])
+
+        def kill(step, logs):
+            if step >= kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+        callbacks.append(kill)
+    result = train.run(job, callbacks=callbacks)
+    json.dump(result, open(argv[2], "w"))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
