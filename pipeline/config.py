@@ -39,7 +39,7 @@ class TrainerConfig:
     tpu: str = ""  # TPU name, or "local" on a TPU VM; also read from $TPU_NAME
     tpu_zone: str = ""
     tpu_project: str = ""
-    allow_fallback: bool = True  # asking for a TPU that is not there falls back instead of failing
+    allow_fallback: bool = False  # true: a TPU that is not there falls back instead of failing
     emulate_replicas: int = 0  # >1: split the CPU into N logical devices under MirroredStrategy
     # Batch: give per_replica_batch (the TPU way) or global_batch, not both.
     per_replica_batch: int = 32

@@ -1,0 +1,63 @@
+"""The reference Trainer/Transform module, written the way the TFX penguin tutorials do it:
+a module_file with preprocessing_fn and run_fn, Keras model.fit under MirroredStrategy."""
+
+import tensorflow as tf
+import tensorflow_transform as tft
+from tfx import v1 as tfx
+from tfx_bsl.public import tfxio
+
+NUMERIC = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "year"]
+LABEL = "species"
+
+
+def _dense(x, default):
+    if isinstance(x, tf.SparseTensor):
+        x = tf.sparse.to_dense(tf.SparseTensor(x.indices, x.values, [x.dense_shape[0], 1]), default)
+    return tf.squeeze(x, axis=1) if x.shape.rank == 2 else x
+
+
+def preprocessing_fn(inputs):
+    out = {}
+    for key in NUMERIC:
+        out[key] = tft.scale_to_z_score(tf.cast(_dense(inputs[key], 0), tf.float32))
+    out[LABEL] = tft.compute_and_apply_vocabulary(_dense(inputs[LABEL], ""), vocab_filename="label")
+    return out
+
+
+def _input_fn(file_pattern, data_accessor, tf_transform_output, batch_size):
+    return data_accessor.tf_dataset_factory(
+        file_pattern, tfxio.TensorFlowDatasetOptions(batch_size=batch_size, label_key=LABEL),
+        tf_transform_output.transformed_metadata.schema).repeat()
+
+
+def run_fn(fn_args: tfx.components.FnArgs):
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    strategy = tf.distribute.MirroredStrategy()
+    train = _input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output, 32)
+    evaluation = _input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, 32)
+    with strategy.scope():
+        inputs = [tf.keras.Input(shape=(1,), name=k) for k in NUMERIC]
+        x = tf.keras.layers.concatenate(inputs)
+        for units in (32, 16):
+            x = tf.keras.layers.Dense(units, activation="relu")(x)
+        model = tf.keras.Model(inputs, tf.keras.layers.Dense(3)(x))
+        model.compile(optimizer=tf.keras.optimizers.Adam(1e-2),
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
+    model.fit(train, steps_per_epoch=fn_args.train_steps, validation_data=evaluation,
+              validation_steps=fn_args.eval_steps)
+    model.tft_layer = tf_transform_output.transform_features_layer()
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve(serialized):
+        spec = tf_transform_output.raw_feature_spec()
+        spec.pop(LABEL)
+        transformed = model.tft_layer(tf.io.parse_example(serialized, spec))
+        return model({k: tf.reshape(transformed[k], [-1, 1]) for k in NUMERIC})
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def transform_features(serialized):
+        return model.tft_layer(tf.io.parse_example(serialized, tf_transform_output.raw_feature_spec()))
+
+    model.save(fn_args.serving_model_dir, save_format="tf", signatures={
+        "serving_default": serve, "transform_features": transform_features})

@@ -1,0 +1,58 @@
+"""The reference pipeline, as in the TFX tutorials: stock components, module_file, a Resolver for
+the baseline, LocalDagRunner. usage: pipeline.py DATA_DIR ROOT"""
+
+import os
+import sys
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
+import tensorflow_model_analysis as tfma  # noqa: E402
+from tfx import v1 as tfx  # noqa: E402
+
+MODULE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "penguin_module.py")
+
+
+def main(data_dir, root):
+    example_gen = tfx.components.CsvExampleGen(input_base=data_dir)
+    stats = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    schema = tfx.components.SchemaGen(statistics=stats.outputs["statistics"])
+    validator = tfx.components.ExampleValidator(
+        statistics=stats.outputs["statistics"], schema=schema.outputs["schema"])
+    transform = tfx.components.Transform(examples=example_gen.outputs["examples"],
+                                         schema=schema.outputs["schema"], module_file=MODULE)
+    trainer = tfx.components.Trainer(
+        module_file=MODULE, examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"], schema=schema.outputs["schema"],
+        train_args=tfx.proto.TrainArgs(num_steps=375), eval_args=tfx.proto.EvalArgs(num_steps=5))
+    resolver = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id("latest_blessed_model_resolver")
+    eval_config = tfma.EvalConfig(
+        model_specs=[tfma.ModelSpec(signature_name="serving_default", label_key="species",
+                                    preprocessing_function_names=["transform_features"])],
+        slicing_specs=[tfma.SlicingSpec()],
+        metrics_specs=[tfma.MetricsSpec(metrics=[tfma.MetricConfig(
+            class_name="SparseCategoricalAccuracy",
+            threshold=tfma.MetricThreshold(value_threshold=tfma.GenericValueThreshold(
+                lower_bound={"value": 0.6})))])])
+    evaluator = tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
+        baseline_model=resolver.outputs["model"], eval_config=eval_config)
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(filesystem=tfx.proto.PushDestination.Filesystem(
+            base_directory=os.path.join(root, "serving"))))
+    pipeline = tfx.dsl.Pipeline(
+        pipeline_name="reference", pipeline_root=os.path.join(root, "pipeline_root"),
+        components=[example_gen, stats, schema, validator, transform, trainer, resolver,
+                    evaluator, pusher],
+        enable_cache=True,
+        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+            os.path.join(root, "metadata.sqlite")))
+    tfx.orchestration.LocalDagRunner().run(pipeline)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
