@@ -73,6 +73,66 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _plan_sizes(args, config) -> list[tuple[str, int, bool]]:
+    """(label, replicas, on_tpu) for each size asked for."""
+    from pipeline import slices
+
+    if args.replicas is not None:
+        if args.replicas < 1:
+            raise UsageError(f"--replicas must be at least 1, got {args.replicas}")
+        return [(f"{args.replicas} replicas", args.replicas, False)]
+    names = args.slice or ([config.trainer.tpu_slice] if config.trainer.tpu_slice else [])
+    if names:
+        try:
+            found = [slices.get(name) for name in names]
+        except slices.SliceError as err:
+            raise UsageError(f"--slice: {err}") from None
+        return [(s.name, s.replicas, True) for s in found]
+    replicas = max(config.trainer.emulate_replicas, 1)
+    return [(f"{replicas} replica(s)", replicas, False)]
+
+
+def cmd_plan(args) -> int:
+    import dataclasses
+    import json
+
+    from pipeline import config as config_lib, slices
+    from trainer_module import scaling
+
+    overrides = {"trainer.per_replica_batch": args.per_replica_batch,
+                 "trainer.global_batch": args.global_batch,
+                 "trainer.train_examples": args.train_examples,
+                 "trainer.train_steps": args.train_steps}
+    try:
+        config = config_lib.load(args.config, overrides)
+        if args.per_replica_batch:  # a per-replica batch on the command line wins over the file's global
+            config.trainer.global_batch = 0
+        sizes = _plan_sizes(args, config)
+        plans = [(label, scaling.make_plan(config.trainer, replicas, on_tpu))
+                 for label, replicas, on_tpu in sizes]
+    except (config_lib.ConfigError, scaling.ScalingError) as err:
+        return _fail(str(err), 2)
+    if args.json:
+        print(json.dumps([{"size": label, **dataclasses.asdict(plan)} for label, plan in plans],
+                         indent=2))
+        return 0
+    for i, (label, plan) in enumerate(plans):
+        if i:
+            print()
+        if label in slices.PRESETS:
+            print("TPU slice " + slices.PRESETS[label].describe())
+        print(plan.describe())
+    if len(plans) > 1:
+        first = plans[0][1]
+        print("\nFrom " + plans[0][0] + ":")
+        for label, plan in plans[1:]:
+            print(f"  {label}: global batch x{plan.global_batch / first.global_batch:g}, "
+                  f"train steps x{plan.train_steps / first.train_steps:g}, "
+                  f"learning rate x{plan.learning_rate / first.learning_rate:g}, "
+                  f"examples x{plan.examples / first.examples:g}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lockstep", description="A TFX pipeline with a synchronous data-parallel trainer.")
@@ -89,6 +149,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--train-steps", type=int, help="fixed train steps (default: from the example budget)")
     run.add_argument("-v", "--verbose", action="store_true", help="log TFX and trainer progress")
     run.set_defaults(func=cmd_run)
+
+    plan = sub.add_parser(
+        "plan", help="print the training plan for a slice or replica count, without training",
+        description="The scaling rules as numbers: the per-replica batch stays fixed, the global "
+                    "batch grows with the replicas, train steps shrink so the examples stay the "
+                    "same, the learning rate scales with the global batch. Repeat --slice to "
+                    "compare sizes (start small, then grow).")
+    _add_config_args(plan)
+    size = plan.add_mutually_exclusive_group()
+    size.add_argument("--slice", action="append",
+                      help="a TPU slice preset, e.g. v5e-4, v5e-16, v4-32 (repeatable)")
+    size.add_argument("--replicas", type=int, help="a replica count (GPUs, CPU replicas, ...)")
+    plan.add_argument("--per-replica-batch", type=int, help="override trainer.per_replica_batch")
+    plan.add_argument("--global-batch", type=int, help="override trainer.global_batch")
+    plan.add_argument("--train-examples", type=int, help="override trainer.train_examples")
+    plan.add_argument("--train-steps", type=int, help="override trainer.train_steps")
+    plan.add_argument("--json", action="store_true", help="print the plan(s) as JSON")
+    plan.set_defaults(func=cmd_plan)
     return parser
 
 

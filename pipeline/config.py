@@ -30,6 +30,13 @@ class DataConfig:
     # Hash split of the rows: buckets for train and eval.
     train_buckets: int = 4
     eval_buckets: int = 1
+    # Data that arrives in spans: a pattern under `path` with {SPAN} for the span number, e.g.
+    # "span-{SPAN}/*.csv". Each run trains on the newest span, or the newest `span_window` spans.
+    span_pattern: str = ""
+    span_window: int = 1
+    # classification | regression | auto (from the label column's type; needs readable local data,
+    # so a Kubeflow compile of gs:// data names it, or takes the default "classification").
+    task: str = "auto"
 
 
 @dataclasses.dataclass
@@ -39,6 +46,9 @@ class TrainerConfig:
     tpu: str = ""  # TPU name, or "local" on a TPU VM; also read from $TPU_NAME
     tpu_zone: str = ""
     tpu_project: str = ""
+    # A TPU slice preset (v5e-4, v5e-16, v4-32, ...; see pipeline/slices.py): sets the replica count
+    # for `lockstep plan`, and the Trainer's TPU node selectors and chips when compiled for Kubeflow.
+    tpu_slice: str = ""
     allow_fallback: bool = False  # true: a TPU that is not there falls back instead of failing
     emulate_replicas: int = 0  # >1: split the CPU into N logical devices under MirroredStrategy
     # Batch: give per_replica_batch (the TPU way) or global_batch, not both.
@@ -78,6 +88,24 @@ class PathsConfig:
 
 
 @dataclasses.dataclass
+class KubeflowConfig:
+    # The pipeline image (infra/Dockerfile); the tag defaults to the package version.
+    image: str = "lockstep-pipeline"
+    image_tag: str = ""
+    host: str = ""  # the KFP API endpoint for submit/schedule (or --host, or $KF_PIPELINES_ENDPOINT)
+    namespace: str = "kubeflow"
+    experiment: str = "lockstep"
+    service_account: str = ""  # the Kubernetes service account runs use ("": KFP's default)
+    # Resources. The Trainer's accelerator comes from trainer.tpu_slice, or gpu_type/gpus.
+    trainer_cpu: str = "4"
+    trainer_memory: str = "16G"
+    gpu_type: str = ""  # e.g. nvidia-tesla-t4 (the cloud.google.com/gke-accelerator node label)
+    gpus: int = 0
+    component_cpu: str = "1"
+    component_memory: str = "4G"
+
+
+@dataclasses.dataclass
 class Config:
     pipeline_name: str = "lockstep"
     enable_cache: bool = True
@@ -85,6 +113,7 @@ class Config:
     trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
     paths: PathsConfig = dataclasses.field(default_factory=PathsConfig)
+    kubeflow: KubeflowConfig = dataclasses.field(default_factory=KubeflowConfig)
     # Extra Beam pipeline args. Empty means Beam's DirectRunner in memory with one worker, the
     # fastest on small data; any arg makes TFX package itself for Beam workers (an sdist build per
     # component, seconds each) unless it also names --setup_file or --sdk_container_image.
@@ -209,3 +238,25 @@ def validate(config: Config) -> None:
             f"trainer.strategy must be auto, tpu, multi_worker, mirrored or cpu, got {t.strategy!r}")
     if config.data.train_buckets < 1 or config.data.eval_buckets < 1:
         raise ConfigError("data.train_buckets and data.eval_buckets must be at least 1")
+    if config.data.span_pattern and config.data.span_pattern.count("{SPAN}") != 1:
+        raise ConfigError(f"data.span_pattern must contain {{SPAN}} once, got "
+                          f"{config.data.span_pattern!r}")
+    if config.data.span_window < 1:
+        raise ConfigError("data.span_window must be at least 1")
+    if config.data.task not in ("auto", "classification", "regression"):
+        raise ConfigError(
+            f"data.task must be auto, classification or regression, got {config.data.task!r}")
+    if t.tpu_slice:
+        from pipeline import slices
+
+        try:
+            slices.get(t.tpu_slice)
+        except slices.SliceError as err:
+            raise ConfigError(f"trainer.tpu_slice: {err}") from None
+        if t.strategy not in ("auto", "tpu"):
+            raise ConfigError(f"trainer.tpu_slice={t.tpu_slice!r} needs trainer.strategy auto or "
+                              f"tpu, got {t.strategy!r}")
+    if config.kubeflow.gpus < 0:
+        raise ConfigError("kubeflow.gpus must be 0 or more")
+    if config.kubeflow.gpus and t.tpu_slice:
+        raise ConfigError("set trainer.tpu_slice or kubeflow.gpus, not both")

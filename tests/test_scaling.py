@@ -2,7 +2,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline.config import TrainerConfig
-from trainer_module import scaling
+from trainer_module import scaling, warmup
 
 
 def cfg(**kw):
@@ -41,7 +41,7 @@ def test_fixed_train_steps_win_over_budget():
 
 
 def test_warmup_is_linear_then_flat():
-    schedule = scaling.WarmupSchedule(1.0, 4)
+    schedule = warmup.WarmupSchedule(1.0, 4)
     values = [float(schedule(tf.constant(s))) for s in range(6)]
     assert values == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
 

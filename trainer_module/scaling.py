@@ -3,13 +3,14 @@
 - keep the per-replica batch fixed when adding replicas: global = per-replica x replicas;
 - keep the number of examples fixed: steps = example budget // global batch;
 - scale the learning rate linearly with the global batch, with linear warmup.
+
+Pure arithmetic, no TensorFlow: `lockstep plan` prints it in a blink. The warmup schedule itself
+is in trainer_module/warmup.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-
-import tensorflow as tf
 
 
 class ScalingError(ValueError):
@@ -74,19 +75,3 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False) -> Plan:
     lr = cfg.base_learning_rate * global_batch / cfg.base_batch
     return Plan(replicas, per_replica, global_batch, steps, steps * global_batch, lr,
                 cfg.base_learning_rate, cfg.base_batch, min(cfg.warmup_steps, steps), tuple(warnings))
-
-
-class WarmupSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warmup from lr/warmup to lr over `warmup_steps`, then constant."""
-
-    def __init__(self, learning_rate: float, warmup_steps: int):
-        self.learning_rate = learning_rate
-        self.warmup_steps = warmup_steps
-
-    def __call__(self, step):
-        step = tf.cast(step, tf.float32) + 1.0
-        warmup = tf.cast(max(self.warmup_steps, 1), tf.float32)
-        return self.learning_rate * tf.minimum(1.0, step / warmup)
-
-    def get_config(self):
-        return {"learning_rate": self.learning_rate, "warmup_steps": self.warmup_steps}

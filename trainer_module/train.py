@@ -18,7 +18,7 @@ import tensorflow_transform as tft
 
 from pipeline.config import TrainerConfig
 from trainer_module import controller as controller_lib
-from trainer_module import export, features, input_pipeline, loop, scaling, strategy as strategy_lib
+from trainer_module import export, features, input_pipeline, loop, scaling, strategy as strategy_lib, warmup
 from trainer_module import model as model_lib
 
 
@@ -80,7 +80,7 @@ def run(job: TrainJob, callbacks=()) -> dict:
     with strategy.scope():
         model = model_lib.build_model(numeric, categorical, outputs, cfg.hidden_units, cfg.l2,
                                       cfg.embedding_dim, cfg.seed)
-        schedule = scaling.WarmupSchedule(plan.learning_rate, plan.warmup_steps)
+        schedule = warmup.WarmupSchedule(plan.learning_rate, plan.warmup_steps)
         optimizer = tf.keras.optimizers.Adam(learning_rate=schedule)
     chief = strategy_lib.is_chief(strategy)
     checkpoint_dir = os.path.join(job.model_run_dir, "checkpoints")

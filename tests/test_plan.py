@@ -1,0 +1,69 @@
+"""TPU slice presets and `lockstep plan`: the scaling rules as figures, through the real CLI."""
+
+import json
+
+import pytest
+
+from conftest import lockstep
+from pipeline import config as config_lib, slices
+
+
+def test_presets_match_cloud_tpu_shapes():
+    v5e4, v5e16, v4_32 = slices.get("v5e-4"), slices.get("v5e-16"), slices.get("v4-32")
+    assert (v5e4.chips, v5e4.hosts, v5e4.topology, v5e4.replicas) == (4, 1, "2x2", 4)
+    assert (v5e16.chips, v5e16.hosts, v5e16.topology, v5e16.replicas) == (16, 4, "4x4", 16)
+    # v4 names count TensorCores; a chip is one megacore device, so one replica per chip.
+    assert (v4_32.chips, v4_32.hosts, v4_32.topology, v4_32.replicas) == (16, 4, "2x2x4", 16)
+    assert v5e4.node_selector() == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+        "cloud.google.com/gke-tpu-topology": "2x2"}
+    assert slices.get("v5litepod-8") == slices.get("v5e-8")
+    with pytest.raises(slices.SliceError, match="unknown TPU slice 'v5e-3'.*v5e-4"):
+        slices.get("v5e-3")
+
+
+def test_config_rejects_unknown_slice_and_slice_with_gpus():
+    with pytest.raises(config_lib.ConfigError, match="trainer.tpu_slice: unknown TPU slice"):
+        config_lib.load(None, {"trainer.tpu_slice": "v7-2"})
+    with pytest.raises(config_lib.ConfigError, match="tpu_slice or kubeflow.gpus"):
+        config_lib.load(None, {"trainer.tpu_slice": "v5e-4", "kubeflow.gpus": 1})
+
+
+def _plan(*args):
+    result = lockstep("plan", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_plan_grows_from_v5e4_to_v5e16():
+    small, big = _plan("--slice", "v5e-4", "--slice", "v5e-16", "--per-replica-batch", "128",
+                       "--train-examples", "1048576")
+    assert (small["replicas"], big["replicas"]) == (4, 16)
+    assert (small["per_replica_batch"], big["per_replica_batch"]) == (128, 128)
+    assert (small["global_batch"], big["global_batch"]) == (512, 2048)
+    assert big["train_steps"] * 4 == small["train_steps"] == 2048
+    assert small["examples"] == big["examples"] == 1048576
+    assert big["learning_rate"] == pytest.approx(4 * small["learning_rate"])
+
+
+def test_plan_reads_slice_and_batch_from_config(tmp_path):
+    cfg = tmp_path / "tpu.toml"
+    cfg.write_text('[trainer]\ntpu_slice = "v4-32"\nper_replica_batch = 64\n'
+                   'train_examples = 64000\nbase_learning_rate = 0.1\nbase_batch = 256\n')
+    (plan,) = _plan("--config", cfg)
+    assert (plan["size"], plan["replicas"], plan["global_batch"]) == ("v4-32", 16, 1024)
+    assert plan["train_steps"] == 62 and plan["learning_rate"] == pytest.approx(0.4)
+    text = lockstep("plan", "--config", cfg).stdout
+    assert "TPU slice v4-32: 16 chip(s) on 4 host(s), topology 2x2x4" in text
+    assert "global batch          1024  (= 64 x 16)" in text
+
+
+def test_plan_replicas_and_errors():
+    (plan,) = _plan("--replicas", "3", "--global-batch", "96")
+    assert (plan["per_replica_batch"], plan["global_batch"]) == (32, 96)
+    bad = lockstep("plan", "--slice", "v5e-3")
+    assert bad.returncode == 2 and bad.stderr.startswith("lockstep: error: --slice: unknown TPU slice")
+    uneven = lockstep("plan", "--replicas", "8", "--global-batch", "100")
+    assert uneven.returncode == 2
+    assert "global_batch=100 does not divide evenly over 8 replicas" in uneven.stderr
+    assert len(uneven.stderr.strip().splitlines()) == 1
