@@ -4,8 +4,8 @@ TFX's stock CsvExampleGen types a column from its cells as they are, so the peng
 turns a numeric column into a string one. This ExampleGen reads the same files, treats the
 configured missing tokens (`NA`, empty, `NaN`, ...) as absent features, types each column over the
 whole input (components/csv_format.py), and fails with the file, column and line of a cell that
-does not fit. It is a FileBasedExampleGen, so input/output configs, hash splits and spans work as
-in TFX.
+does not fit. It is a FileBasedExampleGen, so input/output configs and hash splits work as in TFX;
+spans are resolved by this executor (components/spans.py), so they work on every orchestrator.
 """
 
 from __future__ import annotations
@@ -21,14 +21,18 @@ from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenE
 from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
-from tfx.types import standard_component_specs
+from tfx.types import artifact_utils, standard_component_specs
 
-from components import csv_format
+from components import csv_format, spans
+
+SPANS_KEY = "spans"
 
 
-def make_custom_config(label: str, missing_values: list[str]) -> example_gen_pb2.CustomConfig:
+def make_custom_config(label: str, missing_values: list[str], span_pattern: str = "",
+                       span_window: int = 1) -> example_gen_pb2.CustomConfig:
     struct = struct_pb2.Struct()
-    struct.update({"label": label, "missing_values": list(missing_values)})
+    struct.update({"label": label, "missing_values": list(missing_values),
+                   "span_pattern": span_pattern, "span_window": span_window})
     packed = any_pb2.Any()
     packed.Pack(struct)
     return example_gen_pb2.CustomConfig(custom_config=packed)
@@ -110,11 +114,16 @@ def _to_example(row, types: dict[str, str], header: list[str], missing: frozense
 @beam.typehints.with_output_types(tf.train.Example)
 def _CsvToExample(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_pattern: str):
     input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
-    pattern = f"{input_base.rstrip('/')}/{split_pattern}"
-    files = sorted(fileio.glob(pattern))
+    options = read_custom_config(exec_properties)
+    if options.get("span_pattern"):
+        pattern = f"{input_base.rstrip('/')}/{options['span_pattern']}"
+        _, files = spans.select(input_base, options["span_pattern"],
+                                int(options.get("span_window", 1)))
+    else:
+        pattern = f"{input_base.rstrip('/')}/{split_pattern}"
+        files = sorted(fileio.glob(pattern))
     if not files:
         raise csv_format.CsvError(f"{pattern}: no CSV file matches")
-    options = read_custom_config(exec_properties)
     missing = frozenset(options.get("missing_values", ["", "NA"]))
     header = csv_format.read_header(files[0], _open_text(files[0]))
     label = options.get("label")
@@ -137,14 +146,32 @@ class Executor(BaseExampleGenExecutor):
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
         return _CsvToExample
 
+    def Do(self, input_dict, output_dict, exec_properties):
+        options = read_custom_config(exec_properties)
+        chosen = []
+        if options.get("span_pattern"):
+            chosen, _ = spans.select(exec_properties[standard_component_specs.INPUT_BASE_KEY],
+                                     options["span_pattern"], int(options.get("span_window", 1)))
+        super().Do(input_dict, output_dict, exec_properties)
+        if chosen:
+            # The span is the Examples' own property: downstream and ML Metadata see which data
+            # this run trained on; `spans` lists every span of a rolling window.
+            examples = artifact_utils.get_single_instance(
+                output_dict[standard_component_specs.EXAMPLES_KEY])
+            examples.span = chosen[-1]
+            examples.set_string_custom_property(SPANS_KEY, ",".join(map(str, chosen)))
+
 
 class CsvExampleGen(example_gen_component.FileBasedExampleGen):
     """FileBasedExampleGen over CSV with missing-value tokens; label and tokens via custom_config."""
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
 
-    def __init__(self, input_base: str, label: str, missing_values: list[str], **kwargs):
+    def __init__(self, input_base: str, label: str, missing_values: list[str],
+                 span_pattern: str = "", span_window: int = 1, **kwargs):
+        """span_pattern: files under input_base with {SPAN} for the span number; the executor
+        resolves it (see components/spans.py), so the input_config pattern must not hold {SPAN}."""
         super().__init__(
             input_base=input_base,
-            custom_config=make_custom_config(label, missing_values),
+            custom_config=make_custom_config(label, missing_values, span_pattern, span_window),
             **kwargs)

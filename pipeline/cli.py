@@ -35,6 +35,14 @@ def _run_overrides(args) -> dict:
     }
 
 
+def _maybe_lock(path: str | None):
+    import contextlib
+
+    from pipeline.local_schedule import run_lock
+
+    return run_lock(path) if path else contextlib.nullcontext()
+
+
 def cmd_run(args) -> int:
     from absl import logging as absl_logging
 
@@ -43,7 +51,8 @@ def cmd_run(args) -> int:
 
     try:
         config = config_lib.absolutize(config_lib.load(args.config, _run_overrides(args)))
-        data = data_check.check(config.data.path, config.data.label, config.data.missing_values)
+        data = data_check.check(config.data.path, config.data.label, config.data.missing_values,
+                                config.data.span_pattern, config.data.span_window)
     except (config_lib.ConfigError, CsvError) as err:
         return _fail(str(err), 2)
     absl_logging.set_verbosity(absl_logging.INFO if args.verbose else absl_logging.WARNING)
@@ -52,16 +61,23 @@ def cmd_run(args) -> int:
         from trainer_module.strategy import configure_emulated_replicas
 
         configure_emulated_replicas(config.trainer.emulate_replicas)
-    print(f"lockstep: {data.rows} rows from {len(data.files)} CSV file(s), label "
+    spans = f" of span(s) {', '.join(map(str, data.spans))}" if data.spans else ""
+    print(f"lockstep: {data.rows} rows from {len(data.files)} CSV file(s){spans}, label "
           f"'{config.data.label}' ({data.task}), {len(data.columns) - 1} features", flush=True)
     from components.example_validator import AnomaliesFound
     from pipeline import local_runner
+    from pipeline.local_schedule import Locked
 
     # TFX's Beam executors parse sys.argv with absl flags (so `-v` would become --verbosity).
     sys.argv = sys.argv[:1]
     tic = time.perf_counter()
+    task = data.task if config.data.task == "auto" else config.data.task
     try:
-        report = local_runner.run(config, data.input_base, data.pattern, data.task)
+        with _maybe_lock(args.lock):
+            report = local_runner.run(config, data.input_base, data.pattern, task)
+    except Locked as err:
+        print(f"lockstep: {err}", file=sys.stderr)
+        return 0
     except AnomaliesFound as err:
         return _fail(str(err), 1)
     except Exception as err:  # a component failed: one line, the cause last
@@ -71,6 +87,228 @@ def cmd_run(args) -> int:
     print(report.describe())
     print(f"Total: {time.perf_counter() - tic:.1f}s")
     return 0
+
+
+def _task_for_compile(config) -> str:
+    """The task without reading remote data: from config, else from local data."""
+    from pipeline import config as config_lib
+
+    if config.data.task != "auto":
+        return config.data.task
+    if config_lib.is_uri(config.data.path):
+        raise UsageError(f"data.path {config.data.path} is remote and compile reads no remote "
+                         "data: set data.task to classification or regression")
+    from components.csv_format import CsvError
+    from pipeline import data_check
+
+    try:
+        return data_check.check(config.data.path, config.data.label, config.data.missing_values,
+                                config.data.span_pattern, config.data.span_window).task
+    except CsvError as err:
+        raise UsageError(str(err)) from None
+
+
+def cmd_compile(args) -> int:
+    from pipeline import config as config_lib
+
+    overrides = {"data.path": args.data, "paths.pipeline_root": args.pipeline_root,
+                 "paths.serving_dir": args.serving_dir, "trainer.tpu_slice": args.slice}
+    try:
+        config = config_lib.absolutize(config_lib.load(args.config, overrides))
+    except config_lib.ConfigError as err:
+        return _fail(str(err), 2)
+    task = _task_for_compile(config)
+    tic = time.perf_counter()
+    from pipeline import kubeflow_runner
+
+    try:
+        compiled = kubeflow_runner.compile_pipeline(config, task, args.image)
+    except kubeflow_runner.CompileError as err:
+        return _fail(str(err), 2)
+    kubeflow_runner.write(compiled, args.output)
+    trainer = config.trainer.tpu_slice or (f"{config.kubeflow.gpus} GPU(s)" if config.kubeflow.gpus
+                                           else "CPU")
+    print(f"lockstep: wrote {args.output} ({len(compiled.pipeline_spec.root.dag.tasks)} tasks, "
+          f"image {compiled.image}, Trainer on {trainer}) in {time.perf_counter() - tic:.1f}s")
+    return 0
+
+
+def _target(args, config):
+    from pipeline import kubeflow_client
+
+    k = config.kubeflow
+    return kubeflow_client.Target(
+        host=kubeflow_client.resolve_host(args.host, k.host),
+        token=kubeflow_client.resolve_token(args.token),
+        namespace=args.namespace or k.namespace, experiment=args.experiment or k.experiment,
+        service_account=args.service_account or k.service_account)
+
+
+def _load_remote(args):
+    """(config, package path, whether the package is a temporary compile)."""
+    import tempfile
+
+    from pipeline import config as config_lib
+
+    try:
+        config = config_lib.absolutize(config_lib.load(args.config, {
+            "paths.pipeline_root": args.pipeline_root}))
+    except config_lib.ConfigError as err:
+        raise UsageError(str(err)) from None
+    if args.package:
+        if not os.path.isfile(args.package):
+            raise UsageError(f"--package {args.package}: no such file")
+        return config, args.package, False
+    from pipeline import kubeflow_runner
+
+    try:
+        compiled = kubeflow_runner.compile_pipeline(config, _task_for_compile(config), args.image)
+    except kubeflow_runner.CompileError as err:
+        raise UsageError(str(err)) from None
+    path = os.path.join(tempfile.mkdtemp(prefix="lockstep-"), "pipeline.yaml")
+    kubeflow_runner.write(compiled, path)
+    return config, path, True
+
+
+def _remote(command):
+    """Runs a submit/schedule command: its KFP errors are one line and exit 1."""
+    def wrapper(args) -> int:
+        import shutil
+
+        from pipeline import kubeflow_client
+
+        package, temporary = None, False
+        try:
+            config, package, temporary = _load_remote(args)
+            return command(args, config, package)
+        except kubeflow_client.KfpError as err:
+            return _fail(str(err), 1)
+        finally:
+            if temporary:
+                shutil.rmtree(os.path.dirname(package), ignore_errors=True)
+    return wrapper
+
+
+def _params(args, package):
+    from pipeline import kubeflow_client
+
+    try:
+        return kubeflow_client.parse_params(args.param, kubeflow_client.declared_parameters(package))
+    except kubeflow_client.KfpError as err:
+        raise UsageError(str(err)) from None
+
+
+@_remote
+def cmd_submit(args, config, package) -> int:
+    from datetime import datetime, timezone
+
+    from pipeline import kubeflow_client
+
+    params = _params(args, package)
+    run_name = args.run_name or (f"{config.pipeline_name}-"
+                                 f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}")
+    if args.vertex:
+        if not (args.project and args.region):
+            raise UsageError("--vertex needs --project and --region")
+        name = kubeflow_client.submit_vertex(package, args.project, args.region, run_name, params,
+                                             config.paths.pipeline_root,
+                                             args.service_account or config.kubeflow.service_account)
+        print(f"lockstep: submitted {name} to Vertex AI Pipelines")
+        return 0
+    target = _target(args, config)
+    run_id = kubeflow_client.submit(target, package, run_name, params, args.pipeline_root)
+    print(f"lockstep: run {run_id} ({run_name}) in experiment '{target.experiment}'")
+    print(kubeflow_client.run_url(target, run_id))
+    return 0
+
+
+def cmd_schedule(args) -> int:
+    if args.local:
+        return _schedule_local(args)
+    if not args.cron:
+        raise UsageError("--cron is required")
+    return _schedule_kfp(args)
+
+
+@_remote
+def _schedule_kfp(args, config, package) -> int:
+    from pipeline import kubeflow_client
+
+    params = _params(args, package)
+    target = _target(args, config)
+    name = args.name or f"{config.pipeline_name}-retrain"
+    job_id = kubeflow_client.schedule(target, package, name, args.cron, params,
+                                      args.max_concurrency, args.catch_up, args.pipeline_root)
+    print(f"lockstep: recurring run {job_id} ({name}): cron '{args.cron}' UTC, max concurrency "
+          f"{args.max_concurrency}, {'catch-up' if args.catch_up else 'no catch-up'}")
+    return 0
+
+
+def _schedule_local(args) -> int:
+    from pipeline import config as config_lib, local_schedule
+
+    try:
+        config = config_lib.absolutize(config_lib.load(args.config))
+    except config_lib.ConfigError as err:
+        return _fail(str(err), 2)
+    name = args.name or config.pipeline_name
+    try:
+        if args.remove:
+            found = local_schedule.remove(name)
+            print(f"lockstep: {'removed' if found else 'no'} local schedule '{name}'")
+            return 0
+        if not args.cron:
+            raise UsageError("--cron is required")
+        root = config.paths.pipeline_root
+        line = local_schedule.entry(
+            name, args.cron, args.config, os.getcwd(), log=os.path.join(root, "schedule.log"),
+            lock=os.path.join(root, "run.lock"))
+        local_schedule.install(name, line)
+    except local_schedule.ScheduleError as err:
+        return _fail(str(err), 2)
+    print(f"lockstep: installed local schedule '{name}' (machine local time):\n  {line}")
+    return 0
+
+
+def cmd_schedules(args) -> int:
+    from pipeline import config as config_lib, kubeflow_client
+
+    try:
+        config = config_lib.load(args.config)
+        target = _target(args, config)
+        if args.action == "list":
+            rows = kubeflow_client.list_schedules(target)
+            for row in rows:
+                print(f"{row.id}  {row.status:<8} {row.cron:<18} max {row.max_concurrency:<3} "
+                      f"{row.name}")
+            if not rows:
+                print("lockstep: no recurring runs")
+            return 0
+        if not args.id:
+            raise UsageError(f"schedules {args.action} needs the recurring run id")
+        kubeflow_client.change_schedule(target, args.action, args.id)
+    except config_lib.ConfigError as err:
+        return _fail(str(err), 2)
+    except kubeflow_client.KfpError as err:
+        return _fail(str(err), 1)
+    print(f"lockstep: {args.action} {args.id}: done")
+    return 0
+
+
+def _add_kfp_args(p: argparse.ArgumentParser, package: bool = True) -> None:
+    _add_config_args(p)
+    p.add_argument("--host", help="the KFP API endpoint, e.g. http://localhost:8080 "
+                                  "(default: kubeflow.host or $KF_PIPELINES_ENDPOINT)")
+    p.add_argument("--token", help="a bearer token (default: $KF_PIPELINES_TOKEN or $KFP_TOKEN)")
+    p.add_argument("--namespace", help="the KFP namespace (default: kubeflow.namespace)")
+    p.add_argument("--experiment", help="the experiment (default: kubeflow.experiment)")
+    p.add_argument("--service-account", help="the Kubernetes service account runs use")
+    if package:
+        p.add_argument("--package", help="a spec from `lockstep compile` (default: compile now)")
+        p.add_argument("--image", help="the image when compiling now")
+        p.add_argument("--pipeline-root", help="the run's pipeline root (default: from config)")
+        p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                       help="a pipeline parameter, e.g. train_steps=500 (repeatable)")
 
 
 def _plan_sizes(args, config) -> list[tuple[str, int, bool]]:
@@ -148,7 +386,56 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--emulate-replicas", type=int, help="train on N emulated CPU replicas")
     run.add_argument("--train-steps", type=int, help="fixed train steps (default: from the example budget)")
     run.add_argument("-v", "--verbose", action="store_true", help="log TFX and trainer progress")
+    run.add_argument("--lock", help="a lock file: if another run holds it, skip this run (exit 0)")
     run.set_defaults(func=cmd_run)
+
+    comp = sub.add_parser(
+        "compile", help="write the Kubeflow Pipelines v2 spec (YAML) with KubeflowV2DagRunner",
+        description="Compile for Kubeflow Pipelines v2. Needs no network or credentials and "
+                    "writes nothing but the output file. Data root, pipeline root and serving "
+                    "dir are URIs (gs://, s3://, or paths the pods can see); train_steps, "
+                    "train_examples, per_replica_batch, base_learning_rate and data_root are "
+                    "pipeline parameters a run can override.")
+    _add_config_args(comp)
+    comp.add_argument("--image", help="the component image (default: kubeflow.image, tagged with "
+                                      "kubeflow.image_tag or the package version)")
+    comp.add_argument("--output", default="pipeline.yaml", help="where to write the spec")
+    comp.add_argument("--data", help="the data root (overrides data.path)")
+    comp.add_argument("--pipeline-root", help="overrides paths.pipeline_root")
+    comp.add_argument("--serving-dir", help="overrides paths.serving_dir")
+    comp.add_argument("--slice", help="a single-host TPU slice for the Trainer, e.g. v5e-4")
+    comp.set_defaults(func=cmd_compile)
+
+    submit = sub.add_parser("submit", help="create a run on Kubeflow Pipelines (or Vertex AI)")
+    _add_kfp_args(submit)
+    submit.add_argument("--run-name", help="the run's name (default: <pipeline>-<UTC time>)")
+    submit.add_argument("--vertex", action="store_true", help="submit to Vertex AI Pipelines")
+    submit.add_argument("--project", help="with --vertex: the Google Cloud project")
+    submit.add_argument("--region", help="with --vertex: the region, e.g. us-central1")
+    submit.set_defaults(func=cmd_submit)
+
+    sched = sub.add_parser(
+        "schedule", help="create a recurring run on KFP, or a local crontab entry",
+        description="On KFP: a recurring run. The cron has 6 fields, seconds first, and is read "
+                    "in UTC: '0 0 3 * * *' is 03:00 UTC daily. Defaults: max concurrency 1, no "
+                    "catch-up of missed runs. With --local: a crontab entry (5 fields, machine "
+                    "local time) that runs `lockstep run` under a lock, so runs never overlap.")
+    _add_kfp_args(sched)
+    sched.add_argument("--cron", help="KFP: 6 fields in UTC, e.g. '0 0 3 * * *'; --local: 5 fields")
+    sched.add_argument("--name", help="the schedule's name (default: <pipeline>-retrain)")
+    sched.add_argument("--max-concurrency", type=int, default=1,
+                       help="runs of this schedule at once (default 1)")
+    sched.add_argument("--catch-up", action="store_true",
+                       help="run the missed intervals after a pause (default: no catch-up)")
+    sched.add_argument("--local", action="store_true", help="install a local crontab entry")
+    sched.add_argument("--remove", action="store_true", help="with --local: remove the entry")
+    sched.set_defaults(func=cmd_schedule)
+
+    scheds = sub.add_parser("schedules", help="list, pause, resume or delete recurring runs on KFP")
+    scheds.add_argument("action", choices=["list", "pause", "resume", "delete"])
+    scheds.add_argument("id", nargs="?", help="the recurring run id (not for list)")
+    _add_kfp_args(scheds, package=False)
+    scheds.set_defaults(func=cmd_schedules)
 
     plan = sub.add_parser(
         "plan", help="print the training plan for a slice or replica count, without training",
@@ -171,6 +458,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if not sys.warnoptions:  # libraries' version nags are not the user's business here
+        import warnings
+
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

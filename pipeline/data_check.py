@@ -10,7 +10,7 @@ import dataclasses
 import glob
 import os
 
-from components import csv_format
+from components import csv_format, spans
 from trainer_module import features
 
 
@@ -22,13 +22,24 @@ class DataInfo:
     columns: dict[str, str]  # column -> int | float | string
     rows: int
     task: str  # classification | regression
+    spans: tuple[int, ...] = ()  # the spans this run reads, when the data comes in spans
 
 
-def check(path: str, label: str, missing_values: list[str]) -> DataInfo:
+def check(path: str, label: str, missing_values: list[str], span_pattern: str = "",
+          span_window: int = 1) -> DataInfo:
     path = os.path.abspath(os.path.expanduser(path))
     if not os.path.exists(path):
         raise csv_format.CsvError(f"{path}: no such file or directory")
-    if os.path.isdir(path):
+    chosen: list[int] = []
+    if span_pattern:
+        if not os.path.isdir(path):
+            raise csv_format.CsvError(f"{path}: data.span_pattern needs data.path to be a directory")
+        try:
+            chosen, files = spans.select(path, span_pattern, span_window)
+        except spans.SpanError as err:
+            raise csv_format.CsvError(str(err)) from None
+        input_base, pattern = path, spans.as_glob(span_pattern)
+    elif os.path.isdir(path):
         files = sorted(glob.glob(os.path.join(path, "*.csv")))
         if not files:
             raise csv_format.CsvError(f"{path}: the directory has no .csv file")
@@ -60,4 +71,4 @@ def check(path: str, label: str, missing_values: list[str]) -> DataInfo:
     if len(columns) < 2:
         raise csv_format.CsvError(f"{where}: no feature columns besides the label '{label}'")
     task = features.REGRESSION if columns[label] == csv_format.FLOAT else features.CLASSIFICATION
-    return DataInfo(input_base, pattern, tuple(files), columns, len(rows), task)
+    return DataInfo(input_base, pattern, tuple(files), columns, len(rows), task, tuple(chosen))

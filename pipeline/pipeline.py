@@ -14,6 +14,7 @@ from components.csv_example_gen import CsvExampleGen
 from components.evaluator import Evaluator
 from components.example_validator import ExampleValidator
 from components.latest_model import LatestPushedModel
+from components.trainer import RUN_PARAMETERS, Trainer
 from pipeline.config import Config
 from trainer_module import features
 
@@ -49,12 +50,34 @@ def eval_config(config: Config, label: str, task: str) -> tfma.EvalConfig:
         metrics_specs=[tfma.MetricsSpec(metrics=[metric, tfma.MetricConfig(class_name="ExampleCount")])])
 
 
-def create_pipeline(config: Config, input_base: str, pattern: str, task: str
-                    ) -> tfx_pipeline.Pipeline:
-    """input_base/pattern: the CSV files. task: from the label column's type (see data_check)."""
+DATA_ROOT_PARAMETER = "data_root"
+
+
+def trainer_custom_config(config: Config, label: str) -> dict:
+    trainer = dataclasses.asdict(config.trainer)
+    if config.trainer.tpu_slice and config.trainer.strategy == "auto":
+        # On a GKE TPU node the chips are local to the pod.
+        trainer.update(strategy="tpu", tpu=config.trainer.tpu or "local")
+    return {"label": label, "trainer": trainer}
+
+
+def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
+                    kubeflow: bool = False) -> tfx_pipeline.Pipeline:
+    """input_base/pattern: the CSV files. task: from the label column's type (see data_check).
+
+    kubeflow: the data root and the trainer's RUN_PARAMETERS become runtime parameters a run
+    can override, and there is no local ML Metadata connection."""
     label = config.data.label
+    trainer_parameters = {name: getattr(config.trainer, name) for name in RUN_PARAMETERS}
+    if kubeflow:
+        input_base = tfx.dsl.experimental.RuntimeParameter(
+            name=DATA_ROOT_PARAMETER, ptype=str, default=input_base)
+        trainer_parameters = {
+            name: tfx.dsl.experimental.RuntimeParameter(name=name, ptype=kind, default=kind(value))
+            for (name, kind), value in zip(RUN_PARAMETERS.items(), trainer_parameters.values())}
     example_gen = CsvExampleGen(
         input_base=input_base, label=label, missing_values=config.data.missing_values,
+        span_pattern=config.data.span_pattern, span_window=config.data.span_window,
         input_config=tfx.proto.Input(splits=[
             tfx.proto.Input.Split(name="single_split", pattern=pattern)]),
         output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
@@ -73,12 +96,13 @@ def create_pipeline(config: Config, input_base: str, pattern: str, task: str
     trainer_inputs = {}
     if config.trainer.warm_start:
         trainer_inputs["base_model"] = latest.outputs["model"]
-    trainer = tfx.components.Trainer(
+    trainer = Trainer(
         run_fn=RUN_FN,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
-        custom_config={"label": label, "trainer": dataclasses.asdict(config.trainer)},
+        custom_config=trainer_custom_config(config, label),
+        parameters=trainer_parameters,
         **trainer_inputs)
     # The validator gates training: make the Trainer wait for it.
     trainer.add_upstream_node(example_validator)
@@ -96,6 +120,6 @@ def create_pipeline(config: Config, input_base: str, pattern: str, task: str
         components=[example_gen, statistics_gen, schema_gen, example_validator, transform,
                     latest, trainer, evaluator, pusher],
         enable_cache=config.enable_cache,
-        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-            config.metadata_path),
+        metadata_connection_config=None if kubeflow else
+        tfx.orchestration.metadata.sqlite_metadata_connection_config(config.metadata_path),
         beam_pipeline_args=list(config.beam_args))

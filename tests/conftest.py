@@ -51,3 +51,19 @@ def penguins_run(tmp_path_factory):
     assert result.returncode == 0, result.stderr[-3000:]
     run.first = result
     return run
+
+
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory):
+    """One real `lockstep compile` for a v5e-4 Trainer, with spans and remote data and models."""
+    root = tmp_path_factory.mktemp("compile")
+    config = root / "kfp.toml"
+    config.write_text(
+        '[data]\npath = "gs://lockstep-test/data"\nspan_pattern = "span-{SPAN}/*.csv"\n'
+        'task = "classification"\n[trainer]\ntpu_slice = "v5e-4"\nper_replica_batch = 128\n'
+        '[paths]\nserving_dir = "gs://lockstep-test/serving"\n')
+    output = root / "out" / "pipeline.yaml"
+    result = lockstep("compile", "--config", config, "--pipeline-root", root / "pipeline_root",
+                      "--output", output, cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {"root": root, "config": config, "output": output, "result": result}

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 
+import tensorflow as tf
 from tfx.components.trainer.fn_args_utils import FnArgs
 
 from pipeline.config import TrainerConfig
@@ -23,5 +26,14 @@ def job_from_fn_args(fn_args: FnArgs) -> train.TrainJob:
         base_model=fn_args.base_model or "")
 
 
+SUMMARY_FILE = "training_summary.json"
+
+
 def run_fn(fn_args: FnArgs) -> None:
-    train.run(job_from_fn_args(fn_args))
+    """Trains, exports, and leaves what happened in <ModelRun>/training_summary.json."""
+    job = job_from_fn_args(fn_args)
+    summary = train.run(job)
+    if summary["chief"]:
+        summary["base_model"] = job.base_model
+        with tf.io.gfile.GFile(os.path.join(job.model_run_dir, SUMMARY_FILE), "w") as handle:
+            json.dump(summary, handle, indent=2, default=str)

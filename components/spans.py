@@ -1,0 +1,53 @@
+"""Spans: data that arrives in numbered batches, `data_root/span-{SPAN}/*.csv`.
+
+TFX resolves `{SPAN}` in ExampleGen's driver, which LocalDagRunner runs and open-source KFP does
+not (it ignores the driver hook). So lockstep resolves spans in the ExampleGen executor, which
+every orchestrator runs: list what matches the pattern with `{SPAN}` as a wildcard, read the span
+number back out of each path, and take the newest one (or the newest `window`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from tfx.dsl.io import fileio
+
+SPAN = "{SPAN}"
+
+
+class SpanError(ValueError):
+    """No span matches, or a pattern that cannot be resolved; the message names the pattern."""
+
+
+def as_glob(span_pattern: str) -> str:
+    """The pattern with {SPAN} as a wildcard (what TFX's driver fingerprints for its cache)."""
+    return span_pattern.replace(SPAN, "*")
+
+
+def _regex(full_pattern: str) -> re.Pattern:
+    head, tail = full_pattern.split(SPAN)
+    glob_to_re = lambda text: "".join(  # noqa: E731
+        "[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in text)
+    return re.compile(glob_to_re(head) + r"(\d+)" + glob_to_re(tail) + "$")
+
+
+def find(input_base: str, span_pattern: str) -> dict[int, list[str]]:
+    """{span number: its files}, for every file under input_base that matches the pattern."""
+    full = f"{input_base.rstrip('/')}/{span_pattern}"
+    regex = _regex(full)
+    spans: dict[int, list[str]] = {}
+    for path in sorted(fileio.glob(as_glob(full))):
+        match = regex.match(path)
+        if match:
+            spans.setdefault(int(match.group(1)), []).append(path)
+    return spans
+
+
+def select(input_base: str, span_pattern: str, window: int = 1) -> tuple[list[int], list[str]]:
+    """The newest `window` spans and their files, oldest first."""
+    spans = find(input_base, span_pattern)
+    if not spans:
+        raise SpanError(f"{input_base.rstrip('/')}/{span_pattern}: no span matches "
+                        f"(expected e.g. {span_pattern.replace(SPAN, '1')})")
+    chosen = sorted(spans)[-window:]
+    return chosen, [path for span in chosen for path in spans[span]]

@@ -1,0 +1,69 @@
+"""Trainer whose main knobs are execution parameters, so a Kubeflow run can override them.
+
+TFX's Trainer takes its settings as `custom_config` (one JSON string) and protos; a Kubeflow
+runtime parameter can only stand for a whole top-level execution property. This Trainer adds
+train_steps, train_examples, per_replica_batch and base_learning_rate as their own properties;
+compiled for Kubeflow they are pipeline parameters (`lockstep submit --param train_steps=500`),
+and the executor folds whatever value a run gets into the trainer config the run_fn reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfx import types
+from tfx.components.trainer import executor as trainer_executor
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.proto import trainer_pb2
+from tfx.types import standard_artifacts, standard_component_specs
+from tfx.types.component_spec import ExecutionParameter
+from tfx.utils import json_utils
+
+# name -> type of each trainer setting a run can override.
+RUN_PARAMETERS: dict[str, type] = {
+    "train_steps": int, "train_examples": int, "per_replica_batch": int,
+    "base_learning_rate": float,
+}
+
+
+class TrainerSpec(standard_component_specs.TrainerSpec):
+    PARAMETERS = {
+        **standard_component_specs.TrainerSpec.PARAMETERS,
+        **{name: ExecutionParameter(type=kind, optional=True)
+           for name, kind in RUN_PARAMETERS.items()},
+    }
+
+
+class Executor(trainer_executor.GenericExecutor):
+    def _GetFnArgs(self, input_dict, output_dict, exec_properties: dict[str, Any]):
+        fn_args = super()._GetFnArgs(input_dict, output_dict, exec_properties)
+        trainer = fn_args.custom_config.setdefault("trainer", {})
+        for name, kind in RUN_PARAMETERS.items():
+            if exec_properties.get(name) is not None:
+                trainer[name] = kind(exec_properties[name])
+        return fn_args
+
+
+class Trainer(base_component.BaseComponent):
+    """run_fn by dotted path; `parameters` maps RUN_PARAMETERS names to values or
+    RuntimeParameters."""
+
+    SPEC_CLASS = TrainerSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+    def __init__(self, examples: types.BaseChannel, transform_graph: types.BaseChannel,
+                 schema: types.BaseChannel, run_fn: str, custom_config: dict[str, Any],
+                 base_model: types.BaseChannel | None = None,
+                 parameters: dict[str, Any] | None = None):
+        unknown = set(parameters or {}) - set(RUN_PARAMETERS)
+        if unknown:
+            raise ValueError(f"unknown trainer parameter(s): {', '.join(sorted(unknown))}")
+        spec = TrainerSpec(
+            examples=examples, transform_graph=transform_graph, schema=schema,
+            base_model=base_model, train_args=trainer_pb2.TrainArgs(),
+            eval_args=trainer_pb2.EvalArgs(), run_fn=run_fn,
+            custom_config=json_utils.dumps(custom_config),
+            model=types.Channel(type=standard_artifacts.Model),
+            model_run=types.Channel(type=standard_artifacts.ModelRun),
+            **(parameters or {}))
+        super().__init__(spec=spec)

@@ -1,0 +1,187 @@
+"""Compiles the pipeline for Kubeflow Pipelines v2 with KubeflowV2DagRunner, then makes the spec
+one that open-source KFP on GKE runs as we mean it:
+
+- no Resolver executor (OSS KFP cannot run one; LatestPushedModel finds the baseline instead);
+- KFP's cache off for the nodes whose output depends on the world outside the pipeline: the
+  ExampleGen (new files or a new span under the same data root) and LatestPushedModel;
+- resources per task, and for the Trainer an accelerator plus, in the Kubernetes platform spec
+  (the format the kfp-kubernetes extension writes), the GKE node selectors that put it on the
+  TPU (or GPU) node pool; every other task stays on CPU nodes;
+- the pipeline root as the spec's default root.
+
+The output is the two-document YAML `kfp.Client` accepts: the PipelineSpec, then the PlatformSpec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from importlib import metadata as importlib_metadata
+
+import yaml
+from google.protobuf import json_format, struct_pb2
+from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
+from kfp.pipeline_spec import pipeline_spec_pb2
+from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
+
+from components import spans
+from components.trainer import RUN_PARAMETERS
+from pipeline import pipeline as pipeline_lib, slices
+from pipeline.config import Config
+
+ResourceSpec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
+EXAMPLE_GEN_NODE = "CsvExampleGen"
+TRAINER_NODE = "Trainer"
+# Their output depends on files outside the pipeline: KFP's cache key cannot see a new span.
+NEVER_CACHED = (EXAMPLE_GEN_NODE, pipeline_lib.BASELINE_NODE)
+GPU_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+class CompileError(ValueError):
+    """A setting that cannot be compiled; the message names it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Compiled:
+    pipeline_spec: pipeline_spec_pb2.PipelineSpec
+    platform_spec: pipeline_spec_pb2.PlatformSpec
+    image: str
+
+    def executor_label(self, node: str) -> str:
+        return self.pipeline_spec.components[node].executor_label
+
+    def to_yaml(self) -> str:
+        docs = [json_format.MessageToDict(self.pipeline_spec),
+                json_format.MessageToDict(self.platform_spec)]
+        return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def package_version() -> str:
+    try:
+        return importlib_metadata.version("lockstep-pipeline")
+    except importlib_metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def image_name(config: Config, image: str | None = None) -> str:
+    if image:
+        return image
+    name = config.kubeflow.image
+    if ":" in name.rsplit("/", 1)[-1] or "@" in name:
+        return name
+    return f"{name}:{config.kubeflow.image_tag or package_version()}"
+
+
+def _resources(cpu: str, memory: str) -> ResourceSpec:
+    from kfp.compiler import compiler_utils  # the SDK's own parsers of "500m", "16G", ...
+
+    try:
+        cpu_value, memory_value = compiler_utils._cpu_to_float(cpu), compiler_utils._memory_to_float(memory)
+    except (ValueError, TypeError, AttributeError):
+        raise CompileError(f"bad CPU {cpu!r} or memory {memory!r} (use e.g. '4', '500m', '16G')") from None
+    # The string fields are what KFP >= 2.4 reads; the float ones serve older backends.
+    return ResourceSpec(cpu_request=cpu_value, cpu_limit=cpu_value, resource_cpu_request=cpu,
+                        resource_cpu_limit=cpu, memory_request=memory_value,
+                        memory_limit=memory_value, resource_memory_request=memory,
+                        resource_memory_limit=memory)
+
+
+def _trainer_placement(config: Config) -> tuple[ResourceSpec, k8s_pb2.KubernetesExecutorConfig]:
+    k = config.kubeflow
+    resources = _resources(k.trainer_cpu, k.trainer_memory)
+    k8s = k8s_pb2.KubernetesExecutorConfig()
+    if config.trainer.tpu_slice:
+        tpu = slices.get(config.trainer.tpu_slice)
+        if not tpu.single_host:
+            raise CompileError(
+                f"trainer.tpu_slice={tpu.name} spans {tpu.hosts} hosts, and a Kubeflow task is one "
+                f"pod on one host: pick a single-host slice (v5e-1/4/8, v6e-1/4/8, v4-8, v5p-8) "
+                f"or run multi-host training as a JobSet (infra/README.md)")
+        resources.accelerator.CopyFrom(ResourceSpec.AcceleratorConfig(
+            type=slices.TPU_RESOURCE, count=tpu.chips_per_host,
+            resource_type=slices.TPU_RESOURCE, resource_count=str(tpu.chips_per_host)))
+        k8s.node_selector.labels.update(tpu.node_selector())
+        k8s.tolerations.append(k8s_pb2.Toleration(
+            key=slices.TPU_RESOURCE, operator="Exists", effect="NoSchedule"))
+    elif k.gpus:
+        resources.accelerator.CopyFrom(ResourceSpec.AcceleratorConfig(
+            type=GPU_RESOURCE, count=k.gpus, resource_type=GPU_RESOURCE,
+            resource_count=str(k.gpus)))
+        if k.gpu_type:
+            k8s.node_selector.labels[GPU_ACCELERATOR_LABEL] = k.gpu_type
+        k8s.tolerations.append(k8s_pb2.Toleration(
+            key=GPU_RESOURCE, operator="Exists", effect="NoSchedule"))
+    return resources, k8s
+
+
+def parameter_defaults(config: Config, input_base: str) -> dict[str, str | int | float]:
+    """The pipeline's runtime parameters and their compiled-in values."""
+    return {pipeline_lib.DATA_ROOT_PARAMETER: input_base,
+            **{name: kind(getattr(config.trainer, name)) for name, kind in RUN_PARAMETERS.items()}}
+
+
+def compile_pipeline(config: Config, task: str, image: str | None = None) -> Compiled:
+    """config: absolutized; task: classification | regression."""
+    if config.data.span_pattern:
+        input_base, pattern = config.data.path, spans.as_glob(config.data.span_pattern)
+    elif config.data.path.endswith(".csv"):
+        input_base, pattern = os.path.dirname(config.data.path), os.path.basename(config.data.path)
+    else:
+        input_base, pattern = config.data.path, "*.csv"
+    tfx_pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, task, kubeflow=True)
+    trainer_resources, trainer_k8s = _trainer_placement(config)
+    other = _resources(config.kubeflow.component_cpu, config.kubeflow.component_memory)
+
+    image = image_name(config, image)
+    runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
+        config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(default_image=image))
+    job = runner.run(tfx_pipeline, write_out=False)
+    spec = json_format.ParseDict(job["pipelineSpec"], pipeline_spec_pb2.PipelineSpec())
+    resolvers = [label for label, executor in spec.deployment_spec.fields["executors"]
+                 .struct_value.fields.items() if "resolver" in executor.struct_value.fields]
+    if resolvers:  # would run on Vertex only
+        raise CompileError(f"the spec has Resolver executors ({', '.join(resolvers)}); "
+                           "open-source KFP cannot run them")
+    # KubeflowV2DagRunner leaves runtime parameters without defaults (Vertex takes them from the
+    # PipelineJob); OSS KFP reads them from the spec's root inputs, so they go there.
+    for name, value in parameter_defaults(config, input_base).items():
+        parameter = spec.root.input_definitions.parameters[name]
+        parameter.default_value.CopyFrom(struct_pb2.Value(
+            string_value=value) if isinstance(value, str) else struct_pb2.Value(number_value=value))
+        parameter.is_optional = True
+    executors = spec.deployment_spec.fields["executors"].struct_value.fields
+    for node, component in spec.components.items():
+        container = executors[component.executor_label].struct_value.fields["container"].struct_value
+        resources = trainer_resources if node == TRAINER_NODE else other
+        container.fields["resources"].struct_value.Clear()
+        container.fields["resources"].struct_value.update(json_format.MessageToDict(resources))
+        # The ExampleGen's driver hook (Vertex-only; OSS KFP skips it) would resolve spans its own
+        # way; the executor resolves them on every orchestrator, so the hook goes.
+        if "lifecycle" in container.fields:
+            del container.fields["lifecycle"]
+    for node in NEVER_CACHED:
+        spec.root.dag.tasks[node].caching_options.enable_cache = False
+    spec.default_pipeline_root = config.paths.pipeline_root
+
+    platform = pipeline_spec_pb2.PlatformSpec()
+    if trainer_k8s.ByteSize():
+        label = spec.components[TRAINER_NODE].executor_label
+        platform.platforms["kubernetes"].deployment_spec.executors[label].update(
+            json_format.MessageToDict(trainer_k8s))
+    return Compiled(spec, platform, image)
+
+
+def write(compiled: Compiled, output: str) -> None:
+    """Atomically: a failed write leaves no half-written spec behind."""
+    directory = os.path.dirname(os.path.abspath(output))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".pipeline-", suffix=".yaml")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(compiled.to_yaml())
+        os.replace(tmp, output)
+    except BaseException:
+        os.unlink(tmp)
+        raise

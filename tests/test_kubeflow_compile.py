@@ -1,0 +1,102 @@
+"""`lockstep compile`: a KFP v2 spec that open-source KFP on GKE runs, checked with kfp's protos."""
+
+import yaml
+from google.protobuf import json_format
+from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+from conftest import lockstep
+from pipeline import config as config_lib
+
+TPU_SELECTOR = {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+                "cloud.google.com/gke-tpu-topology": "2x2"}
+
+
+def _load(path):
+    spec_doc, platform_doc = list(yaml.safe_load_all(path.read_text()))
+    # Strict parses: an unknown field anywhere is an error.
+    spec = json_format.ParseDict(spec_doc, pipeline_spec_pb2.PipelineSpec())
+    platform = json_format.ParseDict(platform_doc, pipeline_spec_pb2.PlatformSpec())
+    return spec, platform
+
+
+def _executors(spec):
+    return json_format.MessageToDict(spec.deployment_spec)["executors"]
+
+
+def test_spec_parses_has_no_resolver_and_puts_only_the_trainer_on_tpu(compiled):
+    spec, platform = _load(compiled["output"])
+    assert set(spec.root.dag.tasks) == {
+        "CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",
+        "LatestPushedModel", "Trainer", "Evaluator", "Pusher"}
+    executors = _executors(spec)
+    assert not [label for label, e in executors.items() if "resolver" in e]
+    trainer_label = spec.components["Trainer"].executor_label
+    for label, executor in executors.items():
+        container = executor["container"]
+        assert container["image"] == "lockstep-pipeline:0.1.0"
+        resources = container["resources"]
+        if label == trainer_label:
+            assert resources["accelerator"]["resourceType"] == "google.com/tpu"
+            assert resources["accelerator"]["resourceCount"] == "4"
+            assert resources["resourceCpuLimit"] == "4" and resources["resourceMemoryLimit"] == "16G"
+        else:
+            assert "accelerator" not in resources and resources["resourceCpuLimit"] == "1"
+    k8s = platform.platforms["kubernetes"].deployment_spec.executors
+    assert list(k8s) == [trainer_label]  # the other tasks stay on CPU nodes
+    trainer_k8s = json_format.ParseDict(json_format.MessageToDict(k8s[trainer_label]),
+                                        k8s_pb2.KubernetesExecutorConfig())
+    assert dict(trainer_k8s.node_selector.labels) == TPU_SELECTOR
+    assert trainer_k8s.tolerations[0].key == "google.com/tpu"
+
+
+def test_spec_caching_parameters_and_root(compiled):
+    spec, _ = _load(compiled["output"])
+    cache = {name: task.caching_options.enable_cache for name, task in spec.root.dag.tasks.items()}
+    # A new span under the same data root must re-run ingestion; the baseline is looked up anew.
+    assert cache.pop("CsvExampleGen") is False and cache.pop("LatestPushedModel") is False
+    assert all(cache.values())
+    params = {name: json_format.MessageToDict(p.default_value)
+              for name, p in spec.root.input_definitions.parameters.items()}
+    assert params == {"data_root": "gs://lockstep-test/data", "train_steps": 0,
+                      "train_examples": 12000, "per_replica_batch": 128,
+                      "base_learning_rate": 0.01}
+    assert spec.root.dag.tasks["Trainer"].inputs.parameters[
+        "train_steps"].component_input_parameter == "train_steps"
+    assert spec.default_pipeline_root == str(compiled["root"] / "pipeline_root")
+    # Compiling wrote nothing at the pipeline root, and nothing but the spec.
+    assert not (compiled["root"] / "pipeline_root").exists()
+    assert sorted(p.name for p in compiled["output"].parent.iterdir()) == ["pipeline.yaml"]
+    assert "Trainer on v5e-4" in compiled["result"].stdout
+
+
+def test_gpu_trainer_and_multi_host_slice(tmp_path):
+    from pipeline import kubeflow_runner
+
+    config = config_lib.load(None, {"kubeflow.gpus": 2, "kubeflow.gpu_type": "nvidia-tesla-t4",
+                                    "data.path": "gs://b/d", "paths.pipeline_root": "gs://b/r"})
+    compiled = kubeflow_runner.compile_pipeline(config, "classification", "img:1")
+    label = compiled.executor_label("Trainer")
+    accelerator = _executors(compiled.pipeline_spec)[label]["container"]["resources"]["accelerator"]
+    assert (accelerator["resourceType"], accelerator["resourceCount"]) == ("nvidia.com/gpu", "2")
+    k8s = json_format.MessageToDict(
+        compiled.platform_spec.platforms["kubernetes"].deployment_spec.executors[label])
+    assert k8s["nodeSelector"]["labels"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
+
+    multi = config_lib.load(None, {"trainer.tpu_slice": "v5e-16", "data.path": "gs://b/d"})
+    try:
+        kubeflow_runner.compile_pipeline(multi, "classification")
+        raise AssertionError("a multi-host slice compiled")
+    except kubeflow_runner.CompileError as err:
+        assert "v5e-16 spans 4 hosts" in str(err)
+
+
+def test_compile_errors_are_one_line(tmp_path):
+    remote = lockstep("compile", "--data", "gs://b/d", "--output", tmp_path / "p.yaml")
+    assert remote.returncode == 2
+    assert remote.stderr.strip() == ("lockstep: error: data.path gs://b/d is remote and compile "
+                                     "reads no remote data: set data.task to classification or "
+                                     "regression")
+    bad = lockstep("compile", "--slice", "v5e-3", "--output", tmp_path / "p.yaml")
+    assert bad.returncode == 2 and "unknown TPU slice 'v5e-3'" in bad.stderr
+    assert not (tmp_path / "p.yaml").exists()
