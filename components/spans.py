@@ -9,8 +9,7 @@ number back out of each path, and take the newest one (or the newest `window`).
 from __future__ import annotations
 
 import re
-
-from tfx.dsl.io import fileio
+from typing import Callable, Iterable
 
 SPAN = "{SPAN}"
 
@@ -31,21 +30,31 @@ def _regex(full_pattern: str) -> re.Pattern:
     return re.compile(glob_to_re(head) + r"(\d+)" + glob_to_re(tail) + "$")
 
 
-def find(input_base: str, span_pattern: str) -> dict[int, list[str]]:
+def _fileio_glob(pattern: str) -> list[str]:
+    from tfx.dsl.io import fileio  # gs://, s3:// and local alike (imports TensorFlow)
+
+    return fileio.glob(pattern)
+
+
+Glob = Callable[[str], Iterable[str]]
+
+
+def find(input_base: str, span_pattern: str, glob: Glob = _fileio_glob) -> dict[int, list[str]]:
     """{span number: its files}, for every file under input_base that matches the pattern."""
     full = f"{input_base.rstrip('/')}/{span_pattern}"
     regex = _regex(full)
     spans: dict[int, list[str]] = {}
-    for path in sorted(fileio.glob(as_glob(full))):
+    for path in sorted(glob(as_glob(full))):
         match = regex.match(path)
         if match:
             spans.setdefault(int(match.group(1)), []).append(path)
     return spans
 
 
-def select(input_base: str, span_pattern: str, window: int = 1) -> tuple[list[int], list[str]]:
+def select(input_base: str, span_pattern: str, window: int = 1,
+           glob: Glob = _fileio_glob) -> tuple[list[int], list[str]]:
     """The newest `window` spans and their files, oldest first."""
-    spans = find(input_base, span_pattern)
+    spans = find(input_base, span_pattern, glob)
     if not spans:
         raise SpanError(f"{input_base.rstrip('/')}/{span_pattern}: no span matches "
                         f"(expected e.g. {span_pattern.replace(SPAN, '1')})")

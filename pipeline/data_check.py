@@ -35,7 +35,7 @@ def check(path: str, label: str, missing_values: list[str], span_pattern: str = 
         if not os.path.isdir(path):
             raise csv_format.CsvError(f"{path}: data.span_pattern needs data.path to be a directory")
         try:
-            chosen, files = spans.select(path, span_pattern, span_window)
+            chosen, files = spans.select(path, span_pattern, span_window, glob.glob)
         except spans.SpanError as err:
             raise csv_format.CsvError(str(err)) from None
         input_base, pattern = path, spans.as_glob(span_pattern)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 from tfx.dsl.compiler import compiler
 from tfx.orchestration import metadata
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
+from components import latest_model
+from components.csv_example_gen import SPANS_KEY
 from pipeline import pipeline as pipeline_lib
+from trainer_module.run import SUMMARY_FILE
 from pipeline.config import Config
 
 # Nodes whose output depends on the world outside the pipeline: never served from the cache.
@@ -29,10 +33,21 @@ class RunReport:
     metrics: dict[str, float]
     blessed: bool | None
     pushed_to: str | None
+    spans: list[int] = dataclasses.field(default_factory=list)  # the spans the examples came from
+    baseline: str | None = None  # the pushed model the Evaluator compared with
+    training: dict = dataclasses.field(default_factory=dict)  # trainer_module.run's summary
 
     def describe(self) -> str:
         lines = ["Components:"]
         lines += [f"  {n.node:<20} {n.state:<9} {n.seconds:6.1f}s" for n in self.nodes]
+        if self.spans:
+            lines.append("Data: span " + ", ".join(map(str, self.spans)))
+        if self.training:
+            t = self.training
+            lines.append(f"Trainer: {t.get('strategy')} on {t.get('replicas')} replica(s), "
+                         f"{t.get('plan', {}).get('train_steps')} steps"
+                         + (f", warm-started from {t.get('base_model')}" if t.get("warm_started") else ""))
+        lines.append(f"Baseline: {self.baseline}" if self.baseline else "Baseline: none (first model)")
         if self.metrics:
             lines.append("Eval metrics: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.metrics.items())))
         lines.append(f"Blessed: {'yes' if self.blessed else 'no'}")
@@ -86,7 +101,21 @@ def report(config: Config) -> RunReport:
     for artifact in outputs.get("Pusher", []):
         if artifact.custom_properties["pushed"].int_value:
             pushed_to = artifact.custom_properties["pushed_destination"].string_value
-    return RunReport(nodes, metrics, blessed, pushed_to)
+    spans, baseline, training = [], None, {}
+    for artifact in outputs.get("CsvExampleGen", []):
+        listed = artifact.custom_properties.get(SPANS_KEY)
+        if listed is not None and listed.string_value:
+            spans = [int(x) for x in listed.string_value.split(",")]
+    for artifact in outputs.get(pipeline_lib.BASELINE_NODE, []):
+        if artifact.custom_properties.get(latest_model.FOUND_KEY, None) and \
+                artifact.custom_properties[latest_model.FOUND_KEY].int_value:
+            baseline = artifact.custom_properties[latest_model.SOURCE_KEY].string_value
+    for artifact in outputs.get("Trainer", []):
+        summary = os.path.join(artifact.uri, SUMMARY_FILE)
+        if artifact.type == "ModelRun" and os.path.exists(summary):
+            with open(summary) as handle:
+                training = json.load(handle)
+    return RunReport(nodes, metrics, blessed, pushed_to, spans, baseline, training)
 
 
 def _read_metrics(uri: str) -> dict[str, float]:

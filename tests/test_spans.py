@@ -1,0 +1,78 @@
+"""Retraining on new data: spans resolved by the ExampleGen executor, warm start, and the
+Evaluator's baseline, through two real `lockstep run`s."""
+
+import shutil
+
+import pytest
+
+from components import spans
+from conftest import REPO, PipelineRun
+
+PENGUINS = REPO / "data" / "penguins" / "penguins.csv"
+
+
+def _write_span(root, span, rows):
+    lines = PENGUINS.read_text().splitlines()
+    header, body = lines[0], lines[1:]
+    directory = root / f"span-{span}"
+    directory.mkdir(parents=True)
+    (directory / "penguins.csv").write_text("\n".join([header] + body[rows]) + "\n")
+
+
+def test_select_newest_span_or_window(tmp_path):
+    for span in (1, 2, 10):
+        (tmp_path / f"span-{span}").mkdir()
+        (tmp_path / f"span-{span}" / "a.csv").write_text("x\n1\n")
+    (tmp_path / "span-x").mkdir()  # not a span number: ignored
+    (tmp_path / "span-x" / "a.csv").write_text("x\n1\n")
+    chosen, files = spans.select(str(tmp_path), "span-{SPAN}/*.csv")
+    assert chosen == [10] and files == [str(tmp_path / "span-10" / "a.csv")]
+    chosen, files = spans.select(str(tmp_path), "span-{SPAN}/*.csv", window=2)
+    assert chosen == [2, 10] and len(files) == 2
+    with pytest.raises(spans.SpanError, match=r"no span matches \(expected e.g. day-1/\*.csv\)"):
+        spans.select(str(tmp_path), "day-{SPAN}/*.csv")
+
+
+@pytest.mark.slow
+def test_new_span_reingests_warm_starts_and_compares_with_the_last_model(tmp_path):
+    data = tmp_path / "data"
+    _write_span(data, 1, slice(0, 200))
+    config = tmp_path / "spans.toml"
+    config.write_text(f'[data]\npath = "{data}"\nspan_pattern = "span-{{SPAN}}/*.csv"\n'
+                      '[trainer]\nwarm_start = true\n')
+    run = PipelineRun(tmp_path)
+
+    first = run.run("--config", config)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "of span(s) 1," in first.stdout and "Data: span 1" in first.stdout
+    assert "Baseline: none (first model)" in first.stdout
+    (model_1,) = run.pushed_versions()
+
+    _write_span(data, 2, slice(100, None))
+    second = run.run("--config", config)
+    assert second.returncode == 0, second.stderr[-3000:]
+    out = second.stdout
+    assert "CsvExampleGen        executed" in out and "Data: span 2" in out
+    assert "rows from 1 CSV file(s) of span(s) 2," in out
+    assert f"warm-started from {model_1}" not in out  # the Trainer reads its own copy ...
+    assert "warm-started from " in out  # ... of the last pushed model
+    assert f"Baseline: {model_1}" in out
+    assert "Blessed: yes" in out
+
+    again = run.run("--config", config)  # no new span: ingestion served from TFX's cache
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "CsvExampleGen        cached" in again.stdout and "Data: span 2" in again.stdout
+
+
+def test_missing_span_is_one_line(tmp_path):
+    from conftest import lockstep
+
+    (tmp_path / "data").mkdir()
+    shutil.copy(PENGUINS, tmp_path / "data" / "penguins.csv")
+    config = tmp_path / "c.toml"
+    config.write_text(f'[data]\npath = "{tmp_path / "data"}"\nspan_pattern = "span-{{SPAN}}/*.csv"\n')
+    result = lockstep("run", "--config", config, "--pipeline-root", tmp_path / "root")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"lockstep: error: {tmp_path / 'data'}/span-{{SPAN}}/*.csv: "
+                                     "no span matches (expected e.g. span-1/*.csv)")
+    assert not (tmp_path / "root").exists()
