@@ -7,8 +7,10 @@ import dataclasses
 import os
 
 import tensorflow_model_analysis as tfma
-from tfx import v1 as tfx
-from tfx.orchestration import pipeline as tfx_pipeline
+from tfx.components import Pusher, SchemaGen, StatisticsGen, Transform
+from tfx.orchestration import metadata, pipeline as tfx_pipeline
+from tfx.orchestration.data_types import RuntimeParameter
+from tfx.proto import example_gen_pb2, pusher_pb2
 
 from components.csv_example_gen import CsvExampleGen
 from components.evaluator import Evaluator
@@ -70,25 +72,25 @@ def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
     label = config.data.label
     trainer_parameters = {name: getattr(config.trainer, name) for name in RUN_PARAMETERS}
     if kubeflow:
-        input_base = tfx.dsl.experimental.RuntimeParameter(
+        input_base = RuntimeParameter(
             name=DATA_ROOT_PARAMETER, ptype=str, default=input_base)
         trainer_parameters = {
-            name: tfx.dsl.experimental.RuntimeParameter(name=name, ptype=kind, default=kind(value))
+            name: RuntimeParameter(name=name, ptype=kind, default=kind(value))
             for (name, kind), value in zip(RUN_PARAMETERS.items(), trainer_parameters.values())}
     example_gen = CsvExampleGen(
         input_base=input_base, label=label, missing_values=config.data.missing_values,
         span_pattern=config.data.span_pattern, span_window=config.data.span_window,
-        input_config=tfx.proto.Input(splits=[
-            tfx.proto.Input.Split(name="single_split", pattern=pattern)]),
-        output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
-            tfx.proto.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
-            tfx.proto.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_gen = tfx.components.SchemaGen(
+        input_config=example_gen_pb2.Input(splits=[
+            example_gen_pb2.Input.Split(name="single_split", pattern=pattern)]),
+        output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
+            example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
+            example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
+    schema_gen = SchemaGen(
         statistics=statistics_gen.outputs["statistics"], infer_feature_shape=False)
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
-    transform = tfx.components.Transform(
+    transform = Transform(
         examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN, custom_config={"label": label},
         disable_statistics=True)
@@ -109,10 +111,10 @@ def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
         baseline_model=latest.outputs["model"], eval_config=eval_config(config, label, task))
-    pusher = tfx.components.Pusher(
+    pusher = Pusher(
         model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
-        push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(
+        push_destination=pusher_pb2.PushDestination(
+            filesystem=pusher_pb2.PushDestination.Filesystem(
                 base_directory=config.paths.serving_dir)))
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
@@ -121,5 +123,5 @@ def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
                     latest, trainer, evaluator, pusher],
         enable_cache=config.enable_cache,
         metadata_connection_config=None if kubeflow else
-        tfx.orchestration.metadata.sqlite_metadata_connection_config(config.metadata_path),
+        metadata.sqlite_metadata_connection_config(config.metadata_path),
         beam_pipeline_args=list(config.beam_args))
