@@ -10,24 +10,11 @@ usage: python benchmarks/pipeline_e2e.py [--rounds N]
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def timed(cmd, cwd) -> float:
-    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
-    tic = time.perf_counter()
-    result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - tic
-    if result.returncode:
-        sys.exit(f"failed: {' '.join(map(str, cmd))}\n{result.stderr[-3000:]}")
-    return seconds
+from harness import REPO, timed
 
 
 def main() -> None:

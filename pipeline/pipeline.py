@@ -4,7 +4,6 @@ Transform -> Trainer -> Evaluator -> Pusher, with LatestPushedModel as the Evalu
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import tensorflow_model_analysis as tfma
 from tfx.components import Pusher, SchemaGen, StatisticsGen, Transform

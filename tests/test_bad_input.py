@@ -1,9 +1,5 @@
 """Each bad input: one line naming the file and column, a non-zero exit, nothing written."""
 
-import shutil
-
-import pytest
-
 from conftest import PipelineRun, REPO
 
 PENGUINS = (REPO / "data" / "penguins" / "penguins.csv").read_text()

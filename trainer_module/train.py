@@ -66,6 +66,14 @@ def run(job: TrainJob, callbacks=()) -> dict:
     strategy = strategy_lib.resolve_strategy(cfg)
     plan = scaling.make_plan(cfg, strategy.num_replicas_in_sync, strategy_lib.is_tpu(strategy))
     logging.info("\n%s", plan.describe())
+    if cfg.tpu_slice:
+        from pipeline import slices
+
+        expected = slices.get(cfg.tpu_slice).replicas
+        if strategy.num_replicas_in_sync != expected:
+            logging.warning("trainer.tpu_slice=%s means %d replicas, but %s has %d: the global "
+                            "batch is %d, not what `lockstep plan` printed", cfg.tpu_slice, expected,
+                            type(strategy).__name__, strategy.num_replicas_in_sync, plan.global_batch)
     for warning in plan.warnings:
         logging.warning(warning)
 

@@ -1,0 +1,22 @@
+"""What the benchmarks share: the repository root and a timed run of a command in a fresh process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def timed(cmd, cwd) -> float:
+    """Wall seconds of one command; exits with its stderr if it fails."""
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
+    tic = time.perf_counter()
+    result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - tic
+    if result.returncode:
+        sys.exit(f"failed: {' '.join(map(str, cmd))}\n{result.stderr[-3000:]}")
+    return seconds
