@@ -211,7 +211,7 @@ def cmd_submit(args, config, package) -> int:
         if not (args.project and args.region):
             raise UsageError("--vertex needs --project and --region")
         name = kubeflow_client.submit_vertex(package, args.project, args.region, run_name, params,
-                                             config.paths.pipeline_root,
+                                             args.pipeline_root or config.paths.pipeline_root,
                                              args.service_account or config.kubeflow.service_account)
         print(f"lockstep: submitted {name} to Vertex AI Pipelines")
         return 0

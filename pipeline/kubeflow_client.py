@@ -200,6 +200,15 @@ def declared_parameters(package: str) -> dict[str, str]:
     return {name: p.get("parameterType") or p.get("type", "STRING") for name, p in parameters.items()}
 
 
+def _has_google_credentials() -> bool:
+    """Application default credentials we can see without asking the network: a key file, the
+    gcloud ADC file, or a Google runtime (GCE/GKE) whose metadata server serves them."""
+    adc = os.path.join(os.environ.get("CLOUDSDK_CONFIG") or os.path.expanduser("~/.config/gcloud"),
+                       "application_default_credentials.json")
+    return bool(os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") or os.path.exists(adc)
+                or os.environ.get("GCE_METADATA_HOST") or os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
 def submit_vertex(package: str, project: str, region: str, run_name: str,
                   params: dict[str, Any], pipeline_root: str, service_account: str = "") -> str:
     """Creates a Vertex AI Pipelines job from the spec (Vertex takes the PipelineSpec document;
@@ -207,6 +216,13 @@ def submit_vertex(package: str, project: str, region: str, run_name: str,
     import tempfile
 
     import yaml
+
+    if not _has_google_credentials():
+        raise KfpError("no Google Cloud credentials for Vertex AI: run `gcloud auth "
+                       "application-default login` or set GOOGLE_APPLICATION_CREDENTIALS")
+    if not pipeline_root.startswith("gs://"):
+        raise KfpError(f"Vertex AI needs a gs:// pipeline root, got {pipeline_root} "
+                       "(paths.pipeline_root or --pipeline-root)")
 
     with open(package) as handle:
         spec = next(yaml.safe_load_all(handle))

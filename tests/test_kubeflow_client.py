@@ -104,3 +104,32 @@ def test_bad_flags(kfp, compiled):
                                     "0 3 * * *"))
     assert "has 5 fields; KFP's cron has 6, seconds first (try '0 0 3 * * *')" in line
     assert not kfp.bodies("POST", "/recurringruns") and not kfp.bodies("POST", "/runs")
+
+
+def test_vertex_without_credentials_or_with_a_local_root_is_one_line(compiled, tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GOOGLE_APPLICATION_CREDENTIALS", "GCE_METADATA_HOST",
+                        "KUBERNETES_SERVICE_HOST", "CLOUDSDK_CONFIG")}
+    env["HOME"] = str(tmp_path)  # no gcloud ADC file there
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    def vertex(*extra, **more_env):
+        return subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "submit", "--vertex", "--package",
+             str(compiled["output"]), *extra], capture_output=True, text=True,
+            env={**env, "PYTHONPATH": str(REPO), **more_env})
+
+    line = _one_line_error(vertex("--project", "p", "--region", "us-central1"))
+    assert "no Google Cloud credentials for Vertex AI" in line
+    key = tmp_path / "key.json"
+    key.write_text("{}")
+    line = _one_line_error(vertex("--project", "p", "--region", "us-central1",
+                                  GOOGLE_APPLICATION_CREDENTIALS=str(key)))
+    assert "Vertex AI needs a gs:// pipeline root" in line
+    usage = _one_line_error(vertex(), status=2)
+    assert usage.endswith("--vertex needs --project and --region")
