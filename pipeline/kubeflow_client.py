@@ -14,6 +14,7 @@ import os
 from typing import Any, Callable
 
 TOKEN_ENV = ("KF_PIPELINES_TOKEN", "KFP_TOKEN")
+TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"  # kfp's own: a projected service-account token file
 HOST_ENV = "KF_PIPELINES_ENDPOINT"
 
 
@@ -38,7 +39,16 @@ def resolve_host(flag: str | None, configured: str) -> str:
 
 
 def resolve_token(flag: str | None) -> str:
-    return flag or next((os.environ[name] for name in TOKEN_ENV if os.environ.get(name)), "")
+    """--token, else $KF_PIPELINES_TOKEN / $KFP_TOKEN, else the file $KF_PIPELINES_SA_TOKEN_PATH."""
+    token = flag or next((os.environ[name] for name in TOKEN_ENV if os.environ.get(name)), "")
+    path = os.environ.get(TOKEN_PATH_ENV, "")
+    if not token and path:
+        try:
+            with open(path) as handle:
+                token = handle.read().strip()
+        except OSError as err:
+            raise KfpError(f"${TOKEN_PATH_ENV}={path}: {err.strerror}") from None
+    return token
 
 
 def _server_message(body: Any) -> str:

@@ -61,6 +61,25 @@ def test_schedule_sends_cron_concurrency_and_no_catchup(kfp, compiled):
     assert not kfp.recurring
 
 
+def test_token_from_kfp_service_account_token_file(kfp, compiled, tmp_path):
+    import os
+
+    token = tmp_path / "token"
+    token.write_text("from-file\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("KF_PIPELINES_TOKEN", "KFP_TOKEN")}
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "schedules", "list", "--host", kfp.host],
+        capture_output=True, text=True,
+        env={**env, "PYTHONPATH": str(REPO), "KF_PIPELINES_SA_TOKEN_PATH": str(token)})
+    assert result.returncode == 0, result.stderr
+    assert {r["auth"] for r in kfp.requests} == {"Bearer from-file"}
+
+
 def _one_line_error(result, status=1):
     assert result.returncode == status, result.stdout
     lines = result.stderr.strip().splitlines()
