@@ -108,6 +108,43 @@ def _task_for_compile(config) -> str:
         raise UsageError(str(err)) from None
 
 
+class _RealImportsNeeded(Exception):
+    """Compiling with import stand-ins failed: compile again, in a fresh process, for real."""
+
+    def __init__(self, cause: BaseException):
+        super().__init__(cause)
+        self.cause = cause
+
+    def recompile(self, argv: list[str]) -> int:
+        import subprocess
+
+        from pipeline import import_stubs
+
+        print(f"lockstep: compiling with import stand-ins failed ({type(self.cause).__name__}: "
+              f"{str(self.cause).splitlines()[0] if str(self.cause) else ''}); compiling again "
+              "with the real imports", file=sys.stderr)
+        env = dict(os.environ, **{import_stubs.DISABLE_ENV: "1"})
+        return subprocess.run([sys.executable, "-m", "pipeline.cli", *argv], env=env).returncode
+
+
+def _compile(config, task: str, image: str | None):
+    """compile_pipeline with TensorFlow & co. replaced by stand-ins (pipeline/import_stubs.py);
+    a CompileError is the user's, any other failure means: compile with the real imports."""
+    from pipeline import import_stubs
+
+    stubbed = import_stubs.install()
+    try:
+        from pipeline import kubeflow_runner
+
+        return kubeflow_runner.compile_pipeline(config, task, image)
+    except Exception as err:
+        from pipeline.config import ConfigError
+
+        if isinstance(err, ConfigError) or not stubbed:  # the user's error, or a real failure
+            raise
+        raise _RealImportsNeeded(err) from err
+
+
 def cmd_compile(args) -> int:
     from pipeline import config as config_lib
 
@@ -119,12 +156,14 @@ def cmd_compile(args) -> int:
         return _fail(str(err), 2)
     task = _task_for_compile(config)
     tic = time.perf_counter()
+    try:
+        compiled = _compile(config, task, args.image)
+    except config_lib.ConfigError as err:  # incl. kubeflow_runner.CompileError
+        return _fail(str(err), 2)
+    except _RealImportsNeeded as err:
+        return err.recompile(args.argv)
     from pipeline import kubeflow_runner
 
-    try:
-        compiled = kubeflow_runner.compile_pipeline(config, task, args.image)
-    except kubeflow_runner.CompileError as err:
-        return _fail(str(err), 2)
     kubeflow_runner.write(compiled, args.output)
     trainer = config.trainer.tpu_slice or (f"{config.kubeflow.gpus} GPU(s)" if config.kubeflow.gpus
                                            else "CPU")
@@ -159,14 +198,17 @@ def _load_remote(args):
         if not os.path.isfile(args.package):
             raise UsageError(f"--package {args.package}: no such file")
         return config, args.package, False
-    from pipeline import kubeflow_runner
+    # Compile in a process of its own (it loads import stand-ins, pipeline/import_stubs.py).
+    import subprocess
 
-    try:
-        compiled = kubeflow_runner.compile_pipeline(config, _task_for_compile(config), args.image)
-    except kubeflow_runner.CompileError as err:
-        raise UsageError(str(err)) from None
     path = os.path.join(tempfile.mkdtemp(prefix="lockstep-"), "pipeline.yaml")
-    kubeflow_runner.write(compiled, path)
+    command = [sys.executable, "-m", "pipeline.cli", "compile", "--output", path]
+    command += ["--config", args.config] if args.config else []
+    command += ["--image", args.image] if args.image else []
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode:
+        raise UsageError((result.stderr.strip().splitlines() or ["compile failed"])[-1]
+                         .removeprefix("lockstep: error: "))
     return config, path, True
 
 
@@ -463,7 +505,9 @@ def main(argv: list[str] | None = None) -> int:
 
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=DeprecationWarning)
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     try:
         return args.func(args)
     except UsageError as err:

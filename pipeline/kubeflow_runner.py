@@ -28,7 +28,7 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 from components import spans
 from components.trainer import RUN_PARAMETERS
 from pipeline import pipeline as pipeline_lib, slices
-from pipeline.config import Config
+from pipeline.config import Config, ConfigError
 
 ResourceSpec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
 EXAMPLE_GEN_NODE = "CsvExampleGen"
@@ -39,7 +39,7 @@ GPU_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 
-class CompileError(ValueError):
+class CompileError(ConfigError):
     """A setting that cannot be compiled; the message names it."""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-import tensorflow_model_analysis as tfma
+from tensorflow_model_analysis.proto import config_pb2 as tfma
 from tfx.components import Pusher, SchemaGen, StatisticsGen, Transform
 from tfx.orchestration import metadata, pipeline as tfx_pipeline
 from tfx.orchestration.data_types import RuntimeParameter

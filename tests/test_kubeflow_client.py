@@ -152,3 +152,14 @@ def test_vertex_without_credentials_or_with_a_local_root_is_one_line(compiled, t
     assert "Vertex AI needs a gs:// pipeline root" in line
     usage = _one_line_error(vertex(), status=2)
     assert usage.endswith("--vertex needs --project and --region")
+
+
+def test_submit_without_a_package_compiles_first(kfp, compiled, tmp_path):
+    result = lockstep("submit", "--host", kfp.host, "--config", compiled["config"],
+                      "--image", "r/lockstep:dev", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (run,) = kfp.bodies("POST", "/runs")
+    executors = run["pipeline_spec"]["pipeline_spec"]["deploymentSpec"]["executors"]
+    assert {e["container"]["image"] for e in executors.values()} == {"r/lockstep:dev"}
+    assert run["pipeline_spec"]["platform_spec"]["platforms"]["kubernetes"]
+    assert not list(tmp_path.iterdir())  # the temporary spec is gone

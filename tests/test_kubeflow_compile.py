@@ -100,3 +100,48 @@ def test_compile_errors_are_one_line(tmp_path):
     bad = lockstep("compile", "--slice", "v5e-3", "--output", tmp_path / "p.yaml")
     assert bad.returncode == 2 and "unknown TPU slice 'v5e-3'" in bad.stderr
     assert not (tmp_path / "p.yaml").exists()
+
+
+REGRESSION_GPU = (
+    '[data]\npath = "gs://b/data"\nlabel = "body_mass_g"\ntask = "regression"\n'
+    'span_pattern = "day={SPAN}/part-*.csv"\nspan_window = 3\n[trainer]\nwarm_start = true\n'
+    'global_batch = 256\nhidden_units = [64, 32]\n[eval]\nmax_rmse = 400.0\n'
+    '[paths]\npipeline_root = "gs://b/root"\nserving_dir = "gs://b/serving"\n'
+    '[kubeflow]\ngpus = 1\ngpu_type = "nvidia-l4"\nimage = "r/lockstep"\nimage_tag = "dev"\n')
+
+
+def test_compiling_with_import_stand_ins_gives_the_same_spec(compiled, tmp_path):
+    """`lockstep compile` replaces TensorFlow & co. by stand-ins (pipeline/import_stubs.py): its
+    output must be byte-identical to a compile with the real packages (this process has them)."""
+    from pipeline import kubeflow_runner
+
+    other = tmp_path / "regression.toml"
+    other.write_text(REGRESSION_GPU)
+    result = lockstep("compile", "--config", other, "--output", tmp_path / "r.yaml")
+    assert result.returncode == 0, result.stderr
+    for config_file, output, overrides in (
+            (compiled["config"], compiled["output"],
+             {"paths.pipeline_root": str(compiled["root"] / "pipeline_root")}),
+            (other, tmp_path / "r.yaml", {})):
+        config = config_lib.absolutize(config_lib.load(config_file, overrides))
+        real = kubeflow_runner.compile_pipeline(config, config.data.task)
+        assert output.read_text() == real.to_yaml()
+
+
+def test_compile_falls_back_to_real_imports(tmp_path, monkeypatch, capsys):
+    """If compiling with the stand-ins fails, compile runs again in a fresh process for real."""
+    from pipeline import cli, import_stubs, kubeflow_runner
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a stand-in was called")
+
+    monkeypatch.setattr(import_stubs, "install", lambda: True)
+    monkeypatch.setattr(kubeflow_runner, "compile_pipeline", broken)
+    monkeypatch.setenv("PYTHONPATH", str(config_lib.REPO_ROOT))
+    config = tmp_path / "c.toml"
+    config.write_text(REGRESSION_GPU)
+    assert cli.main(["compile", "--config", str(config), "--output", str(tmp_path / "p.yaml")]) == 0
+    assert ("compiling with import stand-ins failed (RuntimeError: a stand-in was called); "
+            "compiling again with the real imports") in capsys.readouterr().err
+    spec, _ = _load(tmp_path / "p.yaml")
+    assert "Trainer" in spec.root.dag.tasks
