@@ -124,6 +124,8 @@ def parameter_defaults(config: Config, input_base: str) -> dict[str, str | int |
 
 def compile_pipeline(config: Config, task: str, image: str | None = None) -> Compiled:
     """config: absolutized; task: classification | regression."""
+    trainer_resources, trainer_k8s = _trainer_placement(config)
+    other = _resources(config.kubeflow.component_cpu, config.kubeflow.component_memory)
     if config.data.span_pattern:
         input_base, pattern = config.data.path, spans.as_glob(config.data.span_pattern)
     elif config.data.path.endswith(".csv"):
@@ -131,16 +133,14 @@ def compile_pipeline(config: Config, task: str, image: str | None = None) -> Com
     else:
         input_base, pattern = config.data.path, "*.csv"
     tfx_pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, task, kubeflow=True)
-    trainer_resources, trainer_k8s = _trainer_placement(config)
-    other = _resources(config.kubeflow.component_cpu, config.kubeflow.component_memory)
-
     image = image_name(config, image)
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(default_image=image))
     job = runner.run(tfx_pipeline, write_out=False)
     spec = json_format.ParseDict(job["pipelineSpec"], pipeline_spec_pb2.PipelineSpec())
-    resolvers = [label for label, executor in spec.deployment_spec.fields["executors"]
-                 .struct_value.fields.items() if "resolver" in executor.struct_value.fields]
+    executors = spec.deployment_spec.fields["executors"].struct_value.fields
+    resolvers = [label for label, executor in executors.items()
+                 if "resolver" in executor.struct_value.fields]
     if resolvers:  # would run on Vertex only
         raise CompileError(f"the spec has Resolver executors ({', '.join(resolvers)}); "
                            "open-source KFP cannot run them")
@@ -151,7 +151,6 @@ def compile_pipeline(config: Config, task: str, image: str | None = None) -> Com
         parameter.default_value.CopyFrom(struct_pb2.Value(
             string_value=value) if isinstance(value, str) else struct_pb2.Value(number_value=value))
         parameter.is_optional = True
-    executors = spec.deployment_spec.fields["executors"].struct_value.fields
     for node, component in spec.components.items():
         container = executors[component.executor_label].struct_value.fields["container"].struct_value
         resources = trainer_resources if node == TRAINER_NODE else other
