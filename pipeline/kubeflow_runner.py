@@ -26,7 +26,6 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
 from components import spans
-from components.trainer import RUN_PARAMETERS
 from pipeline import pipeline as pipeline_lib, slices
 from pipeline.config import Config, ConfigError
 
@@ -118,8 +117,7 @@ def _trainer_placement(config: Config) -> tuple[ResourceSpec, k8s_pb2.Kubernetes
 
 def parameter_defaults(config: Config, input_base: str) -> dict[str, str | int | float]:
     """The pipeline's runtime parameters and their compiled-in values."""
-    return {pipeline_lib.DATA_ROOT_PARAMETER: input_base,
-            **{name: kind(getattr(config.trainer, name)) for name, kind in RUN_PARAMETERS.items()}}
+    return {pipeline_lib.DATA_ROOT_PARAMETER: input_base, **pipeline_lib.run_parameter_values(config)}
 
 
 def compile_pipeline(config: Config, task: str, image: str | None = None) -> Compiled:

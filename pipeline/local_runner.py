@@ -107,9 +107,9 @@ def report(config: Config) -> RunReport:
         if listed is not None and listed.string_value:
             spans = [int(x) for x in listed.string_value.split(",")]
     for artifact in outputs.get(pipeline_lib.BASELINE_NODE, []):
-        if artifact.custom_properties.get(latest_model.FOUND_KEY, None) and \
-                artifact.custom_properties[latest_model.FOUND_KEY].int_value:
-            baseline = artifact.custom_properties[latest_model.SOURCE_KEY].string_value
+        props = artifact.custom_properties
+        if latest_model.FOUND_KEY in props and props[latest_model.FOUND_KEY].int_value:
+            baseline = props[latest_model.SOURCE_KEY].string_value
     for artifact in outputs.get("Trainer", []):
         summary = os.path.join(artifact.uri, SUMMARY_FILE)
         if artifact.type == "ModelRun" and os.path.exists(summary):

@@ -62,6 +62,11 @@ def trainer_custom_config(config: Config, label: str) -> dict:
     return {"label": label, "trainer": trainer}
 
 
+def run_parameter_values(config: Config) -> dict:
+    """The trainer settings a Kubeflow run can override (components/trainer.py), typed."""
+    return {name: kind(getattr(config.trainer, name)) for name, kind in RUN_PARAMETERS.items()}
+
+
 def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
                     kubeflow: bool = False) -> tfx_pipeline.Pipeline:
     """input_base/pattern: the CSV files. task: from the label column's type (see data_check).
@@ -69,13 +74,12 @@ def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
     kubeflow: the data root and the trainer's RUN_PARAMETERS become runtime parameters a run
     can override, and there is no local ML Metadata connection."""
     label = config.data.label
-    trainer_parameters = {name: getattr(config.trainer, name) for name in RUN_PARAMETERS}
+    trainer_parameters = run_parameter_values(config)
     if kubeflow:
-        input_base = RuntimeParameter(
-            name=DATA_ROOT_PARAMETER, ptype=str, default=input_base)
+        input_base = RuntimeParameter(name=DATA_ROOT_PARAMETER, ptype=str, default=input_base)
         trainer_parameters = {
-            name: RuntimeParameter(name=name, ptype=kind, default=kind(value))
-            for (name, kind), value in zip(RUN_PARAMETERS.items(), trainer_parameters.values())}
+            name: RuntimeParameter(name=name, ptype=RUN_PARAMETERS[name], default=value)
+            for name, value in trainer_parameters.items()}
     example_gen = CsvExampleGen(
         input_base=input_base, label=label, missing_values=config.data.missing_values,
         span_pattern=config.data.span_pattern, span_window=config.data.span_window,

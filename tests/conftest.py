@@ -20,9 +20,9 @@ REPO = Path(__file__).resolve().parent.parent
 LOCKSTEP = [sys.executable, "-m", "pipeline.cli"]
 
 
-def lockstep(*args, cwd=None, timeout=900) -> subprocess.CompletedProcess:
-    """Runs the real CLI in a fresh process."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+def lockstep(*args, cwd=None, timeout=900, env=None) -> subprocess.CompletedProcess:
+    """Runs the real CLI in a fresh process (env: its whole environment; default ours)."""
+    env = dict(os.environ if env is None else env, PYTHONPATH=str(REPO))
     return subprocess.run(LOCKSTEP + [str(a) for a in args], cwd=cwd, env=env, text=True,
                           capture_output=True, timeout=timeout)
 

@@ -1,6 +1,7 @@
 """`lockstep submit / schedule / schedules` through the real kfp.Client against a recording
 stand-in of the KFP v2beta1 REST API on 127.0.0.1 (tests/kfp_standin.py)."""
 
+import os
 import socket
 
 import pytest
@@ -62,20 +63,11 @@ def test_schedule_sends_cron_concurrency_and_no_catchup(kfp, compiled):
 
 
 def test_token_from_kfp_service_account_token_file(kfp, compiled, tmp_path):
-    import os
-
     token = tmp_path / "token"
     token.write_text("from-file\n")
     env = {k: v for k, v in os.environ.items() if k not in ("KF_PIPELINES_TOKEN", "KFP_TOKEN")}
-    import subprocess
-    import sys
-
-    from conftest import REPO
-
-    result = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "schedules", "list", "--host", kfp.host],
-        capture_output=True, text=True,
-        env={**env, "PYTHONPATH": str(REPO), "KF_PIPELINES_SA_TOKEN_PATH": str(token)})
+    result = lockstep("schedules", "list", "--host", kfp.host,
+                      env={**env, "KF_PIPELINES_SA_TOKEN_PATH": str(token)})
     assert result.returncode == 0, result.stderr
     assert {r["auth"] for r in kfp.requests} == {"Bearer from-file"}
 
@@ -126,22 +118,14 @@ def test_bad_flags(kfp, compiled):
 
 
 def test_vertex_without_credentials_or_with_a_local_root_is_one_line(compiled, tmp_path):
-    import os
-
     env = {k: v for k, v in os.environ.items()
            if k not in ("GOOGLE_APPLICATION_CREDENTIALS", "GCE_METADATA_HOST",
                         "KUBERNETES_SERVICE_HOST", "CLOUDSDK_CONFIG")}
     env["HOME"] = str(tmp_path)  # no gcloud ADC file there
-    import subprocess
-    import sys
-
-    from conftest import REPO
 
     def vertex(*extra, **more_env):
-        return subprocess.run(
-            [sys.executable, "-m", "pipeline.cli", "submit", "--vertex", "--package",
-             str(compiled["output"]), *extra], capture_output=True, text=True,
-            env={**env, "PYTHONPATH": str(REPO), **more_env})
+        return lockstep("submit", "--vertex", "--package", compiled["output"], *extra,
+                        env={**env, **more_env})
 
     line = _one_line_error(vertex("--project", "p", "--region", "us-central1"))
     assert "no Google Cloud credentials for Vertex AI" in line

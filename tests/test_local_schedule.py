@@ -2,10 +2,8 @@
 
 import os
 import shlex
-import subprocess
-import sys
 
-from conftest import REPO, lockstep
+from conftest import lockstep
 from pipeline import local_schedule
 
 FAKE_CRONTAB = """#!/bin/sh
@@ -57,10 +55,8 @@ def test_install_replace_remove(tmp_path, monkeypatch):
 
 
 def test_no_crontab_is_one_line(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "schedule",
-         "--local", "--cron", "0 3 * * *"], cwd=tmp_path, capture_output=True, text=True,
-        env={"PATH": str(tmp_path), "PYTHONPATH": str(REPO), "HOME": str(tmp_path)})
+    result = lockstep("schedule", "--local", "--cron", "0 3 * * *", cwd=tmp_path,
+                      env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
     assert result.returncode == 2
     assert result.stderr.strip().endswith("crontab not found: install cron (e.g. apt-get install cron)")
 
