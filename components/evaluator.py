@@ -4,7 +4,7 @@ With no baseline TFMA drops the baseline model spec and its change thresholds, s
 is judged by the absolute thresholds alone; afterwards it must also not regress.
 """
 
-from tfx.components import Evaluator as _StockEvaluator
+from tfx.components.evaluator.component import Evaluator as _StockEvaluator
 from tfx.components.evaluator import executor as stock_executor
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_component_specs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from tfx.components import ExampleValidator as _StockExampleValidator
+from tfx.components.example_validator.component import ExampleValidator as _StockExampleValidator
 from tfx.components.example_validator import executor as stock_executor
 from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_component_specs

@@ -103,6 +103,10 @@ class KubeflowConfig:
     gpus: int = 0
     component_cpu: str = "1"
     component_memory: str = "4G"
+    # KFP retries of the Trainer task (TPU and GPU nodes are often spot or preemptible): a retry
+    # resumes from the task's last checkpoint. Backoff: this many seconds, doubling, at most 1 h.
+    trainer_retries: int = 3
+    trainer_retry_backoff_seconds: int = 60
 
 
 @dataclasses.dataclass
@@ -256,6 +260,9 @@ def validate(config: Config) -> None:
         if t.strategy not in ("auto", "tpu"):
             raise ConfigError(f"trainer.tpu_slice={t.tpu_slice!r} needs trainer.strategy auto or "
                               f"tpu, got {t.strategy!r}")
+    if config.kubeflow.trainer_retries < 0 or config.kubeflow.trainer_retry_backoff_seconds < 0:
+        raise ConfigError("kubeflow.trainer_retries and kubeflow.trainer_retry_backoff_seconds "
+                          "must be 0 or more")
     if config.kubeflow.gpus < 0:
         raise ConfigError("kubeflow.gpus must be 0 or more")
     if config.kubeflow.gpus and t.tpu_slice:

@@ -25,7 +25,7 @@ from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
-from components import spans
+from components import entrypoint, spans
 from pipeline import pipeline as pipeline_lib, slices
 from pipeline.config import Config, ConfigError
 
@@ -115,6 +115,22 @@ def _trainer_placement(config: Config) -> tuple[ResourceSpec, k8s_pb2.Kubernetes
     return resources, k8s
 
 
+MAX_RETRY_BACKOFF_SECONDS = 3600
+
+
+def _retry_trainer(task: pipeline_spec_pb2.PipelineTaskSpec, config: Config) -> None:
+    """KFP retries the Trainer when its pod dies (a preempted TPU or GPU node). The retry runs
+    with the same executor input, so the same ModelRun URI, where the checkpoints are
+    (trainer_module/train.py): it resumes from the last one."""
+    k = config.kubeflow
+    if not k.trainer_retries:
+        return
+    task.retry_policy.max_retry_count = k.trainer_retries
+    task.retry_policy.backoff_duration.seconds = k.trainer_retry_backoff_seconds
+    task.retry_policy.backoff_factor = 2.0
+    task.retry_policy.backoff_max_duration.seconds = MAX_RETRY_BACKOFF_SECONDS
+
+
 def parameter_defaults(config: Config, input_base: str) -> dict[str, str | int | float]:
     """The pipeline's runtime parameters and their compiled-in values."""
     return {pipeline_lib.DATA_ROOT_PARAMETER: input_base, **pipeline_lib.run_parameter_values(config)}
@@ -133,7 +149,8 @@ def compile_pipeline(config: Config, task: str, image: str | None = None) -> Com
     tfx_pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, task, kubeflow=True)
     image = image_name(config, image)
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
-        config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(default_image=image))
+        config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
+            default_image=image, use_pipeline_spec_2_1=True))
     job = runner.run(tfx_pipeline, write_out=False)
     spec = json_format.ParseDict(job["pipelineSpec"], pipeline_spec_pb2.PipelineSpec())
     executors = spec.deployment_spec.fields["executors"].struct_value.fields
@@ -154,12 +171,16 @@ def compile_pipeline(config: Config, task: str, image: str | None = None) -> Com
         resources = trainer_resources if node == TRAINER_NODE else other
         container.fields["resources"].struct_value.Clear()
         container.fields["resources"].struct_value.update(json_format.MessageToDict(resources))
+        # TFX's entrypoint, started lean (components/entrypoint.py): same arguments, same work.
+        container.fields["command"].list_value.Clear()
+        container.fields["command"].list_value.extend(entrypoint.COMMAND)
         # The ExampleGen's driver hook (Vertex-only; OSS KFP skips it) would resolve spans its own
         # way; the executor resolves them on every orchestrator, so the hook goes.
         if "lifecycle" in container.fields:
             del container.fields["lifecycle"]
     for node in NEVER_CACHED:
         spec.root.dag.tasks[node].caching_options.enable_cache = False
+    _retry_trainer(spec.root.dag.tasks[TRAINER_NODE], config)
     spec.default_pipeline_root = config.paths.pipeline_root
 
     platform = pipeline_spec_pb2.PlatformSpec()
@@ -182,3 +203,23 @@ def write(compiled: Compiled, output: str) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def compile_in_fresh_process(config: Config, output: str) -> None:
+    """`lockstep compile` of this config in a process of its own (it loads import stand-ins,
+    pipeline/import_stubs.py, which must never be where a pipeline runs). Raises CompileError
+    with compile's one-line message if it fails."""
+    import subprocess
+    import sys
+
+    directory = os.path.dirname(os.path.abspath(output))
+    os.makedirs(directory, exist_ok=True)
+    settings = os.path.join(directory, "config.yaml")
+    with open(settings, "w") as handle:
+        yaml.safe_dump(config.to_dict(), handle, sort_keys=False)
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "compile", "--config", settings,
+                             "--output", output], capture_output=True, text=True)
+    if result.returncode:
+        raise CompileError((result.stderr.strip().splitlines() or ["compile failed"])[-1]
+                           .removeprefix("lockstep: error: "))
+

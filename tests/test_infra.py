@@ -12,11 +12,17 @@ DOCKERFILE = (REPO / "infra" / "Dockerfile").read_text()
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
-def test_image_entrypoint_is_what_kubeflow_v2_dag_runner_compiles():
-    from tfx.orchestration.kubeflow.v2.kubeflow_v2_dag_runner import KUBEFLOW_TFX_CMD
+def test_image_entrypoint_is_the_command_the_compiled_spec_runs(compiled):
+    import yaml
+
+    from components.entrypoint import COMMAND
 
     entrypoint = re.search(r"^ENTRYPOINT (.+)$", DOCKERFILE, re.M).group(1)
-    assert json.loads(entrypoint) == list(KUBEFLOW_TFX_CMD)
+    assert json.loads(entrypoint) == list(COMMAND)
+    spec = next(yaml.safe_load_all(compiled["output"].read_text()))
+    commands = {e["container"]["command"] == list(COMMAND)
+                for e in spec["deploymentSpec"]["executors"].values()}
+    assert commands == {True}
 
 
 def test_image_installs_the_locked_project_as_non_root_with_legacy_keras():

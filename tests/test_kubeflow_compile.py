@@ -1,11 +1,15 @@
 """`lockstep compile`: a KFP v2 spec that open-source KFP on GKE runs, checked with kfp's protos."""
 
+import json
+import os
+from pathlib import Path
+
 import yaml
 from google.protobuf import json_format
 from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from conftest import lockstep
+from conftest import REPO, lockstep
 from pipeline import config as config_lib
 
 TPU_SELECTOR = {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
@@ -145,3 +149,73 @@ def test_compile_falls_back_to_real_imports(tmp_path, monkeypatch, capsys):
             "compiling again with the real imports") in capsys.readouterr().err
     spec, _ = _load(tmp_path / "p.yaml")
     assert "Trainer" in spec.root.dag.tasks
+
+
+def _variants() -> dict[str, str]:
+    """Config text for every Trainer placement compile takes: CPU, GPU, each single-host slice."""
+    from pipeline import slices
+
+    base = ('[data]\npath = "gs://b/data"\ntask = "classification"\n'
+            '[paths]\npipeline_root = "gs://b/root"\nserving_dir = "gs://b/serving"\n')
+    variants = {"cpu": base, "gpu": base + '[kubeflow]\ngpus = 2\ngpu_type = "nvidia-l4"\n'}
+    for name, tpu in slices.PRESETS.items():
+        if tpu.single_host:
+            variants[name] = base + f'[trainer]\ntpu_slice = "{name}"\n'
+    return variants
+
+
+def test_every_variant_loads_in_kfp_and_stand_ins_compile_it_identically(tmp_path):
+    """Schema 2.1 for CPU, GPU and every single-host slice: KFP's own SDK loads each spec, the
+    platform spec puts the Trainer (and only the Trainer) where it belongs, and the import
+    stand-ins give the same bytes as a compile with the real packages."""
+    import subprocess
+    import sys
+
+    from kfp import components
+
+    from pipeline import kubeflow_runner, slices
+
+    variants = _variants()
+    assert {"cpu", "gpu", "v5e-1", "v5e-4", "v5e-8", "v6e-8", "v4-8", "v5p-8"} <= set(variants)
+    pairs = []
+    for name, text in variants.items():
+        (tmp_path / f"{name}.toml").write_text(text)
+        pairs.append((str(tmp_path / f"{name}.toml"), str(tmp_path / f"{name}.yaml")))
+    # One fresh process compiles them all with the stand-ins, as `lockstep compile` does.
+    script = ("import sys, json; from pipeline import cli, import_stubs\n"
+              "assert import_stubs.install()\n"
+              "sys.exit(max(cli.main(['compile', '--config', c, '--output', o]) "
+              "for c, o in json.loads(sys.argv[1])))")
+    result = subprocess.run([sys.executable, "-c", script, json.dumps(pairs)], text=True,
+                            capture_output=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "compiling again with the real imports" not in result.stderr
+    for name, (config_path, output) in zip(variants, pairs):
+        text = Path(output).read_text()
+        assert text.startswith("pipelineInfo:") and "schemaVersion: 2.1.0" in text, name
+        config = config_lib.absolutize(config_lib.load(config_path))
+        assert text == kubeflow_runner.compile_pipeline(config, "classification").to_yaml(), name
+        loaded = components.load_component_from_file(output)  # KFP's own SDK
+        assert loaded.name == "lockstep" and set(loaded.pipeline_spec.root.dag.tasks) == {
+            "CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",
+            "LatestPushedModel", "Trainer", "Evaluator", "Pusher"}, name
+        spec, platform = _load(Path(output))
+        trainer_label = spec.components["Trainer"].executor_label
+        k8s = json_format.MessageToDict(platform)["platforms"]["kubernetes"][
+            "deploymentSpec"]["executors"] if name != "cpu" else {}
+        assert list(k8s) == ([] if name == "cpu" else [trainer_label]), name
+        accelerator = _executors(spec)[trainer_label]["container"]["resources"].get("accelerator")
+        if name == "cpu":
+            assert accelerator is None
+        elif name == "gpu":
+            assert k8s[trainer_label]["nodeSelector"]["labels"] == {
+                "cloud.google.com/gke-accelerator": "nvidia-l4"}
+            assert accelerator["resourceType"] == "nvidia.com/gpu"
+        else:
+            tpu = slices.get(name)
+            assert k8s[trainer_label]["nodeSelector"]["labels"] == tpu.node_selector(), name
+            assert accelerator["resourceCount"] == str(tpu.chips_per_host), name
+        retry = spec.root.dag.tasks["Trainer"].retry_policy
+        assert (retry.max_retry_count, retry.backoff_duration.seconds) == (3, 60), name
+        assert not [t for n, t in spec.root.dag.tasks.items()
+                    if n != "Trainer" and t.HasField("retry_policy")]

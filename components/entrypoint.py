@@ -1,0 +1,124 @@
+"""The command every compiled Kubeflow task runs: TFX's KFP v2 executor entrypoint, started lean.
+
+TFX's entrypoint (`tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor`) reads the
+task's executor input and runs the component's executor. Started as it is, every task spends
+about 12 s importing before its executor does anything, most of it for code the task never runs:
+importing any `tfx.components.<name>.executor` first runs `tfx/components/__init__.py`, which
+imports every TFX component and executor (TFMA, BigQuery, the bulk inferrer, ...), and the
+entrypoint imports the Evaluator's executor only to ask whether the task is an Evaluator. So:
+
+- `tfx.components` is registered as a bare package of its subpackages: importing one executor
+  imports that executor and what it needs, not its siblings;
+- the task's executor class is imported first; if that did not import the Evaluator's executor
+  module, the class cannot be an Evaluator (a subclass imports its base), and a placeholder
+  module answers the entrypoint's check;
+- then TFX's entrypoint runs, unchanged, with the same arguments.
+
+One line on stdout marks the moment the executor's `Do` begins (START_MARKER and the Unix time),
+so a runner can split a task's time into start-up and work (pipeline/kfp_local.py does).
+Nothing here changes what an executor computes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+import types
+
+START_MARKER = "lockstep-task: executor Do begins at"
+# What the compiled spec runs in every task (pipeline/kubeflow_runner.py), and the image's ENTRYPOINT.
+COMMAND = ("python", "-m", "components.entrypoint")
+# The base classes TFX's entrypoint asks a task's executor class about (issubclass), by module.
+# Importing a subclass imports its base's module; a module not imported by then gets a
+# placeholder whose class nothing derives from, and costs nothing (Beam: 2 s, TFMA: 2 s).
+ASKED_BASES = {"tfx.components.evaluator.executor": "Executor",
+               "tfx.dsl.components.base.base_beam_executor": "BaseBeamExecutor"}
+# Packages whose __init__ imports far more than the protos and constants that TFX's entrypoint
+# and most executors take from them; a task that uses more loads the rest then (_LazyPackage).
+LAZY_PACKAGES = ("tfx.components", "tensorflow_model_analysis", "tensorflow_data_validation",
+                 "kfp", "apache_beam")
+
+
+class _LazyPackage(types.ModuleType):
+    """A package whose __init__ runs on the first use of a name it defines, not on import.
+
+    Its submodules import as usual (the import system needs only __path__); `from pkg import
+    submodule` imports just that submodule. Any other attribute runs the real __init__ into
+    this same module object first, so every holder of the package sees it complete."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if importlib.util.find_spec(f"{self.__name__}.{name}") is not None:
+            return importlib.import_module(f"{self.__name__}.{name}")
+        spec = self.__spec__
+        self.__class__ = types.ModuleType  # from now on a plain module
+        spec.loader.exec_module(self)
+        return getattr(self, name)
+
+
+def _lazy_package(name: str) -> None:
+    """Registers package `name` so that its __init__ runs only when a name in it is used."""
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    module = _LazyPackage(name)
+    module.__path__ = list(spec.submodule_search_locations)
+    module.__spec__ = spec
+    module.__file__ = spec.origin
+    module.__loader__ = spec.loader
+    module.__package__ = name
+    sys.modules[name] = module
+
+
+def _executor_class_path(argv: list[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == "--executor_class_path" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--executor_class_path="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _mark_do(executor_cls: type) -> None:
+    """Prints START_MARKER with the time when the executor's Do is called."""
+    do = executor_cls.Do
+
+    def marked_do(self, *args, **kwargs):
+        print(f"{START_MARKER} {time.time():.3f}", flush=True)
+        return do(self, *args, **kwargs)
+
+    executor_cls.Do = marked_do
+
+
+def prepare(argv: list[str]) -> None:
+    """Imports the task's executor lean and marks its Do; see the module docstring."""
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TensorFlow loads, in every task
+    import tfx  # noqa: F401  (the real top-level package; only its components/ is bare)
+
+    for name in LAZY_PACKAGES:
+        _lazy_package(name)
+    path = _executor_class_path(argv)
+    if path:
+        from tfx.utils import import_utils
+
+        _mark_do(import_utils.import_class_by_path(path))
+    for module, name in ASKED_BASES.items():
+        if module not in sys.modules:
+            placeholder = types.ModuleType(module)
+            setattr(placeholder, name, type(f"Not{name}", (), {}))
+            sys.modules[module] = placeholder
+
+
+def main() -> None:
+    prepare(sys.argv[1:])
+    from absl import app
+    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
+
+    app.run(tfx_entrypoint.main, flags_parser=tfx_entrypoint._parse_flags)
+
+
+if __name__ == "__main__":
+    main()
