@@ -65,7 +65,7 @@ def cmd_run(args) -> int:
     print(f"lockstep: {data.rows} rows from {len(data.files)} CSV file(s){spans}, label "
           f"'{config.data.label}' ({data.task}), {len(data.columns) - 1} features", flush=True)
     from components.example_validator import AnomaliesFound
-    from pipeline import local_runner
+    from pipeline import kfp_local, local_runner
     from pipeline.local_schedule import Locked
 
     # TFX's Beam executors parse sys.argv with absl flags (so `-v` would become --verbosity).
@@ -74,11 +74,16 @@ def cmd_run(args) -> int:
     task = data.task if config.data.task == "auto" else config.data.task
     try:
         with _maybe_lock(args.lock):
-            report = local_runner.run(config, data.input_base, data.pattern, task)
+            if args.orchestrator == "kfp-local":
+                report = _run_kfp_local(config, task)
+            else:
+                report = local_runner.run(config, data.input_base, data.pattern, task)
     except Locked as err:
         print(f"lockstep: {err}", file=sys.stderr)
         return 0
     except AnomaliesFound as err:
+        return _fail(str(err), 1)
+    except kfp_local.KfpLocalError as err:  # a task failed: it is named, with its log
         return _fail(str(err), 1)
     except Exception as err:  # a component failed: one line, the cause last
         message = str(err).strip().splitlines()
@@ -87,6 +92,20 @@ def cmd_run(args) -> int:
     print(report.describe())
     print(f"Total: {time.perf_counter() - tic:.1f}s")
     return 0
+
+
+def _run_kfp_local(config, task: str):
+    """Compiles the spec and runs it under kfp.local (pipeline/kfp_local.py), a line per task."""
+    from pipeline import kfp_local
+
+    print("lockstep: compiling, then running the spec under kfp.local, each task a process of "
+          "its own", flush=True)
+
+    def task_line(record):
+        print(f"  {record.task:<20} {'done' if record.succeeded else 'FAILED':<7} "
+              f"{record.seconds:6.1f}s (start-up {record.start_seconds:.1f}s)", flush=True)
+
+    return kfp_local.run_config(config, task, on_task=task_line).report()
 
 
 def _task_for_compile(config) -> str:
@@ -429,6 +448,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--train-steps", type=int, help="fixed train steps (default: from the example budget)")
     run.add_argument("-v", "--verbose", action="store_true", help="log TFX and trainer progress")
     run.add_argument("--lock", help="a lock file: if another run holds it, skip this run (exit 0)")
+    run.add_argument("--orchestrator", choices=["local", "kfp-local"], default="local",
+                     help="local: TFX's LocalDagRunner (default); kfp-local: compile for Kubeflow "
+                          "and run the spec under KFP's local orchestrator, each task a process")
     run.set_defaults(func=cmd_run)
 
     comp = sub.add_parser(

@@ -67,3 +67,31 @@ def compiled(tmp_path_factory):
                       "--output", output, cwd=root)
     assert result.returncode == 0, result.stderr[-3000:]
     return {"root": root, "config": config, "output": output, "result": result}
+
+
+def eval_examples(files, label):
+    """Raw serialized tf.Examples of ExampleGen's eval split, label removed, and the labels."""
+    assert files
+    serialized, labels = [], []
+    for record in tf.data.TFRecordDataset(sorted(map(str, files)), compression_type="GZIP"):
+        example = tf.train.Example.FromString(record.numpy())
+        value = example.features.feature[label]
+        labels.append(value.bytes_list.value[0].decode() if value.bytes_list.value
+                      else value.int64_list.value[0])
+        del example.features.feature[label]
+        serialized.append(example.SerializeToString())
+    return serialized, labels
+
+
+def serving_accuracy(version, files, label="species") -> float:
+    """Accuracy of a pushed model called the way a server would: raw serialized tf.Examples."""
+    import numpy as np
+
+    model = tf.saved_model.load(str(version))
+    assert {"serving_default", "transform_features"} <= set(model.signatures)
+    serialized, labels = eval_examples(files, label)
+    out = model.signatures["serving_default"](examples=tf.constant(serialized))
+    predicted = [c.decode() for c in out["classes"].numpy()]
+    np.testing.assert_allclose(out["probabilities"].numpy().sum(axis=1), 1.0, rtol=1e-5)
+    return float(np.mean([p == str(l) for p, l in zip(predicted, labels)]))
+

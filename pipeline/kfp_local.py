@@ -1,0 +1,246 @@
+"""Runs a compiled Kubeflow spec on this machine, the way Kubeflow Pipelines would run it.
+
+KFP's local orchestrator (`kfp.local`) walks the spec's DAG, builds each task's executor input
+and resolves its placeholders the way KFP's launcher does on a cluster; each task then runs its
+own container command (components/entrypoint.py, TFX's executor entrypoint) as a process of its
+own, in this environment (SubprocessRunner) or in the pipeline image (DockerRunner).
+
+kfp.local has two gaps for TFX's container components. They are bridged here, in this module
+only, and only while `bridged()` is active (no copy of kfp.local's code, two of its functions
+wrapped):
+
+1. SubprocessRunner refuses container components: its task handler insists on KFP's
+   lightweight-component executor in the command. `_TaskProcess` runs the task's container
+   command as it is, with this environment's Python for `python`.
+2. kfp.local hands an upstream task's artifacts to downstream tasks as `system.Artifact`: TFX
+   types its artifacts with an `instanceSchema` (title `tfx.Examples`, ...), which kfp.local's
+   artifact classes do not know, and TFX's entrypoint then fails with "Could not import
+   system.Artifact". KFP's backend keeps the type's title; `_keep_artifact_type` does too.
+3. (Cosmetic, but it names every task directory.) kfp.local cuts five letters off each
+   component's name, expecting KFP's `comp-` prefix, which TFX's names lack (`CsvExampleGen`
+   became `ampleGen`); `_task_name` keeps a name without that prefix whole.
+
+Every task's output goes to `<task dir>/task.log` (the console gets one line per task), and its
+time is split into start-up (process start to its executor's Do) and work.
+
+What such a run proves: the compiled spec loads in KFP's SDK, its DAG, parameters, placeholders
+and artifact passing work, every executor runs from its executor input alone, and the pushed
+model serves. What it does not: the image (see `make image`), the cluster's scheduling (node
+selectors, TPU or GPU requests, retries), KFP's cache, and object-store paths.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Iterator
+
+from components.entrypoint import START_MARKER
+from pipeline import run_report
+
+TASK_LOG = "task.log"
+TASK_COMMAND = "command.json"  # the task's resolved command: run it again by hand with this
+EXECUTOR_OUTPUT = "executor_output.json"
+
+
+class KfpLocalError(RuntimeError):
+    """The spec could not be compiled or run; the message is one line."""
+
+
+class TaskFailed(KfpLocalError):
+    """A task exited non-zero; the message names it and its log."""
+
+
+@dataclasses.dataclass
+class TaskRecord:
+    task: str
+    task_dir: str
+    succeeded: bool
+    start_seconds: float  # process start to the executor's Do (all of it if Do never began)
+    work_seconds: float  # the executor's Do to process exit
+
+    @property
+    def seconds(self) -> float:
+        return self.start_seconds + self.work_seconds
+
+    @property
+    def log(self) -> str:
+        return os.path.join(self.task_dir, TASK_LOG)
+
+
+def _executor_input(command: list[str]) -> dict:
+    """The executor input kfp.local put into the command (TFX passes it as one argument)."""
+    for i, arg in enumerate(command[:-1]):
+        if arg == "--json_serialized_invocation_args":
+            return json.loads(command[i + 1])
+    raise ValueError("the task's command carries no --json_serialized_invocation_args")
+
+
+def _do_began(log_path: str) -> float | None:
+    with open(log_path, errors="replace") as handle:
+        for line in handle:
+            if line.startswith(START_MARKER):
+                return float(line[len(START_MARKER):].strip())
+    return None
+
+
+class _TaskProcess:
+    """Gap 1: a TFX container component's own command, run as a local process.
+
+    Stands in for kfp.local's SubprocessTaskHandler (same constructor and `run`); `records` and
+    `on_task` are set by `bridged()`."""
+
+    records: list[TaskRecord] = []
+    on_task = staticmethod(lambda record: None)
+
+    def __init__(self, image, full_command, pipeline_root, runner):
+        self.command = [sys.executable if part in ("python", "python3") else part
+                        for part in full_command[:1]] + list(full_command[1:])
+        self.pipeline_root = pipeline_root
+
+    def run(self):
+        from kfp.local import status
+
+        task_dir = os.path.dirname(_executor_input(self.command)["outputs"]["outputFile"])
+        os.makedirs(task_dir, exist_ok=True)
+        log_path = os.path.join(task_dir, TASK_LOG)
+        with open(os.path.join(task_dir, TASK_COMMAND), "w") as handle:
+            json.dump(self.command, handle)
+        started = time.time()
+        with open(log_path, "w") as log:
+            code = subprocess.run(self.command, stdout=log, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL).returncode
+        ended = time.time()
+        began = _do_began(log_path) or ended
+        record = TaskRecord(os.path.basename(task_dir), task_dir, code == 0,
+                            max(began - started, 0.0), max(ended - began, 0.0))
+        type(self).records.append(record)
+        type(self).on_task(record)
+        return status.Status.SUCCESS if code == 0 else status.Status.FAILURE
+
+
+def _keep_artifact_type(convert):
+    """Gap 2: the dsl.Artifact kfp.local makes of an output keeps the TFX type's title."""
+
+    def converted(runtime_artifact):
+        import yaml
+
+        artifact = convert(runtime_artifact)
+        schema = runtime_artifact.type.instance_schema
+        if schema:
+            artifact.schema_title = yaml.safe_load(schema)["title"]
+        return artifact
+
+    return converted
+
+
+def _task_name(cut):
+    """Gap 3: a task directory named for the whole component name when it has no `comp-`."""
+
+    def named(component_name: str) -> str:
+        return cut(component_name) if component_name.startswith("comp-") else component_name
+
+    return named
+
+
+@contextlib.contextmanager
+def bridged(on_task=lambda record: None) -> Iterator[list[TaskRecord]]:
+    """kfp.local with both gaps bridged, for the duration; yields the tasks' records as they end."""
+    from kfp.local import executor_input_utils, executor_output_utils, subprocess_task_handler
+
+    records: list[TaskRecord] = []
+    handler = type("TaskProcess", (_TaskProcess,), {"records": records,
+                                                      "on_task": staticmethod(on_task)})
+    patches = [(subprocess_task_handler, "SubprocessTaskHandler", lambda _: handler),
+               (executor_output_utils, "runtime_artifact_to_dsl_artifact", _keep_artifact_type),
+               (executor_input_utils, "get_local_task_resource_name", _task_name)]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
+    for module, name, wrap in patches:
+        setattr(module, name, wrap(getattr(module, name)))
+    try:
+        yield records
+    finally:
+        for module, name, original in saved:
+            setattr(module, name, original)
+
+
+@dataclasses.dataclass
+class LocalRun:
+    pipeline_dir: str  # <pipeline root>/<pipeline>-<timestamp>: every task's directory is in it
+    tasks: list[TaskRecord]
+    log: str  # kfp.local's own log
+
+    def report(self) -> run_report.RunReport:
+        """The same summary as a LocalDagRunner run's, from the tasks' executor outputs."""
+        nodes = [run_report.NodeReport(t.task, "executed" if t.succeeded else "failed",
+                                       t.seconds, t.start_seconds) for t in self.tasks]
+        return run_report.build(nodes, {t.task: task_outputs(t.task_dir) for t in self.tasks})
+
+
+def run(spec_path: str, pipeline_root: str, arguments: dict | None = None,
+        on_task=lambda record: None) -> LocalRun:
+    """Runs the compiled spec under kfp.local's DAG orchestrator, each task a local process.
+
+    Raises TaskFailed naming the first task that failed."""
+    from kfp import components, local
+
+    os.makedirs(pipeline_root, exist_ok=True)
+    log_path = os.path.join(pipeline_root, "kfp-local.log")
+    pipeline = components.load_component_from_file(spec_path)
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=pipeline_root,
+               raise_on_error=False)
+    console, plain_print = sys.stdout, builtins.print
+
+    def report_task(record):  # on the console, and without kfp.local's indented print
+        indented, builtins.print = builtins.print, plain_print
+        try:
+            with contextlib.redirect_stdout(console):
+                on_task(record)
+        finally:
+            builtins.print = indented
+
+    # kfp.local logs every task's inputs and outputs: into the log, not onto the console.
+    with bridged(report_task) as records, open(log_path, "a") as log, \
+            contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        pipeline(**(arguments or {}))
+    failed = [r for r in records if not r.succeeded]
+    if failed:
+        raise TaskFailed(f"task {failed[0].task} failed (exit status non-zero); its log: "
+                         f"{failed[0].log}")
+    if not records:
+        raise TaskFailed(f"no task ran; kfp.local's log: {log_path}")
+    return LocalRun(os.path.dirname(records[0].task_dir), records, log_path)
+
+
+def task_outputs(task_dir: str) -> list[run_report.Output]:
+    """The output artifacts a task's executor wrote, with the properties TFX gave them."""
+    path = os.path.join(task_dir, EXECUTOR_OUTPUT)
+    if not os.path.exists(path):
+        return []
+    with open(path) as handle:
+        output = json.load(handle)
+    return [run_report.Output(key, artifact.get("uri", ""), artifact.get("metadata", {}))
+            for key, artifact_list in output.get("artifacts", {}).items()
+            for artifact in artifact_list.get("artifacts", [])]
+
+
+def run_config(config, task: str, on_task=lambda record: None) -> LocalRun:
+    """Compiles the pipeline for this config (config: absolutized) and runs the spec here.
+
+    The spec and the config it was compiled from go to <pipeline root>/kfp-local/."""
+    from pipeline import kubeflow_runner
+
+    config.data.task = task  # decided by the data check; compile need not read the data again
+    spec = os.path.join(config.paths.pipeline_root, "kfp-local", "pipeline.yaml")
+    try:
+        kubeflow_runner.compile_in_fresh_process(config, spec)
+    except kubeflow_runner.CompileError as err:
+        raise KfpLocalError(f"compile failed: {err}") from None
+    return run(spec, config.paths.pipeline_root, on_task=on_task)
+

@@ -1,0 +1,108 @@
+"""What a pipeline run did, in the words the summary prints, whichever orchestrator ran it.
+
+Each runner collects, per node, its state, its seconds and its output artifacts (output key, URI,
+properties): the local runner from ML Metadata, the kfp-local runner from each task's executor
+output. `build` turns that into one RunReport, so both print the same summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+from components import latest_model
+from components.csv_example_gen import SPANS_KEY
+from pipeline.pipeline import BASELINE_NODE
+from trainer_module.run import SUMMARY_FILE
+
+
+@dataclasses.dataclass
+class NodeReport:
+    node: str
+    state: str  # executed | cached | failed | ...
+    seconds: float
+    start_seconds: float | None = None  # kfp-local: process start to the executor's Do
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """One output artifact of a node: its output key, URI and (custom) properties."""
+
+    key: str
+    uri: str
+    properties: dict[str, Any]
+
+
+@dataclasses.dataclass
+class RunReport:
+    nodes: list[NodeReport]
+    metrics: dict[str, float]
+    blessed: bool | None
+    pushed_to: str | None
+    spans: list[int] = dataclasses.field(default_factory=list)  # the spans the examples came from
+    baseline: str | None = None  # the pushed model the Evaluator compared with
+    training: dict = dataclasses.field(default_factory=dict)  # trainer_module.run's summary
+
+    def describe(self) -> str:
+        lines = ["Components:"]
+        for n in self.nodes:
+            start = f"  (start-up {n.start_seconds:.1f}s)" if n.start_seconds is not None else ""
+            lines.append(f"  {n.node:<20} {n.state:<9} {n.seconds:6.1f}s{start}")
+        if self.spans:
+            lines.append("Data: span " + ", ".join(map(str, self.spans)))
+        if self.training:
+            t = self.training
+            lines.append(f"Trainer: {t.get('strategy')} on {t.get('replicas')} replica(s), "
+                         f"{t.get('plan', {}).get('train_steps')} steps"
+                         + (f", warm-started from {t.get('base_model')}" if t.get("warm_started") else ""))
+        lines.append(f"Baseline: {self.baseline}" if self.baseline else "Baseline: none (first model)")
+        if self.metrics:
+            lines.append("Eval metrics: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.metrics.items())))
+        lines.append(f"Blessed: {'yes' if self.blessed else 'no'}")
+        lines.append(f"Model pushed to: {self.pushed_to}" if self.pushed_to else "Model not pushed")
+        return "\n".join(lines)
+
+
+def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunReport:
+    """The report of a run whose nodes had these outputs ({node id: its output artifacts})."""
+    metrics, blessed, pushed_to = {}, None, None
+    for out in outputs.get("Evaluator", []):
+        if out.key == "evaluation":
+            metrics = _read_metrics(out.uri)
+        elif out.key == "blessing":
+            blessed = bool(int(out.properties.get("blessed", 0)))
+    for out in outputs.get("Pusher", []):
+        if int(out.properties.get("pushed", 0)):
+            pushed_to = out.properties.get("pushed_destination")
+    spans, baseline, training = [], None, {}
+    for out in outputs.get("CsvExampleGen", []):
+        if out.properties.get(SPANS_KEY):
+            spans = [int(x) for x in str(out.properties[SPANS_KEY]).split(",")]
+    for out in outputs.get(BASELINE_NODE, []):
+        if int(out.properties.get(latest_model.FOUND_KEY, 0)):
+            baseline = out.properties.get(latest_model.SOURCE_KEY)
+    for out in outputs.get("Trainer", []):
+        summary = os.path.join(out.uri, SUMMARY_FILE)
+        if out.key == "model_run" and os.path.exists(summary):
+            with open(summary) as handle:
+                training = json.load(handle)
+    return RunReport(nodes, metrics, blessed, pushed_to, spans, baseline, training)
+
+
+def _read_metrics(uri: str) -> dict[str, float]:
+    import tensorflow_model_analysis as tfma
+
+    result = tfma.load_metrics(uri)
+    out = {}
+    for per_slice in result:
+        if per_slice.slice_key.single_slice_keys:
+            continue
+        for kv in per_slice.metric_keys_and_values:
+            if kv.key.model_name and kv.key.model_name != "candidate":
+                continue
+            if kv.value.HasField("double_value"):
+                name = kv.key.name + (" (baseline diff)" if kv.key.is_diff else "")
+                out[name] = kv.value.double_value.value
+    return out

@@ -1,0 +1,136 @@
+"""The compiled spec, run the way Kubeflow Pipelines runs it: kfp.local's DAG orchestrator builds
+each task's executor input, each task runs its own container command as a process of its own."""
+
+import json
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+import yaml
+
+from conftest import PipelineRun, serving_accuracy
+
+pytestmark = pytest.mark.slow
+
+TASKS = ["CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",
+         "Trainer", "LatestPushedModel", "Evaluator", "Pusher"]
+
+
+@pytest.fixture(scope="session")
+def kfp_local_run(tmp_path_factory):
+    run = PipelineRun(tmp_path_factory.mktemp("kfp-local"))
+    result = run.run("--orchestrator", "kfp-local")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    [run.pipeline_dir] = [p for p in run.pipeline_root.iterdir() if p.name.startswith("lockstep-")]
+    run.result = result
+    return run
+
+
+def test_kfp_local_runs_every_task_to_a_model_that_serves(kfp_local_run):
+    out = kfp_local_run.result.stdout
+    # One line per task as it ends, then the same summary as a LocalDagRunner run.
+    assert re.findall(r"^  (\w+)\s+done\s", out, re.M) == TASKS
+    summary = dict(re.findall(r"^  (\w+)\s+(executed|cached|failed)\s+[\d.]+s  \(start-up", out, re.M))
+    assert summary == {task: "executed" for task in TASKS}, out
+    assert "Blessed: yes" in out and "Baseline: none (first model)" in out
+    assert re.search(r"^Eval metrics: .*sparse_categorical_accuracy", out, re.M)
+    # Each task ran in a directory named for it (TFX names carry no comp- prefix), from the
+    # executor input kfp.local built, and logged to its own file.
+    assert sorted(p.name for p in kfp_local_run.pipeline_dir.iterdir()) == sorted(TASKS)
+    trainer_log = (kfp_local_run.pipeline_dir / "Trainer" / "task.log").read_text()
+    assert "lockstep-task: executor Do begins at" in trainer_log
+    # Downstream tasks got TFX's types, not system.Artifact.
+    command = json.loads((kfp_local_run.pipeline_dir / "Trainer" / "command.json").read_text())
+    executor_input = json.loads(command[command.index("--json_serialized_invocation_args") + 1])
+    examples = executor_input["inputs"]["artifacts"]["examples"]["artifacts"][0]
+    assert examples["type"]["schemaTitle"] == "tfx.Examples"
+    assert command[:3] == [command[0], "-m", "components.entrypoint"]
+    [version] = kfp_local_run.pushed_versions()
+    assert f"Model pushed to: {version}" in out
+    files = (kfp_local_run.pipeline_dir / "CsvExampleGen" / "examples" / "Split-eval").glob("*")
+    assert serving_accuracy(version, list(files)) > 0.9
+
+
+def test_a_failing_task_is_named_in_one_line(kfp_local_run, tmp_path):
+    from pipeline import kfp_local
+
+    spec = kfp_local_run.pipeline_root / "kfp-local" / "pipeline.yaml"
+    docs = list(yaml.safe_load_all(spec.read_text()))
+    executor = docs[0]["deploymentSpec"]["executors"]["StatisticsGen_executor"]["container"]
+    executor["args"][executor["args"].index("--executor_class_path") + 1] = "components.nowhere.Executor"
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    with pytest.raises(kfp_local.TaskFailed) as failed:
+        kfp_local.run(str(broken), str(tmp_path / "root"))
+    message = str(failed.value)
+    assert message.startswith("task StatisticsGen failed") and "\n" not in message
+    log = Path(message.rsplit(" ", 1)[-1])
+    assert "components.nowhere" in log.read_text()
+    # Nothing ran after it.
+    ran = {p.name for p in next((tmp_path / "root").glob("lockstep-*")).iterdir()}
+    assert ran == {"CsvExampleGen", "StatisticsGen"}
+
+
+def _trainer_command(pipeline_dir: Path, out: Path, **trainer) -> list[str]:
+    """The Trainer's container command from the kfp-local run, with outputs under `out`."""
+    command = json.loads((pipeline_dir / "Trainer" / "command.json").read_text())
+    at = command.index("--json_serialized_invocation_args") + 1
+    executor_input = json.loads(command[at])
+    for key, artifacts in executor_input["outputs"]["artifacts"].items():
+        for artifact in artifacts["artifacts"]:
+            artifact["uri"] = str(out / key)
+    executor_input["outputs"]["outputFile"] = str(out / "executor_output.json")
+    params = executor_input["inputs"]["parameterValues"]
+    custom = json.loads(params["custom_config"])
+    custom["trainer"].update(trainer)
+    params["custom_config"] = json.dumps(custom)
+    params["train_steps"] = trainer["train_steps"]
+    command[at] = json.dumps(executor_input)
+    return command
+
+
+def _final_weights(checkpoints: Path):
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(checkpoints)))
+    return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+            if k.startswith("model/") and "OPTIMIZER_SLOT" not in k}
+
+
+def test_a_retried_trainer_task_resumes_from_its_checkpoint(kfp_local_run, tmp_path):
+    """What KFP does when a preempted TPU node kills the Trainer's pod: it runs the same
+    container command with the same executor input again. The retry finds the checkpoints
+    (under the ModelRun URI) and ends with the weights of an uninterrupted run."""
+    settings = dict(train_steps=3000, checkpoint_every=100, steps_per_execution=1, seed=7)
+    whole = _trainer_command(kfp_local_run.pipeline_dir, tmp_path / "whole", **settings)
+    done = subprocess.run(whole, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:]
+
+    cut = _trainer_command(kfp_local_run.pipeline_dir, tmp_path / "cut", **settings)
+    checkpoints = tmp_path / "cut" / "model_run" / "checkpoints"
+    process = subprocess.Popen(cut, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while not (checkpoints / "checkpoint").exists() and process.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)  # the node went away mid-training
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "training ended before it could be cut"
+    saved = tf.train.latest_checkpoint(str(checkpoints))
+    step = int(saved.rsplit("-", 1)[1])
+    assert 0 < step < 3000
+    assert not (tmp_path / "cut" / "model" / "Format-Serving").exists()
+
+    retry = subprocess.run(cut, capture_output=True, text=True, timeout=900)  # same input
+    assert retry.returncode == 0, retry.stdout[-3000:] + retry.stderr[-3000:]
+    log = retry.stdout + retry.stderr
+    resumed = int(re.search(r"Resumed from \S+ at global step (\d+)", log).group(1))
+    assert resumed >= step
+    final = _final_weights(checkpoints)
+    expected = _final_weights(tmp_path / "whole" / "model_run" / "checkpoints")
+    assert final.keys() == expected.keys()
+    for name in expected:
+        assert (final[name] == expected[name]).all(), name
+    assert (tmp_path / "cut" / "model" / "Format-Serving" / "saved_model.pb").exists()
