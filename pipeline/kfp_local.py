@@ -64,6 +64,7 @@ class TaskRecord:
     succeeded: bool
     start_seconds: float  # process start to the executor's Do (all of it if Do never began)
     work_seconds: float  # the executor's Do to process exit
+    started_at: float = 0.0  # Unix time the process started
 
     @property
     def seconds(self) -> float:
@@ -119,7 +120,7 @@ class _TaskProcess:
         ended = time.time()
         began = _do_began(log_path) or ended
         record = TaskRecord(os.path.basename(task_dir), task_dir, code == 0,
-                            max(began - started, 0.0), max(ended - began, 0.0))
+                            max(began - started, 0.0), max(ended - began, 0.0), started)
         type(self).records.append(record)
         type(self).on_task(record)
         return status.Status.SUCCESS if code == 0 else status.Status.FAILURE

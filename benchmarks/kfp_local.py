@@ -1,0 +1,103 @@
+"""The compiled spec under kfp.local (each task a process, as each is a pod on Kubeflow) beside
+`lockstep run` (LocalDagRunner, one process) on the same data, in one run; and the same spec
+with TFX's stock task command, to show what the lean task start (components/entrypoint.py) saves.
+
+Prints, per task, start-up (process start to the executor's Do) and work seconds, and the wall
+time ratio kfp-local / local (goal <= 2.0). Each variant runs in a fresh process and directory.
+usage: python benchmarks/kfp_local.py [--data PATH --label COLUMN]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness import REPO, timed
+
+STOCK_COMMAND = ["python", "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"]
+_ABSL_TIME = re.compile(r"^I(\d{4}) (\d\d:\d\d:\d\d\.\d+) .*\] Starting executor")
+
+
+def _stock_do_began(log: str, year: int) -> float | None:
+    """TFX's own entrypoint has no start marker; its absl line 'Starting executor' has a time."""
+    for line in log.splitlines():
+        match = _ABSL_TIME.match(line)
+        if match:
+            when = datetime.datetime.strptime(f"{year}{match.group(1)} {match.group(2)}",
+                                              "%Y%m%d %H:%M:%S.%f")
+            return when.timestamp()
+    return None
+
+
+def _run_spec(spec: Path, root: Path, command: list[str] | None) -> tuple[float, list[dict]]:
+    """Wall seconds of kfp.local over the spec (its task command swapped if given) and the tasks."""
+    import yaml
+
+    from pipeline import kfp_local
+
+    docs = list(yaml.safe_load_all(spec.read_text()))
+    if command:
+        for executor in docs[0]["deploymentSpec"]["executors"].values():
+            executor["container"]["command"] = command
+    variant = root / "pipeline.yaml"
+    root.mkdir(parents=True)
+    variant.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    tic = time.perf_counter()
+    run = kfp_local.run(str(variant), str(root / "root"))
+    wall = time.perf_counter() - tic
+    tasks = []
+    for t in run.tasks:
+        start, work = t.start_seconds, t.work_seconds
+        if command:  # the stock entrypoint: split by its absl line instead
+            began = _stock_do_began(Path(t.log).read_text(), datetime.date.today().year)
+            if began is not None:
+                start, work = began - t.started_at, t.seconds - (began - t.started_at)
+        tasks.append({"task": t.task, "start": start, "work": work})
+    return wall, tasks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", default=str(REPO / "data" / "penguins"))
+    parser.add_argument("--label", default="species")
+    args = parser.parse_args()
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    work = Path(tempfile.mkdtemp(prefix="lockstep-bench-kfp-"))
+    common = ["--data", args.data, "--label", args.label]
+
+    local = timed([sys.executable, "-m", "pipeline.cli", "run", *common, "--pipeline-root",
+                   work / "local/root", "--serving-dir", work / "local/serving"], work)
+    print(f"lockstep run (LocalDagRunner):        {local:6.1f}s wall", flush=True)
+    ours = timed([sys.executable, "-m", "pipeline.cli", "run", "--orchestrator", "kfp-local",
+                  *common, "--pipeline-root", work / "kfp/root", "--serving-dir",
+                  work / "kfp/serving"], work)
+    print(f"lockstep run --orchestrator kfp-local: {ours:6.1f}s wall", flush=True)
+
+    # Per-task split, ours and with TFX's stock task command, on the spec compiled above.
+    spec = work / "kfp/root/kfp-local/pipeline.yaml"
+    sys.path.insert(0, str(REPO))
+    _, lean = _run_spec(spec, work / "lean", None)
+    stock_wall, stock = _run_spec(spec, work / "stock", STOCK_COMMAND)
+    print(f"\n{'task':<20} {'start-up':>9} {'work':>7}   {'stock start-up':>14} {'work':>7}")
+    for a, b in zip(lean, stock):
+        print(f"{a['task']:<20} {a['start']:8.1f}s {a['work']:6.1f}s   {b['start']:13.1f}s "
+              f"{b['work']:6.1f}s")
+    total = lambda tasks, key: sum(t[key] for t in tasks)  # noqa: E731
+    print(f"{'sum':<20} {total(lean, 'start'):8.1f}s {total(lean, 'work'):6.1f}s   "
+          f"{total(stock, 'start'):13.1f}s {total(stock, 'work'):6.1f}s")
+    print(f"\nkfp-local / local = {ours / local:.2f}  (goal <= 2.0); with TFX's stock task command "
+          f"the tasks alone took {stock_wall:.1f}s")
+    (work / "result.json").write_text(json.dumps(
+        {"local": local, "kfp_local": ours, "lean": lean, "stock": stock}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
