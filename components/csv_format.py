@@ -14,9 +14,12 @@ import csv
 import dataclasses
 import io
 import math
+import os
 from typing import Iterable, Iterator
 
 INT, FLOAT, STRING = "int", "float", "string"
+# Cells that mean "missing" unless data.missing_values says otherwise (the penguins source: NA).
+DEFAULT_MISSING_VALUES = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
 
 
 class CsvError(ValueError):
@@ -123,3 +126,18 @@ def profile_rows(rows: Iterable[tuple[str, int, list[str]]], width: int,
         for profile, cell in zip(profiles, cells):
             profile.add(cell, missing, (path, line))
     return profiles
+
+
+def locate(path: str, span_pattern: str = "") -> tuple[str, str]:
+    """(input_base, file pattern) that the ExampleGen reads for data.path: a directory of spans,
+    one CSV file, or a directory of CSV files. Remote paths are not listed: one is a file when it
+    ends with .csv."""
+    from components import spans
+
+    if span_pattern:
+        return path.rstrip("/"), spans.as_glob(span_pattern)
+    is_file = path.endswith(".csv") if "://" in path else os.path.isfile(path)
+    if is_file:
+        return os.path.dirname(path), os.path.basename(path)
+    return path.rstrip("/"), "*.csv"
+

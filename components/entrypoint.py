@@ -26,7 +26,6 @@ Nothing here changes what an executor computes.
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 import time
 import types
@@ -99,7 +98,6 @@ def _mark_do(executor_cls: type) -> None:
 
 def prepare(argv: list[str]) -> None:
     """Imports the task's executor lean and marks its Do; see the module docstring."""
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TensorFlow loads, in every task
     import tfx  # noqa: F401  (the real top-level package; only its components/ is bare)
 
     for name in LAZY_PACKAGES:

@@ -1,10 +1,12 @@
 """Trainer whose main knobs are execution parameters, so a Kubeflow run can override them.
 
 TFX's Trainer takes its settings as `custom_config` (one JSON string) and protos; a Kubeflow
-runtime parameter can only stand for a whole top-level execution property. This Trainer adds
-train_steps, train_examples, per_replica_batch and base_learning_rate as their own properties;
-compiled for Kubeflow they are pipeline parameters (`lockstep submit --param train_steps=500`),
-and the executor folds whatever value a run gets into the trainer config the run_fn reads.
+runtime parameter can only stand for a whole top-level execution property. This Trainer adds the
+TrainerConfig fields marked as run parameters (trainer_module/config.py: train_steps,
+train_examples, per_replica_batch, base_learning_rate) as their own properties; compiled for
+Kubeflow they are pipeline parameters (`lockstep submit --param train_steps=500`), and the
+executor folds whatever value a run gets into the custom config through the trainer's own codec
+(TrainSpec), which refuses unknown or mistyped keys.
 """
 
 from __future__ import annotations
@@ -19,11 +21,7 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils
 
-# name -> type of each trainer setting a run can override.
-RUN_PARAMETERS: dict[str, type] = {
-    "train_steps": int, "train_examples": int, "per_replica_batch": int,
-    "base_learning_rate": float,
-}
+from trainer_module.config import RUN_PARAMETERS, TrainSpec
 
 
 class TrainerSpec(standard_component_specs.TrainerSpec):
@@ -37,10 +35,9 @@ class TrainerSpec(standard_component_specs.TrainerSpec):
 class Executor(trainer_executor.GenericExecutor):
     def _GetFnArgs(self, input_dict, output_dict, exec_properties: dict[str, Any]):
         fn_args = super()._GetFnArgs(input_dict, output_dict, exec_properties)
-        trainer = fn_args.custom_config.setdefault("trainer", {})
-        for name, kind in RUN_PARAMETERS.items():
-            if exec_properties.get(name) is not None:
-                trainer[name] = kind(exec_properties[name])
+        spec = TrainSpec.from_custom_config(
+            fn_args.custom_config, {name: exec_properties.get(name) for name in RUN_PARAMETERS})
+        fn_args.custom_config = spec.to_custom_config()
         return fn_args
 
 

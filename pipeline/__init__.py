@@ -1,5 +1,3 @@
-"""The lockstep pipeline: definition, config, runners and CLI. Legacy Keras is forced here, first."""
+"""The lockstep pipeline: definition, config, runners and CLI."""
 
-import os
-
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import trainer_module  # noqa: F401  (chooses legacy Keras before anything imports TensorFlow)

@@ -12,6 +12,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from components.csv_format import DEFAULT_MISSING_VALUES
+from trainer_module.config import TASKS, TrainerConfig, TrainerConfigError
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_DATA = REPO_ROOT / "data" / "penguins"
 
@@ -26,7 +29,7 @@ class DataConfig:
     label: str = "species"
     # Cells that mean "missing" (the penguins source writes NA).
     missing_values: list[str] = dataclasses.field(
-        default_factory=lambda: ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"])
+        default_factory=lambda: list(DEFAULT_MISSING_VALUES))
     # Hash split of the rows: buckets for train and eval.
     train_buckets: int = 4
     eval_buckets: int = 1
@@ -34,43 +37,10 @@ class DataConfig:
     # "span-{SPAN}/*.csv". Each run trains on the newest span, or the newest `span_window` spans.
     span_pattern: str = ""
     span_window: int = 1
-    # classification | regression | auto (from the label column's type; needs readable local data,
-    # so a Kubeflow compile of gs:// data names it, or takes the default "classification").
+    # classification | regression | auto: from the label column, decided once before the run
+    # (trainer_module/config.py, task_for_label: a float or an integer label with more than 50
+    # distinct values is a regression). A Kubeflow compile of remote data must name it.
     task: str = "auto"
-
-
-@dataclasses.dataclass
-class TrainerConfig:
-    # Strategy: auto | tpu | multi_worker | mirrored | cpu (see trainer_module/strategy.py).
-    strategy: str = "auto"
-    tpu: str = ""  # TPU name, or "local" on a TPU VM; also read from $TPU_NAME
-    tpu_zone: str = ""
-    tpu_project: str = ""
-    # A TPU slice preset (v5e-4, v5e-16, v4-32, ...; see pipeline/slices.py): sets the replica count
-    # for `lockstep plan`, and the Trainer's TPU node selectors and chips when compiled for Kubeflow.
-    tpu_slice: str = ""
-    allow_fallback: bool = False  # true: a TPU that is not there falls back instead of failing
-    emulate_replicas: int = 0  # >1: split the CPU into N logical devices under MirroredStrategy
-    # Batch: give per_replica_batch (the TPU way) or global_batch, not both.
-    per_replica_batch: int = 32
-    global_batch: int = 0
-    # Steps: from an example budget (steps = budget // global batch), or fixed train_steps.
-    train_examples: int = 12_000
-    train_steps: int = 0
-    eval_steps: int = 0  # 0: one pass over the eval split
-    # Learning rate: scaled linearly with the global batch, with linear warmup.
-    base_learning_rate: float = 0.01
-    base_batch: int = 32
-    warmup_steps: int = 20
-    steps_per_execution: int = 10
-    checkpoint_every: int = 200
-    log_every: int = 100
-    jit_compile: bool = False
-    hidden_units: list[int] = dataclasses.field(default_factory=lambda: [32, 16])
-    l2: float = 1e-4
-    embedding_dim: int = 4
-    seed: int = 42
-    warm_start: bool = False
 
 
 @dataclasses.dataclass
@@ -230,16 +200,10 @@ def absolutize(config: Config) -> Config:
 
 
 def validate(config: Config) -> None:
-    t = config.trainer
-    if t.per_replica_batch < 0 or t.global_batch < 0:
-        raise ConfigError("trainer batch sizes must be positive")
-    if t.train_steps <= 0 and t.train_examples <= 0:
-        raise ConfigError("set trainer.train_steps or trainer.train_examples")
-    if t.steps_per_execution < 1:
-        raise ConfigError("trainer.steps_per_execution must be at least 1")
-    if t.strategy not in ("auto", "tpu", "multi_worker", "mirrored", "cpu"):
-        raise ConfigError(
-            f"trainer.strategy must be auto, tpu, multi_worker, mirrored or cpu, got {t.strategy!r}")
+    try:
+        config.trainer.validate()
+    except TrainerConfigError as err:
+        raise ConfigError(str(err)) from None
     if config.data.train_buckets < 1 or config.data.eval_buckets < 1:
         raise ConfigError("data.train_buckets and data.eval_buckets must be at least 1")
     if config.data.span_pattern and config.data.span_pattern.count("{SPAN}") != 1:
@@ -247,23 +211,13 @@ def validate(config: Config) -> None:
                           f"{config.data.span_pattern!r}")
     if config.data.span_window < 1:
         raise ConfigError("data.span_window must be at least 1")
-    if config.data.task not in ("auto", "classification", "regression"):
+    if config.data.task not in ("auto", *TASKS):
         raise ConfigError(
             f"data.task must be auto, classification or regression, got {config.data.task!r}")
-    if t.tpu_slice:
-        from pipeline import slices
-
-        try:
-            slices.get(t.tpu_slice)
-        except slices.SliceError as err:
-            raise ConfigError(f"trainer.tpu_slice: {err}") from None
-        if t.strategy not in ("auto", "tpu"):
-            raise ConfigError(f"trainer.tpu_slice={t.tpu_slice!r} needs trainer.strategy auto or "
-                              f"tpu, got {t.strategy!r}")
     if config.kubeflow.trainer_retries < 0 or config.kubeflow.trainer_retry_backoff_seconds < 0:
         raise ConfigError("kubeflow.trainer_retries and kubeflow.trainer_retry_backoff_seconds "
                           "must be 0 or more")
     if config.kubeflow.gpus < 0:
         raise ConfigError("kubeflow.gpus must be 0 or more")
-    if config.kubeflow.gpus and t.tpu_slice:
+    if config.kubeflow.gpus and config.trainer.tpu_slice:
         raise ConfigError("set trainer.tpu_slice or kubeflow.gpus, not both")

@@ -11,7 +11,7 @@ import glob
 import os
 
 from components import csv_format, spans
-from trainer_module import features
+from trainer_module import config as trainer_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,15 +22,18 @@ class DataInfo:
     columns: dict[str, str]  # column -> int | float | string
     rows: int
     task: str  # classification | regression
+    task_reason: str  # why: from the label's type and values, or the user's choice
     spans: tuple[int, ...] = ()  # the spans this run reads, when the data comes in spans
 
 
 def check(path: str, label: str, missing_values: list[str], span_pattern: str = "",
-          span_window: int = 1) -> DataInfo:
+          span_window: int = 1, task: str = "auto") -> DataInfo:
+    """task: auto (decide from the label column) or classification | regression (the user's)."""
     path = os.path.abspath(os.path.expanduser(path))
     if not os.path.exists(path):
         raise csv_format.CsvError(f"{path}: no such file or directory")
     chosen: list[int] = []
+    input_base, pattern = csv_format.locate(path, span_pattern)
     if span_pattern:
         if not os.path.isdir(path):
             raise csv_format.CsvError(f"{path}: data.span_pattern needs data.path to be a directory")
@@ -38,15 +41,12 @@ def check(path: str, label: str, missing_values: list[str], span_pattern: str = 
             chosen, files = spans.select(path, span_pattern, span_window, glob.glob)
         except spans.SpanError as err:
             raise csv_format.CsvError(str(err)) from None
-        input_base, pattern = path, spans.as_glob(span_pattern)
-    elif os.path.isdir(path):
-        files = sorted(glob.glob(os.path.join(path, "*.csv")))
+    elif os.path.isfile(path):
+        files = [path]
+    else:
+        files = sorted(glob.glob(os.path.join(input_base, pattern)))
         if not files:
             raise csv_format.CsvError(f"{path}: the directory has no .csv file")
-        input_base, pattern = path, "*.csv"
-    else:
-        files = [path]
-        input_base, pattern = os.path.dirname(path), os.path.basename(path)
     missing = frozenset(missing_values)
     header, rows = None, []
     for file in files:
@@ -70,5 +70,14 @@ def check(path: str, label: str, missing_values: list[str], span_pattern: str = 
         header, csv_format.profile_rows(rows, len(header), missing), where)
     if len(columns) < 2:
         raise csv_format.CsvError(f"{where}: no feature columns besides the label '{label}'")
-    task = features.REGRESSION if columns[label] == csv_format.FLOAT else features.CLASSIFICATION
-    return DataInfo(input_base, pattern, tuple(files), columns, len(rows), task, tuple(chosen))
+    if task == "auto":
+        at = header.index(label)
+        distinct = len({cells[at].strip() for _, _, cells in rows} - missing)
+        task, why = trainer_config.task_for_label(columns[label], distinct)
+    else:
+        why = "set by --task or data.task"
+    if task == trainer_config.REGRESSION and columns[label] == csv_format.STRING:
+        raise csv_format.CsvError(f"{where}: label column '{label}' holds text, and a regression "
+                                  "needs numbers (use --task classification)")
+    return DataInfo(input_base, pattern, tuple(files), columns, len(rows), task, why,
+                    tuple(chosen))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tempfile
 from importlib import metadata as importlib_metadata
 
@@ -25,15 +26,13 @@ from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
-from components import entrypoint, spans
-from pipeline import pipeline as pipeline_lib, slices
+from components import csv_format, entrypoint
+from trainer_module import slices
+from pipeline import pipeline as pipeline_lib
 from pipeline.config import Config, ConfigError
 
 ResourceSpec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
-EXAMPLE_GEN_NODE = "CsvExampleGen"
-TRAINER_NODE = "Trainer"
-# Their output depends on files outside the pipeline: KFP's cache key cannot see a new span.
-NEVER_CACHED = (EXAMPLE_GEN_NODE, pipeline_lib.BASELINE_NODE)
+TRAINER_NODE = pipeline_lib.TRAINER_NODE
 GPU_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -73,12 +72,32 @@ def image_name(config: Config, image: str | None = None) -> str:
     return f"{name}:{config.kubeflow.image_tag or package_version()}"
 
 
-def _resources(cpu: str, memory: str) -> ResourceSpec:
-    from kfp.compiler import compiler_utils  # the SDK's own parsers of "500m", "16G", ...
+_MEMORY_UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+                 "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
+                 "Ei": 2**60}
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)([A-Za-z]*)$")
 
+
+def _cpu_cores(cpu: str) -> float:
+    """Kubernetes CPU quantity to cores: "4" is 4.0, "500m" is 0.5."""
+    match = _QUANTITY.match(cpu)
+    if not match or match.group(2) not in ("", "m"):
+        raise ValueError(cpu)
+    return float(match.group(1)) / (1000 if match.group(2) else 1)
+
+
+def _memory_gb(memory: str) -> float:
+    """Kubernetes memory quantity to GB (10^9 bytes), as KFP's float fields count it."""
+    match = _QUANTITY.match(memory)
+    if not match or match.group(2) not in _MEMORY_UNITS:
+        raise ValueError(memory)
+    return float(match.group(1)) * _MEMORY_UNITS[match.group(2)] / 10**9
+
+
+def _resources(cpu: str, memory: str) -> ResourceSpec:
     try:
-        cpu_value, memory_value = compiler_utils._cpu_to_float(cpu), compiler_utils._memory_to_float(memory)
-    except (ValueError, TypeError, AttributeError):
+        cpu_value, memory_value = _cpu_cores(cpu), _memory_gb(memory)
+    except ValueError:
         raise CompileError(f"bad CPU {cpu!r} or memory {memory!r} (use e.g. '4', '500m', '16G')") from None
     # The string fields are what KFP >= 2.4 reads; the float ones serve older backends.
     return ResourceSpec(cpu_request=cpu_value, cpu_limit=cpu_value, resource_cpu_request=cpu,
@@ -140,12 +159,7 @@ def compile_pipeline(config: Config, task: str, image: str | None = None) -> Com
     """config: absolutized; task: classification | regression."""
     trainer_resources, trainer_k8s = _trainer_placement(config)
     other = _resources(config.kubeflow.component_cpu, config.kubeflow.component_memory)
-    if config.data.span_pattern:
-        input_base, pattern = config.data.path, spans.as_glob(config.data.span_pattern)
-    elif config.data.path.endswith(".csv"):
-        input_base, pattern = os.path.dirname(config.data.path), os.path.basename(config.data.path)
-    else:
-        input_base, pattern = config.data.path, "*.csv"
+    input_base, pattern = csv_format.locate(config.data.path, config.data.span_pattern)
     tfx_pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, task, kubeflow=True)
     image = image_name(config, image)
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
@@ -178,7 +192,7 @@ def compile_pipeline(config: Config, task: str, image: str | None = None) -> Com
         # way; the executor resolves them on every orchestrator, so the hook goes.
         if "lifecycle" in container.fields:
             del container.fields["lifecycle"]
-    for node in NEVER_CACHED:
+    for node in pipeline_lib.NEVER_CACHED_KUBEFLOW:
         spec.root.dag.tasks[node].caching_options.enable_cache = False
     _retry_trainer(spec.root.dag.tasks[TRAINER_NODE], config)
     spec.default_pipeline_root = config.paths.pipeline_root
@@ -205,7 +219,7 @@ def write(compiled: Compiled, output: str) -> None:
         raise
 
 
-def compile_in_fresh_process(config: Config, output: str) -> None:
+def compile_in_fresh_process(config: Config, output: str, image: str | None = None) -> None:
     """`lockstep compile` of this config in a process of its own (it loads import stand-ins,
     pipeline/import_stubs.py, which must never be where a pipeline runs). Raises CompileError
     with compile's one-line message if it fails."""
@@ -217,8 +231,9 @@ def compile_in_fresh_process(config: Config, output: str) -> None:
     settings = os.path.join(directory, "config.yaml")
     with open(settings, "w") as handle:
         yaml.safe_dump(config.to_dict(), handle, sort_keys=False)
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "compile", "--config", settings,
-                             "--output", output], capture_output=True, text=True)
+    command = [sys.executable, "-m", "pipeline.cli", "compile", "--config", settings,
+               "--output", output] + (["--image", image] if image else [])
+    result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode:
         raise CompileError((result.stderr.strip().splitlines() or ["compile failed"])[-1]
                            .removeprefix("lockstep: error: "))

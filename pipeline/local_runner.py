@@ -7,18 +7,15 @@ import os
 from tfx.dsl.compiler import compiler
 from tfx.orchestration import metadata
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+from ml_metadata.proto.metadata_store_pb2 import Execution
 
 from pipeline import pipeline as pipeline_lib, run_report
 from pipeline.config import Config
 
-# Nodes whose output depends on the world outside the pipeline: never served from the cache.
-NEVER_CACHED = (pipeline_lib.BASELINE_NODE,)
-
-
 def compile_ir(pipeline):
     ir = compiler.Compiler().compile(pipeline)
     for node in ir.nodes:
-        if node.pipeline_node.node_info.id in NEVER_CACHED:
+        if node.pipeline_node.node_info.id in pipeline_lib.NEVER_CACHED_LOCAL:
             node.pipeline_node.execution_options.caching_options.enable_cache = False
     return ir
 
@@ -31,7 +28,8 @@ def run(config: Config, input_base: str, pattern: str, task: str) -> run_report.
     return report(config)
 
 
-_STATES = {2: "executed", 3: "executed", 4: "failed", 5: "cached", 6: "canceled"}
+_STATES = {Execution.COMPLETE: "executed", Execution.CACHED: "cached", Execution.FAILED: "failed",
+           Execution.CANCELED: "canceled", Execution.RUNNING: "running", Execution.NEW: "new"}
 
 
 def _properties(artifact) -> dict:
@@ -57,7 +55,7 @@ def report(config: Config) -> run_report.RunReport:
                          if c.type == "node"), execution.type)
             seconds = (execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000
             nodes.append(run_report.NodeReport(
-                node, _STATES.get(execution.last_known_state, "running"), seconds))
+                node, _STATES.get(execution.last_known_state, "unknown"), seconds))
             events = [e for e in store.get_events_by_execution_ids([execution.id])
                       if e.type == e.OUTPUT]
             artifacts = {a.id: a for a in store.get_artifacts_by_id([e.artifact_id for e in events])}

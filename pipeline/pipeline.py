@@ -15,18 +15,39 @@ from components.csv_example_gen import CsvExampleGen
 from components.evaluator import Evaluator
 from components.example_validator import ExampleValidator
 from components.latest_model import LatestPushedModel
-from components.trainer import RUN_PARAMETERS, Trainer
+from components.trainer import Trainer
 from pipeline.config import Config
 from trainer_module import features
+from trainer_module.config import REGRESSION, RUN_PARAMETERS, TrainSpec, TransformSpec
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
 RUN_FN = "trainer_module.run.run_fn"
+
+# Node ids, as ML Metadata, the compiled spec and the run summary name them.
+EXAMPLE_GEN_NODE = "CsvExampleGen"
+STATISTICS_NODE = "StatisticsGen"
+SCHEMA_NODE = "SchemaGen"
+VALIDATOR_NODE = "ExampleValidator"
+TRANSFORM_NODE = "Transform"
 BASELINE_NODE = "LatestPushedModel"
+TRAINER_NODE = "Trainer"
+EVALUATOR_NODE = "Evaluator"
+PUSHER_NODE = "Pusher"
+NODES = (EXAMPLE_GEN_NODE, STATISTICS_NODE, SCHEMA_NODE, VALIDATOR_NODE, TRANSFORM_NODE,
+         BASELINE_NODE, TRAINER_NODE, EVALUATOR_NODE, PUSHER_NODE)
+
+# Nodes never served from a cache, because their output depends on the world outside the
+# pipeline. LatestPushedModel looks in the serving dir: everywhere. The ExampleGen's files can
+# change under the same data root (a new span): locally TFX's ExampleGen driver fingerprints the
+# input files into the cache key, so a new span misses the cache by itself; open-source KFP runs
+# no driver and keys its cache on the task's inputs alone, so there the ExampleGen is never cached.
+NEVER_CACHED_LOCAL = (BASELINE_NODE,)
+NEVER_CACHED_KUBEFLOW = (EXAMPLE_GEN_NODE, BASELINE_NODE)
 
 
 def eval_config(config: Config, label: str, task: str) -> tfma.EvalConfig:
     label_key = features.transformed_name(label)
-    if task == features.REGRESSION:
+    if task == REGRESSION:
         threshold = tfma.MetricThreshold(
             value_threshold=tfma.GenericValueThreshold(upper_bound={"value": config.eval.max_rmse})
             if config.eval.max_rmse else None,
@@ -54,22 +75,23 @@ def eval_config(config: Config, label: str, task: str) -> tfma.EvalConfig:
 DATA_ROOT_PARAMETER = "data_root"
 
 
-def trainer_custom_config(config: Config, label: str) -> dict:
-    trainer = dataclasses.asdict(config.trainer)
+def train_spec(config: Config, label: str, task: str) -> TrainSpec:
+    trainer = dataclasses.replace(config.trainer)
     if config.trainer.tpu_slice and config.trainer.strategy == "auto":
         # On a GKE TPU node the chips are local to the pod.
-        trainer.update(strategy="tpu", tpu=config.trainer.tpu or "local")
-    return {"label": label, "trainer": trainer}
+        trainer.strategy, trainer.tpu = "tpu", config.trainer.tpu or "local"
+    return TrainSpec(label, task, trainer)
 
 
 def run_parameter_values(config: Config) -> dict:
-    """The trainer settings a Kubeflow run can override (components/trainer.py), typed."""
+    """The trainer settings a Kubeflow run can override (trainer_module/config.py), typed."""
     return {name: kind(getattr(config.trainer, name)) for name, kind in RUN_PARAMETERS.items()}
 
 
 def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
                     kubeflow: bool = False) -> tfx_pipeline.Pipeline:
-    """input_base/pattern: the CSV files. task: from the label column's type (see data_check).
+    """input_base/pattern: the CSV files. task: decided once (pipeline/data_check.py); Transform,
+    Trainer and the eval config all take it from here.
 
     kubeflow: the data root and the trainer's RUN_PARAMETERS become runtime parameters a run
     can override, and there is no local ML Metadata connection."""
@@ -87,16 +109,20 @@ def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
             example_gen_pb2.Input.Split(name="single_split", pattern=pattern)]),
         output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
             example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
-            example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))
-    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
+            example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])),
+    ).with_id(EXAMPLE_GEN_NODE)
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"]).with_id(STATISTICS_NODE)
     schema_gen = SchemaGen(
-        statistics=statistics_gen.outputs["statistics"], infer_feature_shape=False)
+        statistics=statistics_gen.outputs["statistics"], infer_feature_shape=False,
+    ).with_id(SCHEMA_NODE)
     example_validator = ExampleValidator(
-        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"],
+    ).with_id(VALIDATOR_NODE)
     transform = Transform(
         examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
-        preprocessing_fn=PREPROCESSING_FN, custom_config={"label": label},
-        disable_statistics=True)
+        preprocessing_fn=PREPROCESSING_FN,
+        custom_config=TransformSpec(label, task).to_custom_config(),
+        disable_statistics=True).with_id(TRANSFORM_NODE)
     latest = LatestPushedModel(serving_dir=config.paths.serving_dir).with_id(BASELINE_NODE)
     trainer_inputs = {}
     if config.trainer.warm_start:
@@ -106,19 +132,20 @@ def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
-        custom_config=trainer_custom_config(config, label),
+        custom_config=train_spec(config, label, task).to_custom_config(),
         parameters=trainer_parameters,
-        **trainer_inputs)
+        **trainer_inputs).with_id(TRAINER_NODE)
     # The validator gates training: make the Trainer wait for it.
     trainer.add_upstream_node(example_validator)
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
-        baseline_model=latest.outputs["model"], eval_config=eval_config(config, label, task))
+        baseline_model=latest.outputs["model"], eval_config=eval_config(config, label, task),
+    ).with_id(EVALUATOR_NODE)
     pusher = Pusher(
         model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(
-                base_directory=config.paths.serving_dir)))
+                base_directory=config.paths.serving_dir))).with_id(PUSHER_NODE)
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.paths.pipeline_root,

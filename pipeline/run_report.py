@@ -14,7 +14,7 @@ from typing import Any
 
 from components import latest_model
 from components.csv_example_gen import SPANS_KEY
-from pipeline.pipeline import BASELINE_NODE
+from pipeline.pipeline import BASELINE_NODE, EVALUATOR_NODE, EXAMPLE_GEN_NODE, PUSHER_NODE, TRAINER_NODE
 from trainer_module.run import SUMMARY_FILE
 
 
@@ -44,9 +44,11 @@ class RunReport:
     spans: list[int] = dataclasses.field(default_factory=list)  # the spans the examples came from
     baseline: str | None = None  # the pushed model the Evaluator compared with
     training: dict = dataclasses.field(default_factory=dict)  # trainer_module.run's summary
+    task: str = ""  # classification | regression, and why
 
     def describe(self) -> str:
-        lines = ["Components:"]
+        lines = [f"Task: {self.task}"] if self.task else []
+        lines.append("Components:")
         for n in self.nodes:
             start = f"  (start-up {n.start_seconds:.1f}s)" if n.start_seconds is not None else ""
             lines.append(f"  {n.node:<20} {n.state:<9} {n.seconds:6.1f}s{start}")
@@ -68,22 +70,22 @@ class RunReport:
 def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunReport:
     """The report of a run whose nodes had these outputs ({node id: its output artifacts})."""
     metrics, blessed, pushed_to = {}, None, None
-    for out in outputs.get("Evaluator", []):
+    for out in outputs.get(EVALUATOR_NODE, []):
         if out.key == "evaluation":
             metrics = _read_metrics(out.uri)
         elif out.key == "blessing":
             blessed = bool(int(out.properties.get("blessed", 0)))
-    for out in outputs.get("Pusher", []):
+    for out in outputs.get(PUSHER_NODE, []):
         if int(out.properties.get("pushed", 0)):
             pushed_to = out.properties.get("pushed_destination")
     spans, baseline, training = [], None, {}
-    for out in outputs.get("CsvExampleGen", []):
+    for out in outputs.get(EXAMPLE_GEN_NODE, []):
         if out.properties.get(SPANS_KEY):
             spans = [int(x) for x in str(out.properties[SPANS_KEY]).split(",")]
     for out in outputs.get(BASELINE_NODE, []):
         if int(out.properties.get(latest_model.FOUND_KEY, 0)):
             baseline = out.properties.get(latest_model.SOURCE_KEY)
-    for out in outputs.get("Trainer", []):
+    for out in outputs.get(TRAINER_NODE, []):
         summary = os.path.join(out.uri, SUMMARY_FILE)
         if out.key == "model_run" and os.path.exists(summary):
             with open(summary) as handle:

@@ -6,7 +6,7 @@ import re
 import tomllib
 
 from conftest import REPO
-from pipeline import slices
+from trainer_module import slices
 
 DOCKERFILE = (REPO / "infra" / "Dockerfile").read_text()
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())

@@ -153,7 +153,7 @@ def test_compile_falls_back_to_real_imports(tmp_path, monkeypatch, capsys):
 
 def _variants() -> dict[str, str]:
     """Config text for every Trainer placement compile takes: CPU, GPU, each single-host slice."""
-    from pipeline import slices
+    from trainer_module import slices
 
     base = ('[data]\npath = "gs://b/data"\ntask = "classification"\n'
             '[paths]\npipeline_root = "gs://b/root"\nserving_dir = "gs://b/serving"\n')
@@ -173,7 +173,8 @@ def test_every_variant_loads_in_kfp_and_stand_ins_compile_it_identically(tmp_pat
 
     from kfp import components
 
-    from pipeline import kubeflow_runner, slices
+    from pipeline import kubeflow_runner
+    from trainer_module import slices
 
     variants = _variants()
     assert {"cpu", "gpu", "v5e-1", "v5e-4", "v5e-8", "v6e-8", "v4-8", "v5p-8"} <= set(variants)

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from conftest import lockstep
-from pipeline import config as config_lib, slices
+from pipeline import config as config_lib
+from trainer_module import slices
 
 
 def test_presets_match_cloud_tpu_shapes():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer_module import features, input_pipeline, loop, model as model_lib
+from trainer_module import config, features, input_pipeline, loop, model as model_lib
 
 GLOBAL_BATCH = 64
 SPEC = {
@@ -50,7 +50,7 @@ def train(records, replicas, steps, *, l2=0.01, optimizer="sgd_momentum", averag
         opt = (tf.keras.optimizers.SGD(0.1, momentum=0.9) if optimizer == "sgd_momentum"
                else tf.keras.optimizers.SGD(0.1))
     dataset_fn = input_pipeline.make_dataset_fn(
-        records, SPEC, "y", features.CLASSIFICATION, GLOBAL_BATCH // replicas, training=True, seed=3)
+        records, SPEC, "y", config.CLASSIFICATION, GLOBAL_BATCH // replicas, training=True, seed=3)
     if nan_at is not None:  # poison one example of the given global step
         base = dataset_fn
 
@@ -62,7 +62,7 @@ def train(records, replicas, steps, *, l2=0.01, optimizer="sgd_momentum", averag
                 return x, y
             return base(ctx).enumerate().map(poison)
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
-    trainer = loop.Trainer(strategy, model, opt, model_lib.per_example_loss_fn(features.CLASSIFICATION),
+    trainer = loop.Trainer(strategy, model, opt, model_lib.per_example_loss_fn(config.CLASSIFICATION),
                            GLOBAL_BATCH, dataset, jit_compile=jit_compile, average_loss=
                            average_loss(GLOBAL_BATCH // replicas) if average_loss else None)
     per_call = steps_per_execution or steps

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import features
+from trainer_module import config, features
 
 
 def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTransformOutput,
@@ -16,7 +16,7 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
     serving_spec = {k: v for k, v in raw_spec.items() if k != label_key}
     input_names = list(model.input_names)
     class_names = None
-    if task == features.CLASSIFICATION:
+    if task == config.CLASSIFICATION:
         class_names = tf.constant(tf_transform_output.vocabulary_by_name(features.LABEL_VOCAB))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])

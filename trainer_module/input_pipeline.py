@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from trainer_module import features
+from trainer_module import config, features
 
 
 def list_files(patterns) -> list[str]:
@@ -21,11 +21,12 @@ def list_files(patterns) -> list[str]:
 
 def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str,
                     per_replica_batch: int, *, training: bool, seed: int = 0,
-                    skip_batches: int = 0, shuffle_buffer: int = 10_000, cache: bool = False,
+                    skip_steps: int = 0, shuffle_buffer: int = 10_000, cache: bool = False,
                     compression: str = "GZIP"):
     """Returns dataset_fn(input_context) -> per-replica batches of (features, label).
 
-    skip_batches: per-replica batches this pipeline skips first (to resume at a global step).
+    skip_steps: global steps already trained (to resume there): each pipeline skips the
+    per-replica batches it fed them, one per replica it feeds per step.
     """
     files = list_files(file_patterns)
     label_out = features.transformed_name(label_key)
@@ -36,7 +37,7 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
         return parsed, label
 
     def has_label(_, label):
-        if task == features.REGRESSION:
+        if task == config.REGRESSION:
             return tf.math.is_finite(label)
         return label >= 0
 
@@ -59,8 +60,9 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
                 ds = ds.cache()
             ds = ds.shuffle(shuffle_buffer, seed=seed).repeat()
         ds = ds.batch(per_replica_batch, drop_remainder=training)
-        if skip_batches:
-            ds = ds.skip(skip_batches)
+        if skip_steps:
+            replicas_fed = ctx.num_replicas_in_sync // pipelines if ctx else 1
+            ds = ds.skip(skip_steps * max(replicas_fed, 1))
         return ds.prefetch(tf.data.AUTOTUNE)
 
     return dataset_fn

@@ -12,7 +12,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from trainer_module import features
+from trainer_module import config
 
 
 class NonFiniteLoss(RuntimeError):
@@ -30,7 +30,7 @@ class Trainer:
 
     def __init__(self, strategy: tf.distribute.Strategy, model: tf.keras.Model,
                  optimizer: tf.keras.optimizers.Optimizer, per_example_loss, global_batch: int,
-                 dataset, *, task: str = features.CLASSIFICATION, jit_compile: bool = False,
+                 dataset, *, task: str = config.CLASSIFICATION, jit_compile: bool = False,
                  average_loss: Callable[[tf.Tensor], tf.Tensor] | None = None):
         self.strategy, self.model, self.optimizer = strategy, model, optimizer
         self.per_example_loss = per_example_loss
@@ -38,7 +38,7 @@ class Trainer:
         self.average_loss = average_loss or global_average(global_batch)
         with strategy.scope():
             self.accuracy = (tf.keras.metrics.SparseCategoricalAccuracy("train_accuracy")
-                             if task == features.CLASSIFICATION else None)
+                             if task == config.CLASSIFICATION else None)
         self._iterator = iter(dataset)
         self._gradients = (tf.function(self._compute_gradients, jit_compile=True)
                            if jit_compile else self._compute_gradients)

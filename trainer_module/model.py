@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from trainer_module import features
+from trainer_module import config, features
 
 
 def feature_columns(transformed_spec: dict, label_key: str, vocab_size) -> tuple[list, dict]:
@@ -49,7 +49,7 @@ def build_model(numeric: list[str], categorical: dict[str, int], outputs: int,
 
 def per_example_loss_fn(task: str):
     """Per-example losses (reduction NONE): the trainer divides by the *global* batch itself."""
-    if task == features.REGRESSION:
+    if task == config.REGRESSION:
         mse = tf.keras.losses.MeanSquaredError(reduction=tf.keras.losses.Reduction.NONE)
         return lambda labels, outputs: mse(tf.reshape(labels, [-1, 1]), outputs)
     xent = tf.keras.losses.SparseCategoricalCrossentropy(

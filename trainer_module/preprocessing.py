@@ -2,8 +2,10 @@
 
 - numeric feature x: `x_xf` = z-score with missing filled by the mean (so 0), and `x_missing` 0/1;
 - string feature s: `s_xf` = vocabulary index with OOV buckets, missing mapped to its own token;
-- label: classes as a vocabulary index (string or integer labels; -1 when missing) or, for a
-  float label, the value itself (NaN when missing). Rows without a label are dropped in training.
+- label, by the task decided before the run (custom_config, trainer_module/config.py):
+  classification gives classes as a vocabulary index (string or integer labels; -1 when
+  missing); regression gives the value as a float (NaN when missing), integer labels too.
+  Rows without a label are dropped in training.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from trainer_module import features
+from trainer_module.config import REGRESSION, TransformSpec
 
 
 def _dense(x, default):
@@ -31,8 +34,15 @@ def _present(x):
     return tf.ones([tf.shape(x)[0]], tf.float32)
 
 
+def _as_float(x):
+    if isinstance(x, tf.SparseTensor):
+        return tf.SparseTensor(x.indices, tf.cast(x.values, tf.float32), x.dense_shape)
+    return tf.cast(x, tf.float32)
+
+
 def preprocessing_fn(inputs, custom_config):
-    label = custom_config["label"]
+    spec = TransformSpec.from_custom_config(custom_config)
+    label = spec.label
     if label not in inputs:
         raise ValueError(f"label column '{label}' is not among the features: {sorted(inputs)}")
     outputs = {}
@@ -53,8 +63,10 @@ def preprocessing_fn(inputs, custom_config):
             outputs[features.missing_flag_name(key)] = 1.0 - present
 
     y = inputs[label]
-    if features.task_for_label_dtype(y.dtype) == features.REGRESSION:
-        outputs[features.transformed_name(label)] = tf.cast(_dense(y, float("nan")), tf.float32)
+    if spec.task == REGRESSION:
+        if y.dtype == tf.string:
+            raise ValueError(f"label column '{label}' holds text: a regression needs numbers")
+        outputs[features.transformed_name(label)] = _dense(_as_float(y), float("nan"))
     else:
         present_values = y.values if isinstance(y, tf.SparseTensor) else y
         if y.dtype != tf.string:

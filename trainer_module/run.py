@@ -2,28 +2,23 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 
 import tensorflow as tf
 from tfx.components.trainer.fn_args_utils import FnArgs
 
-from pipeline.config import TrainerConfig
 from trainer_module import train
+from trainer_module.config import TrainSpec
 
 
 def job_from_fn_args(fn_args: FnArgs) -> train.TrainJob:
-    custom = fn_args.custom_config or {}
-    names = {f.name for f in dataclasses.fields(TrainerConfig)}
-    trainer_cfg = TrainerConfig(**{k: v for k, v in custom.get("trainer", {}).items() if k in names})
-    if fn_args.train_steps:
-        trainer_cfg.train_steps = fn_args.train_steps
+    spec = TrainSpec.from_custom_config(fn_args.custom_config or {})
     return train.TrainJob(
         train_files=list(fn_args.train_files), eval_files=list(fn_args.eval_files),
         transform_dir=fn_args.transform_graph_path, model_run_dir=fn_args.model_run_dir,
-        serving_model_dir=fn_args.serving_model_dir, label=custom["label"], trainer=trainer_cfg,
-        base_model=fn_args.base_model or "")
+        serving_model_dir=fn_args.serving_model_dir, label=spec.label, task=spec.task,
+        trainer=spec.trainer, base_model=fn_args.base_model or "")
 
 
 SUMMARY_FILE = "training_summary.json"

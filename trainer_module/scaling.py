@@ -75,3 +75,25 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False) -> Plan:
     lr = cfg.base_learning_rate * global_batch / cfg.base_batch
     return Plan(replicas, per_replica, global_batch, steps, steps * global_batch, lr,
                 cfg.base_learning_rate, cfg.base_batch, min(cfg.warmup_steps, steps), tuple(warnings))
+
+
+def describe_plans(plans: list[tuple[str, Plan]], headers: dict[str, str] | None = None) -> str:
+    """The plans for several sizes, one after the other, then how each differs from the first.
+
+    plans: (size label, plan); headers: an optional line to print above a size's plan."""
+    blocks = []
+    for label, plan in plans:
+        header = (headers or {}).get(label)
+        blocks.append((header + "\n" if header else "") + plan.describe())
+    text = "\n\n".join(blocks)
+    if len(plans) > 1:
+        first_label, first = plans[0]
+        lines = [f"\nFrom {first_label}:"]
+        for label, plan in plans[1:]:
+            lines.append(f"  {label}: global batch x{plan.global_batch / first.global_batch:g}, "
+                         f"train steps x{plan.train_steps / first.train_steps:g}, "
+                         f"learning rate x{plan.learning_rate / first.learning_rate:g}, "
+                         f"examples x{plan.examples / first.examples:g}")
+        text += "\n" + "\n".join(lines)
+    return text
+

@@ -16,10 +16,10 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from pipeline.config import TrainerConfig
 from trainer_module import controller as controller_lib
 from trainer_module import export, features, input_pipeline, loop, scaling, strategy as strategy_lib, warmup
 from trainer_module import model as model_lib
+from trainer_module.config import CLASSIFICATION, REGRESSION, TrainerConfig, check_task, trainer_config_from_dict
 
 
 @dataclasses.dataclass
@@ -30,19 +30,16 @@ class TrainJob:
     model_run_dir: str
     serving_model_dir: str
     label: str
+    task: str = CLASSIFICATION  # decided once, before the pipeline ran (trainer_module/config.py)
     trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
     base_model: str = ""  # a SavedModel to warm-start from ("" for none)
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainJob":
         d = dict(d)
-        d["trainer"] = TrainerConfig(**d.get("trainer", {}))
+        d["trainer"] = trainer_config_from_dict(d.get("trainer", {}))
+        check_task(d.get("task", CLASSIFICATION))
         return cls(**d)
-
-
-def _task(tf_transform_output, label: str) -> str:
-    spec = tf_transform_output.transformed_feature_spec()[features.transformed_name(label)]
-    return features.REGRESSION if spec.dtype.is_floating else features.CLASSIFICATION
 
 
 def _warm_start(model: tf.keras.Model, base_model: str) -> bool:
@@ -67,7 +64,7 @@ def run(job: TrainJob, callbacks=()) -> dict:
     plan = scaling.make_plan(cfg, strategy.num_replicas_in_sync, strategy_lib.is_tpu(strategy))
     logging.info("\n%s", plan.describe())
     if cfg.tpu_slice:
-        from pipeline import slices
+        from trainer_module import slices
 
         expected = slices.get(cfg.tpu_slice).replicas
         if strategy.num_replicas_in_sync != expected:
@@ -78,11 +75,11 @@ def run(job: TrainJob, callbacks=()) -> dict:
         logging.warning(warning)
 
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
-    task = _task(tf_transform_output, job.label)
+    task = job.task
     spec = tf_transform_output.transformed_feature_spec()
     numeric, categorical = model_lib.feature_columns(
         spec, job.label, tf_transform_output.vocabulary_size_by_name)
-    outputs = (1 if task == features.REGRESSION
+    outputs = (1 if task == REGRESSION
                else tf_transform_output.vocabulary_size_by_name(features.LABEL_VOCAB))
 
     with strategy.scope():
@@ -98,11 +95,9 @@ def run(job: TrainJob, callbacks=()) -> dict:
     start = controller_lib.restore(manager, optimizer, checkpoint_dir)
     warm = start == 0 and cfg.warm_start and _warm_start(model, job.base_model)
 
-    pipelines = max(getattr(strategy.extended, "_num_workers", 1) or 1, 1)
-    batches_per_step = max(strategy.num_replicas_in_sync // pipelines, 1)
     dataset = strategy.distribute_datasets_from_function(input_pipeline.make_dataset_fn(
         job.train_files, spec, job.label, task, plan.per_replica_batch, training=True,
-        seed=cfg.seed, skip_batches=start * batches_per_step))
+        seed=cfg.seed, skip_steps=start))
     trainer = loop.Trainer(strategy, model, optimizer, model_lib.per_example_loss_fn(task),
                            plan.global_batch, dataset, task=task, jit_compile=cfg.jit_compile)
     handler = None
@@ -129,7 +124,7 @@ def run(job: TrainJob, callbacks=()) -> dict:
 def evaluate(strategy, model, job: TrainJob, spec, task, plan) -> dict:
     ds = input_pipeline.make_dataset_fn(job.eval_files, spec, job.label, task,
                                         plan.global_batch, training=False)(None)
-    if task == features.CLASSIFICATION:
+    if task == CLASSIFICATION:
         metric = tf.keras.metrics.SparseCategoricalAccuracy()
         name = "accuracy"
     else:

@@ -1,0 +1,46 @@
+"""The `lockstep` command line: one module per command (parser, call, print), errors mapped to
+one-line messages and exit statuses in one place (errors.py). Heavy imports happen inside each
+command, so `lockstep --help` is instant; global state (argv, warnings) changes only in `main`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no C++ info logs
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from pipeline.cli import compile as compile_cmd, kubeflow, plan, run
+
+    parser = argparse.ArgumentParser(
+        prog="lockstep", description="A TFX pipeline with a synchronous data-parallel trainer.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run.add_parser(sub)
+    compile_cmd.add_parser(sub)
+    kubeflow.add_parsers(sub)
+    plan.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pipeline.cli import errors
+
+    if not sys.warnoptions:  # libraries' version nags are not the user's business here
+        import warnings
+
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    # TFX's Beam executors parse sys.argv with absl flags (so `-v` would become --verbosity).
+    sys.argv = sys.argv[:1]
+    try:
+        return args.func(args)
+    except Exception as err:  # noqa: BLE001  mapped below, or re-raised with its traceback
+        status = errors.status_of(err)
+        if status is None:
+            raise
+        return errors.fail(str(err), status)

@@ -1,0 +1,5 @@
+import sys
+
+from pipeline.cli import main
+
+sys.exit(main())

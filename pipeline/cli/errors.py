@@ -1,0 +1,54 @@
+"""The one place where the project's errors become a one-line message and an exit status.
+
+Every command raises; `main` catches only what is listed here. Status 2: the input, a flag or
+the config (nothing was run). Status 1: something ran and failed (a task, a component, the KFP
+server). Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+class UsageError(Exception):
+    """A bad flag or combination of flags; the message names it."""
+
+
+class PipelineFailed(Exception):
+    """A pipeline component failed; the message is its error's last line."""
+
+
+def _statuses() -> list[tuple[type[BaseException], int]]:
+    from components.csv_format import CsvError
+    from components.spans import SpanError
+    from pipeline.config import ConfigError
+    from pipeline.local_schedule import ScheduleError
+    from trainer_module.config import TrainerConfigError
+    from trainer_module.scaling import ScalingError
+    from trainer_module.slices import SliceError
+
+    return [(UsageError, 2), (ConfigError, 2), (CsvError, 2), (SpanError, 2),
+            (TrainerConfigError, 2), (ScalingError, 2), (SliceError, 2), (ScheduleError, 2)]
+
+
+def _run_statuses() -> list[tuple[type[BaseException], int]]:
+    """Errors of modules that load TFX or kfp: looked up only when something was raised."""
+    found = [(PipelineFailed, 1)]
+    for module, name in (("pipeline.kubeflow_client", "KfpError"),
+                         ("pipeline.kfp_local", "KfpLocalError"),
+                         ("components.example_validator", "AnomaliesFound")):
+        if module in sys.modules:
+            found.append((getattr(sys.modules[module], name), 1))
+    return found
+
+
+def status_of(err: BaseException) -> int | None:
+    for kind, status in _statuses() + _run_statuses():
+        if isinstance(err, kind):
+            return status
+    return None
+
+
+def fail(message: str, status: int) -> int:
+    print(f"lockstep: error: {message}", file=sys.stderr)
+    return status

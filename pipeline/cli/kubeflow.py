@@ -1,0 +1,186 @@
+"""`lockstep submit`, `schedule` and `schedules`: runs and recurring runs on Kubeflow Pipelines
+(or Vertex AI), and the local crontab schedule."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import tempfile
+
+from pipeline.cli.common import add_config_arg, load_config
+from pipeline.cli.errors import UsageError
+
+
+def _add_kfp_args(p: argparse.ArgumentParser, package: bool = True) -> None:
+    add_config_arg(p)
+    p.add_argument("--host", help="the KFP API endpoint, e.g. http://localhost:8080 "
+                                  "(default: kubeflow.host or $KF_PIPELINES_ENDPOINT)")
+    p.add_argument("--token", help="a bearer token (default: $KF_PIPELINES_TOKEN or $KFP_TOKEN)")
+    p.add_argument("--namespace", help="the KFP namespace (default: kubeflow.namespace)")
+    p.add_argument("--experiment", help="the experiment (default: kubeflow.experiment)")
+    p.add_argument("--service-account", help="the Kubernetes service account runs use")
+    if package:
+        p.add_argument("--package", help="a spec from `lockstep compile` (default: compile now)")
+        p.add_argument("--image", help="the image when compiling now")
+        p.add_argument("--pipeline-root", help="the run's pipeline root (default: from config)")
+        p.add_argument("--param", action="append", metavar="NAME=VALUE",
+                       help="a pipeline parameter, e.g. train_steps=500 (repeatable)")
+
+
+def add_parsers(sub) -> None:
+    submit = sub.add_parser("submit", help="create a run on Kubeflow Pipelines (or Vertex AI)")
+    _add_kfp_args(submit)
+    submit.add_argument("--run-name", help="the run's name (default: <pipeline>-<UTC time>)")
+    submit.add_argument("--vertex", action="store_true", help="submit to Vertex AI Pipelines")
+    submit.add_argument("--project", help="with --vertex: the Google Cloud project")
+    submit.add_argument("--region", help="with --vertex: the region, e.g. us-central1")
+    submit.set_defaults(func=submit_command)
+
+    sched = sub.add_parser(
+        "schedule", help="create a recurring run on KFP, or a local crontab entry",
+        description="On KFP: a recurring run. The cron has 6 fields, seconds first, and is read "
+                    "in UTC: '0 0 3 * * *' is 03:00 UTC daily. Defaults: max concurrency 1, no "
+                    "catch-up of missed runs. With --local: a crontab entry (5 fields, machine "
+                    "local time) that runs `lockstep run` under a lock, so runs never overlap.")
+    _add_kfp_args(sched)
+    sched.add_argument("--cron", help="KFP: 6 fields in UTC, e.g. '0 0 3 * * *'; --local: 5 fields")
+    sched.add_argument("--name", help="the schedule's name (default: <pipeline>-retrain)")
+    sched.add_argument("--max-concurrency", type=int, default=1,
+                       help="runs of this schedule at once (default 1)")
+    sched.add_argument("--catch-up", action="store_true",
+                       help="run the missed intervals after a pause (default: no catch-up)")
+    sched.add_argument("--local", action="store_true", help="install a local crontab entry")
+    sched.add_argument("--remove", action="store_true", help="with --local: remove the entry")
+    sched.set_defaults(func=schedule_command)
+
+    scheds = sub.add_parser("schedules", help="list, pause, resume or delete recurring runs on KFP")
+    scheds.add_argument("action", choices=["list", "pause", "resume", "delete"])
+    scheds.add_argument("id", nargs="?", help="the recurring run id (not for list)")
+    _add_kfp_args(scheds, package=False)
+    scheds.set_defaults(func=schedules_command)
+
+
+def _target(args, config):
+    from pipeline import kubeflow_client
+
+    k = config.kubeflow
+    return kubeflow_client.Target(
+        host=kubeflow_client.resolve_host(args.host, k.host),
+        token=kubeflow_client.resolve_token(args.token),
+        namespace=args.namespace or k.namespace, experiment=args.experiment or k.experiment,
+        service_account=args.service_account or k.service_account)
+
+
+@contextlib.contextmanager
+def _package(args, config):
+    """The spec to send: --package, or one compiled now (in a fresh process) and removed after."""
+    if args.package:
+        if not os.path.isfile(args.package):
+            raise UsageError(f"--package {args.package}: no such file")
+        yield args.package
+        return
+    from pipeline import kubeflow_runner
+
+    directory = tempfile.mkdtemp(prefix="lockstep-")
+    try:
+        path = os.path.join(directory, "pipeline.yaml")
+        kubeflow_runner.compile_in_fresh_process(config, path, image=args.image)
+        yield path
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _params(args, package):
+    from pipeline import kubeflow_client
+
+    try:
+        return kubeflow_client.parse_params(args.param, kubeflow_client.declared_parameters(package))
+    except kubeflow_client.KfpError as err:
+        raise UsageError(str(err)) from None
+
+
+def submit_command(args) -> int:
+    from datetime import datetime, timezone
+
+    from pipeline import kubeflow_client
+
+    config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
+    with _package(args, config) as package:
+        params = _params(args, package)
+        run_name = args.run_name or (f"{config.pipeline_name}-"
+                                     f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}")
+        if args.vertex:
+            if not (args.project and args.region):
+                raise UsageError("--vertex needs --project and --region")
+            name = kubeflow_client.submit_vertex(
+                package, args.project, args.region, run_name, params,
+                args.pipeline_root or config.paths.pipeline_root,
+                args.service_account or config.kubeflow.service_account)
+            print(f"lockstep: submitted {name} to Vertex AI Pipelines")
+            return 0
+        target = _target(args, config)
+        run_id = kubeflow_client.submit(target, package, run_name, params, args.pipeline_root)
+    print(f"lockstep: run {run_id} ({run_name}) in experiment '{target.experiment}'")
+    print(kubeflow_client.run_url(target, run_id))
+    return 0
+
+
+def schedule_command(args) -> int:
+    if args.local:
+        return _schedule_local(args)
+    if not args.cron:
+        raise UsageError("--cron is required")
+    from pipeline import kubeflow_client
+
+    config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
+    with _package(args, config) as package:
+        params = _params(args, package)
+        target = _target(args, config)
+        name = args.name or f"{config.pipeline_name}-retrain"
+        job_id = kubeflow_client.schedule(target, package, name, args.cron, params,
+                                          args.max_concurrency, args.catch_up, args.pipeline_root)
+    print(f"lockstep: recurring run {job_id} ({name}): cron '{args.cron}' UTC, max concurrency "
+          f"{args.max_concurrency}, {'catch-up' if args.catch_up else 'no catch-up'}")
+    return 0
+
+
+def _schedule_local(args) -> int:
+    from pipeline import local_schedule
+
+    config = load_config(args)
+    name = args.name or config.pipeline_name
+    if args.remove:
+        found = local_schedule.remove(name)
+        print(f"lockstep: {'removed' if found else 'no'} local schedule '{name}'")
+        return 0
+    if not args.cron:
+        raise UsageError("--cron is required")
+    root = config.paths.pipeline_root
+    line = local_schedule.entry(
+        name, args.cron, args.config, os.getcwd(), log=os.path.join(root, "schedule.log"),
+        lock=os.path.join(root, "run.lock"))
+    local_schedule.install(name, line)
+    print(f"lockstep: installed local schedule '{name}' (machine local time):\n  {line}")
+    return 0
+
+
+def schedules_command(args) -> int:
+    from pipeline import kubeflow_client
+
+    config = load_config(args, absolute=False)
+    target = _target(args, config)
+    if args.action == "list":
+        rows = kubeflow_client.list_schedules(target)
+        for row in rows:
+            print(f"{row.id}  {row.status:<8} {row.cron:<18} max {row.max_concurrency:<3} "
+                  f"{row.name}")
+        if not rows:
+            print("lockstep: no recurring runs")
+        return 0
+    if not args.id:
+        raise UsageError(f"schedules {args.action} needs the recurring run id")
+    kubeflow_client.change_schedule(target, args.action, args.id)
+    print(f"lockstep: {args.action} {args.id}: done")
+    return 0

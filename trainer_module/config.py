@@ -1,0 +1,204 @@
+"""The Trainer's contract: its typed config, the task, and the one codec for what crosses into it.
+
+Everything the Trainer and the preprocessing_fn read arrives as TFX `custom_config` (JSON) in
+another process, often another machine. It is written and read here only:
+
+- `TrainerConfig`: every training setting, typed. Fields marked `run_parameter` are the ones a
+  Kubeflow run can override (`lockstep submit --param train_steps=500`); `RUN_PARAMETERS` is
+  derived from those marks, never listed by hand.
+- `TrainSpec`: label, task and TrainerConfig; `to_custom_config` writes it, `from_custom_config`
+  reads it back and refuses unknown or mistyped keys, so a renamed field fails loudly instead of
+  disappearing.
+- `TransformSpec`: what preprocessing_fn needs (label and task), the same way.
+
+The task (classification or regression) is decided once, before the pipeline runs, from the
+label column (pipeline/data_check.py, `task_for_label`) or the user's `--task`; Transform,
+Trainer and the Evaluator's config all take it from there.
+
+This module imports nothing from the pipeline or its components, and no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+CLASSIFICATION, REGRESSION = "classification", "regression"
+TASKS = (CLASSIFICATION, REGRESSION)
+STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "cpu")
+# An integer label with more distinct values than this is a regression target (a count, a price
+# in dollars, a year), not classes: a softmax over hundreds of classes with a few examples each
+# learns little, and the values are ordered. Below it (grades, ratings, codes) it is classes.
+# `--task` or `data.task` overrides the rule either way.
+MAX_INTEGER_CLASSES = 50
+
+LABEL_KEY, TASK_KEY, TRAINER_KEY = "label", "task", "trainer"
+
+
+class TrainerConfigError(ValueError):
+    """A trainer setting that cannot be used; the message names it."""
+
+
+def _run_parameter(default):
+    return dataclasses.field(default=default, metadata={"run_parameter": True})
+
+
+@dataclasses.dataclass
+class TrainerConfig:
+    # Strategy: auto | tpu | multi_worker | mirrored | cpu (see trainer_module/strategy.py).
+    strategy: str = "auto"
+    tpu: str = ""  # TPU name, or "local" on a TPU VM; also read from $TPU_NAME
+    tpu_zone: str = ""
+    tpu_project: str = ""
+    # A TPU slice preset (v5e-4, v5e-16, v4-32, ...; see trainer_module/slices.py): sets the
+    # replica count for `lockstep plan`, and the Trainer's TPU node selectors and chips when
+    # compiled for Kubeflow.
+    tpu_slice: str = ""
+    allow_fallback: bool = False  # true: a TPU that is not there falls back instead of failing
+    emulate_replicas: int = 0  # >1: split the CPU into N logical devices under MirroredStrategy
+    # Batch: give per_replica_batch (the TPU way) or global_batch, not both.
+    per_replica_batch: int = _run_parameter(32)
+    global_batch: int = 0
+    # Steps: from an example budget (steps = budget // global batch), or fixed train_steps.
+    train_examples: int = _run_parameter(12_000)
+    train_steps: int = _run_parameter(0)
+    eval_steps: int = 0  # 0: one pass over the eval split
+    # Learning rate: scaled linearly with the global batch, with linear warmup.
+    base_learning_rate: float = _run_parameter(0.01)
+    base_batch: int = 32
+    warmup_steps: int = 20
+    steps_per_execution: int = 10
+    checkpoint_every: int = 200
+    log_every: int = 100
+    jit_compile: bool = False
+    hidden_units: list[int] = dataclasses.field(default_factory=lambda: [32, 16])
+    l2: float = 1e-4
+    embedding_dim: int = 4
+    seed: int = 42
+    warm_start: bool = False
+
+    def validate(self) -> None:
+        if self.per_replica_batch < 0 or self.global_batch < 0:
+            raise TrainerConfigError("trainer batch sizes must be positive")
+        if self.train_steps <= 0 and self.train_examples <= 0:
+            raise TrainerConfigError("set trainer.train_steps or trainer.train_examples")
+        if self.steps_per_execution < 1:
+            raise TrainerConfigError("trainer.steps_per_execution must be at least 1")
+        if self.strategy not in STRATEGIES:
+            raise TrainerConfigError(f"trainer.strategy must be {', '.join(STRATEGIES[:-1])} or "
+                                     f"{STRATEGIES[-1]}, got {self.strategy!r}")
+        if self.tpu_slice:
+            from trainer_module import slices
+
+            try:
+                slices.get(self.tpu_slice)
+            except slices.SliceError as err:
+                raise TrainerConfigError(f"trainer.tpu_slice: {err}") from None
+            if self.strategy not in ("auto", "tpu"):
+                raise TrainerConfigError(
+                    f"trainer.tpu_slice={self.tpu_slice!r} needs trainer.strategy auto or tpu, "
+                    f"got {self.strategy!r}")
+
+
+# name -> type of each trainer setting a Kubeflow run can override.
+RUN_PARAMETERS: dict[str, type] = {
+    f.name: f.type if isinstance(f.type, type) else {"int": int, "float": float}[f.type]
+    for f in dataclasses.fields(TrainerConfig) if f.metadata.get("run_parameter")}
+
+
+def _typed(value: Any, default: Any, where: str) -> Any:
+    """value as the type of the field's default; bool, int and float are never confused."""
+    kind = type(default)
+    if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if kind is int and isinstance(value, float) and value.is_integer():
+        return int(value)  # JSON numbers from a KFP parameter
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    raise TrainerConfigError(f"{where} must be {kind.__name__}, got {value!r}")
+
+
+def trainer_config_from_dict(values: dict[str, Any], where: str = "trainer") -> TrainerConfig:
+    """A TrainerConfig from a dict of its fields; an unknown or mistyped key is an error."""
+    defaults = TrainerConfig()
+    fields = {f.name for f in dataclasses.fields(TrainerConfig)}
+    unknown = sorted(set(values) - fields)
+    if unknown:
+        raise TrainerConfigError(f"unknown {where} key(s) {', '.join(unknown)} "
+                                 f"(known: {', '.join(sorted(fields))})")
+    config = TrainerConfig(**{name: _typed(value, getattr(defaults, name), f"{where}.{name}")
+                              for name, value in values.items()})
+    config.validate()
+    return config
+
+
+def check_task(task: str) -> str:
+    if task not in TASKS:
+        raise TrainerConfigError(f"task must be classification or regression, got {task!r}")
+    return task
+
+
+def task_for_label(kind: str, distinct_values: int) -> tuple[str, str]:
+    """(task, why) for a label column of this kind (int | float | string) and distinct count."""
+    if kind == "float":
+        return REGRESSION, "float label"
+    if kind == "string":
+        return CLASSIFICATION, f"string label, {distinct_values} classes"
+    if distinct_values > MAX_INTEGER_CLASSES:
+        return REGRESSION, (f"integer label with {distinct_values} distinct values, more than "
+                            f"{MAX_INTEGER_CLASSES}")
+    return CLASSIFICATION, f"integer label, {distinct_values} classes"
+
+
+def _check_keys(values: dict, known: tuple[str, ...], what: str) -> None:
+    unknown = sorted(set(values) - set(known))
+    missing = sorted(set(known) - set(values))
+    if unknown or missing:
+        raise TrainerConfigError(
+            f"{what} custom_config: " + "; ".join(
+                ([f"unknown key(s) {', '.join(unknown)}"] if unknown else [])
+                + ([f"missing key(s) {', '.join(missing)}"] if missing else [])))
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformSpec:
+    """What preprocessing_fn reads from Transform's custom_config."""
+
+    label: str
+    task: str
+
+    def to_custom_config(self) -> dict[str, Any]:
+        return {LABEL_KEY: self.label, TASK_KEY: check_task(self.task)}
+
+    @classmethod
+    def from_custom_config(cls, values: dict[str, Any]) -> "TransformSpec":
+        _check_keys(values, (LABEL_KEY, TASK_KEY), "Transform")
+        return cls(values[LABEL_KEY], check_task(values[TASK_KEY]))
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSpec:
+    """What the Trainer reads from its custom_config: label, task and the TrainerConfig."""
+
+    label: str
+    task: str
+    trainer: TrainerConfig
+
+    def to_custom_config(self) -> dict[str, Any]:
+        return {LABEL_KEY: self.label, TASK_KEY: check_task(self.task),
+                TRAINER_KEY: dataclasses.asdict(self.trainer)}
+
+    @classmethod
+    def from_custom_config(cls, values: dict[str, Any],
+                           run_parameters: dict[str, Any] | None = None) -> "TrainSpec":
+        """Reads it back; run_parameters (RUN_PARAMETERS names) override the config's values."""
+        _check_keys(values, (LABEL_KEY, TASK_KEY, TRAINER_KEY), "Trainer")
+        trainer = dict(values[TRAINER_KEY])
+        for name, value in (run_parameters or {}).items():
+            if name not in RUN_PARAMETERS:
+                raise TrainerConfigError(f"unknown run parameter {name!r} "
+                                         f"(known: {', '.join(RUN_PARAMETERS)})")
+            if value is not None:
+                trainer[name] = value
+        return cls(values[LABEL_KEY], check_task(values[TASK_KEY]),
+                   trainer_config_from_dict(trainer))
