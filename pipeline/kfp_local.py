@@ -11,7 +11,9 @@ wrapped):
 
 1. SubprocessRunner refuses container components: its task handler insists on KFP's
    lightweight-component executor in the command. `_TaskProcess` runs the task's container
-   command as it is, with this environment's Python for `python`.
+   command as it is, with this environment's Python for `python`. (DockerRunner takes them, but
+   appends the command to the image's ENTRYPOINT where Kubernetes replaces it; `_TaskContainer`
+   runs it as a pod would.)
 2. kfp.local hands an upstream task's artifacts to downstream tasks as `system.Artifact`: TFX
    types its artifacts with an `instanceSchema` (title `tfx.Examples`, ...), which kfp.local's
    artifact classes do not know, and TFX's entrypoint then fails with "Could not import
@@ -101,22 +103,25 @@ class _TaskProcess:
     on_task = staticmethod(lambda record: None)
 
     def __init__(self, image, full_command, pipeline_root, runner):
-        self.command = [sys.executable if part in ("python", "python3") else part
-                        for part in full_command[:1]] + list(full_command[1:])
-        self.pipeline_root = pipeline_root
+        self.image, self.full_command, self.pipeline_root = image, list(full_command), pipeline_root
+
+    def _execute(self, log) -> int:
+        command = [sys.executable if part in ("python", "python3") else part
+                   for part in self.full_command[:1]] + self.full_command[1:]
+        return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL).returncode
 
     def run(self):
         from kfp.local import status
 
-        task_dir = os.path.dirname(_executor_input(self.command)["outputs"]["outputFile"])
-        os.makedirs(task_dir, exist_ok=True)
+        task_dir = os.path.dirname(_executor_input(self.full_command)["outputs"]["outputFile"])
+        self._make_task_dir(task_dir)
         log_path = os.path.join(task_dir, TASK_LOG)
         with open(os.path.join(task_dir, TASK_COMMAND), "w") as handle:
-            json.dump(self.command, handle)
+            json.dump(self.full_command, handle)
         started = time.time()
         with open(log_path, "w") as log:
-            code = subprocess.run(self.command, stdout=log, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL).returncode
+            code = self._execute(log)
         ended = time.time()
         began = _do_began(log_path) or ended
         record = TaskRecord(os.path.basename(task_dir), task_dir, code == 0,
@@ -124,6 +129,38 @@ class _TaskProcess:
         type(self).records.append(record)
         type(self).on_task(record)
         return status.Status.SUCCESS if code == 0 else status.Status.FAILURE
+
+    def _make_task_dir(self, task_dir: str) -> None:
+        os.makedirs(task_dir, exist_ok=True)
+
+
+class _TaskContainer(_TaskProcess):
+    """The same in the task's image (DockerRunner; podman's Docker API works too), as a pod runs
+    it: the spec's command replaces the image's ENTRYPOINT, as Kubernetes does (kfp.local's own
+    Docker handler appends it to the ENTRYPOINT instead). The pipeline root is mounted at the
+    same path, and the task's directory is writable by the image's (non-root) user."""
+
+    def _make_task_dir(self, task_dir: str) -> None:
+        os.makedirs(task_dir, exist_ok=True)
+        for path in (task_dir, os.path.dirname(task_dir)):
+            os.chmod(path, 0o777)
+
+    def _execute(self, log) -> int:
+        import docker
+
+        client = docker.from_env()
+        try:
+            container = client.containers.run(
+                self.image, entrypoint=self.full_command, command=[], detach=True,
+                volumes={self.pipeline_root: {"bind": self.pipeline_root, "mode": "rw"}})
+            try:
+                for chunk in container.logs(stream=True, follow=True):
+                    log.write(chunk.decode(errors="replace"))
+                return container.wait()["StatusCode"]
+            finally:
+                container.remove(force=True)
+        finally:
+            client.close()
 
 
 def _keep_artifact_type(convert):
@@ -153,12 +190,15 @@ def _task_name(cut):
 @contextlib.contextmanager
 def bridged(on_task=lambda record: None) -> Iterator[list[TaskRecord]]:
     """kfp.local with both gaps bridged, for the duration; yields the tasks' records as they end."""
-    from kfp.local import executor_input_utils, executor_output_utils, subprocess_task_handler
+    from kfp.local import (docker_task_handler, executor_input_utils, executor_output_utils,
+                           subprocess_task_handler)
 
     records: list[TaskRecord] = []
-    handler = type("TaskProcess", (_TaskProcess,), {"records": records,
-                                                      "on_task": staticmethod(on_task)})
-    patches = [(subprocess_task_handler, "SubprocessTaskHandler", lambda _: handler),
+    attributes = {"records": records, "on_task": staticmethod(on_task)}
+    process = type("TaskProcess", (_TaskProcess,), attributes)
+    container = type("TaskContainer", (_TaskContainer,), attributes)
+    patches = [(subprocess_task_handler, "SubprocessTaskHandler", lambda _: process),
+               (docker_task_handler, "DockerTaskHandler", lambda _: container),
                (executor_output_utils, "runtime_artifact_to_dsl_artifact", _keep_artifact_type),
                (executor_input_utils, "get_local_task_resource_name", _task_name)]
     saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
@@ -185,8 +225,10 @@ class LocalRun:
 
 
 def run(spec_path: str, pipeline_root: str, arguments: dict | None = None,
-        on_task=lambda record: None) -> LocalRun:
-    """Runs the compiled spec under kfp.local's DAG orchestrator, each task a local process.
+        on_task=lambda record: None, containers: bool = False) -> LocalRun:
+    """Runs the compiled spec under kfp.local's DAG orchestrator, each task a local process, or
+    with containers=True a container of the spec's image (only the pipeline root is mounted:
+    data and serving dir must be under it).
 
     Raises TaskFailed naming the first task that failed."""
     from kfp import components, local
@@ -194,8 +236,8 @@ def run(spec_path: str, pipeline_root: str, arguments: dict | None = None,
     os.makedirs(pipeline_root, exist_ok=True)
     log_path = os.path.join(pipeline_root, "kfp-local.log")
     pipeline = components.load_component_from_file(spec_path)
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=pipeline_root,
-               raise_on_error=False)
+    runner = local.DockerRunner() if containers else local.SubprocessRunner(use_venv=False)
+    local.init(runner=runner, pipeline_root=pipeline_root, raise_on_error=False)
     console, plain_print = sys.stdout, builtins.print
 
     def report_task(record):  # on the console, and without kfp.local's indented print

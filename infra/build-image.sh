@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `make image`: builds infra/Dockerfile as lockstep-pipeline:<version> with docker when there is
+# one, else with podman on base images made from Debian's packages (infra/local-base.sh), and
+# prints the image's size and the build's time. A change to our own code only reuses the
+# dependency layer (pyproject.toml and uv.lock are copied and synced first).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -n 1)
+image="${IMAGE:-lockstep-pipeline:$version}"
+if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
+  engine=docker
+  base_args=()
+else
+  command -v podman >/dev/null || {
+    echo "make image: no docker engine and no podman (apt-get install podman runc debootstrap)" >&2
+    exit 2
+  }
+  engine=podman
+  read -r -a base_args <<<"$(bash infra/local-base.sh)"
+fi
+start=$(date +%s)
+"$engine" build --build-arg "VERSION=$version" "${base_args[@]}" -f infra/Dockerfile -t "$image" . >&2
+seconds=$(($(date +%s) - start))
+size=$("$engine" image inspect --format '{{.Size}}' "$image")
+echo "make image: $image with $engine in ${seconds}s, $(python3 -c "print(f'{$size / 1e9:.2f} GB')")"

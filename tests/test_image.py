@@ -1,0 +1,126 @@
+"""The pipeline image, built here (`make image`: podman on bases made from Debian's packages when
+there is no docker), and the compiled pipeline run task by task in it, each task in its own
+container under kfp.local, to a pushed model that serves raw tf.Examples."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import REPO, lockstep, serving_accuracy
+
+pytestmark = pytest.mark.slow
+
+ENGINE = {}  # the engine `make image` used: docker with a running engine, else podman
+
+
+def _engine(*args, check=True):
+    return subprocess.run([ENGINE["name"], *args], capture_output=True, text=True, check=check)
+
+
+@pytest.fixture(scope="session")
+def image():
+    result = subprocess.run(["make", "image"], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = re.search(r"^make image: (\S+) with (\w+) in (\d+)s, ([\d.]+) GB$", result.stdout,
+                        re.M)
+    assert summary, result.stdout
+    name, ENGINE["name"] = summary.group(1), summary.group(2)
+    size = float(summary.group(4))
+    assert size <= 3.5, f"image is {size} GB"
+    print(summary.group(0))  # size and build time, for the record
+    return {"name": name if ENGINE["name"] == "docker" else f"localhost/{name}"}
+
+
+def test_image_runs_the_spec_command_as_uid_1000_with_legacy_keras(image):
+    from components.entrypoint import COMMAND
+
+    config = json.loads(_engine("image", "inspect", image["name"]).stdout)[0]["Config"]
+    assert config["Entrypoint"] == list(COMMAND)
+    assert "TF_USE_LEGACY_KERAS=1" in config["Env"]
+    probe = ("import os, sys; from components import entrypoint\n"
+             "for path in sys.argv[1:]:\n"
+             "    from tfx.utils import import_utils; import_utils.import_class_by_path(path)\n"
+             "print(os.getuid(), os.environ['TF_USE_LEGACY_KERAS'])")
+    executors = ["components.csv_example_gen.Executor", "components.trainer.Executor",
+                 "components.evaluator.Executor", "components.latest_model.Executor",
+                 "tfx.components.transform.executor.Executor",
+                 "tfx.components.pusher.executor.Executor"]
+    result = _engine("run", "--rm", "--entrypoint", "python", image["name"], "-c", probe,
+                     *executors, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["1000", "1"]
+
+
+def test_a_code_only_rebuild_reuses_the_dependency_layer(image, tmp_path):
+    """Our code changes, pyproject.toml and uv.lock do not: the dependency layer is reused."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.split()
+    copy = tmp_path / "repo"
+    for name in tracked:
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, copy / name)
+    with open(copy / "trainer_module" / "features.py", "a") as handle:
+        handle.write("\n# a code-only change\n")
+    result = subprocess.run(["bash", "infra/build-image.sh"], cwd=copy, capture_output=True,
+                            text=True, env=dict(os.environ, IMAGE="lockstep-pipeline:rebuild-test"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    steps = re.split(r"^\[\d/\d\] STEP ", result.stderr, flags=re.M)
+    [deps] = [s for s in steps if "--no-install-project" in s.splitlines()[0]]
+    [code] = [s for s in steps if "--no-editable" in s.splitlines()[0]]
+    assert "Using cache" in deps, deps[-2000:]  # no package downloaded or installed again
+    assert "Using cache" not in code  # the project itself was installed anew
+    print(result.stdout.strip())  # the rebuild's time, for the record
+    _engine("rmi", "-f", "lockstep-pipeline:rebuild-test", check=False)
+
+
+@pytest.fixture(scope="session")
+def podman_socket(image, tmp_path_factory):
+    """Docker's API on a local socket (podman's), for kfp.local's Docker runner."""
+    if ENGINE["name"] == "docker":
+        yield None
+        return
+    socket = tmp_path_factory.mktemp("podman") / "podman.sock"
+    service = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{socket}"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not socket.exists():
+        assert time.monotonic() < deadline, "podman's API socket did not appear"
+        time.sleep(0.2)
+    try:
+        yield f"unix://{socket}"
+    finally:
+        service.terminate()
+        service.wait(timeout=30)
+
+
+def test_compiled_pipeline_runs_task_by_task_in_the_image(image, podman_socket, tmp_path):
+    from pipeline import kfp_local
+
+    root = tmp_path / "root"  # what the containers see: data, artifacts and the serving dir
+    (root / "data").mkdir(parents=True)
+    shutil.copy(REPO / "data" / "penguins" / "penguins.csv", root / "data")
+    os.chmod(root, 0o777)
+    spec = tmp_path / "pipeline.yaml"
+    result = lockstep("compile", "--data", root / "data", "--pipeline-root", root,
+                      "--serving-dir", root / "serving", "--image", image["name"],
+                      "--output", spec)
+    assert result.returncode == 0, result.stderr
+    if podman_socket:
+        os.environ["DOCKER_HOST"] = podman_socket
+    try:
+        run = kfp_local.run(str(spec), str(root), containers=True)
+    finally:
+        os.environ.pop("DOCKER_HOST", None)
+    assert [t.task for t in run.tasks if t.succeeded] == [t.task for t in run.tasks]
+    assert len(run.tasks) == 9
+    report = run.report()
+    assert report.blessed and report.pushed_to
+    [version] = [p for p in (root / "serving").iterdir() if p.is_dir()]
+    assert str(version) == report.pushed_to
+    files = list(root.glob("lockstep-*/CsvExampleGen/examples/Split-eval/*"))
+    assert serving_accuracy(version, files) > 0.9
