@@ -65,16 +65,24 @@ def test_a_code_only_rebuild_reuses_the_dependency_layer(image, tmp_path):
         (copy / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, copy / name)
     with open(copy / "trainer_module" / "features.py", "a") as handle:
-        handle.write("\n# a code-only change\n")
+        change = f"\n# a code-only change, {time.time_ns()}\n"  # new each time: no cached layer
+        handle.write(change)
     result = subprocess.run(["bash", "infra/build-image.sh"], cwd=copy, capture_output=True,
                             text=True, env=dict(os.environ, IMAGE="lockstep-pipeline:rebuild-test"))
     assert result.returncode == 0, result.stderr[-3000:]
     steps = re.split(r"^\[\d/\d\] STEP ", result.stderr, flags=re.M)
-    [deps] = [s for s in steps if "--no-install-project" in s.splitlines()[0]]
-    [code] = [s for s in steps if "--no-editable" in s.splitlines()[0]]
+    [deps] = [s for s in steps if "--no-install-project" in s.split("\n", 1)[0]]
+    [copy_env] = [s for s in steps if "COPY --from=build /opt/venv" in s.split("\n", 1)[0]]
+    [code] = [s for s in steps if "lockstep_pipeline-*.whl" in s.split("\n", 1)[0]]
     assert "Using cache" in deps, deps[-2000:]  # no package downloaded or installed again
-    assert "Using cache" not in code  # the project itself was installed anew
+    assert "Using cache" in copy_env, copy_env[-2000:]  # nor the environment copied again
+    assert "Using cache" not in code  # the project's wheel was installed anew
     print(result.stdout.strip())  # the rebuild's time, for the record
+    # And the image has the new code, not a cached layer's.
+    probe = _engine("run", "--rm", "--entrypoint", "tail", "localhost/lockstep-pipeline:rebuild-test"
+                    if ENGINE["name"] == "podman" else "lockstep-pipeline:rebuild-test", "-n", "1",
+                    "/opt/venv/lib/python3.11/site-packages/trainer_module/features.py")
+    assert probe.stdout.strip() == change.strip()
     _engine("rmi", "-f", "lockstep-pipeline:rebuild-test", check=False)
 
 
