@@ -22,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from trainer_module import config, features, input_pipeline, loop, model as model_lib  # noqa: E402
+from trainer_module import config, input_pipeline, loop, model as model_lib  # noqa: E402
 
 NUMERIC = [f"x{i}_xf" for i in range(16)]
 SPEC = {**{k: tf.io.FixedLenFeature([], tf.float32) for k in NUMERIC},

@@ -67,6 +67,7 @@ class TaskRecord:
     start_seconds: float  # process start to the executor's Do (all of it if Do never began)
     work_seconds: float  # the executor's Do to process exit
     started_at: float = 0.0  # Unix time the process started
+    exit_status: int = 0
 
     @property
     def seconds(self) -> float:
@@ -125,7 +126,7 @@ class _TaskProcess:
         ended = time.time()
         began = _do_began(log_path) or ended
         record = TaskRecord(os.path.basename(task_dir), task_dir, code == 0,
-                            max(began - started, 0.0), max(ended - began, 0.0), started)
+                            max(began - started, 0.0), max(ended - began, 0.0), started, code)
         type(self).records.append(record)
         type(self).on_task(record)
         return status.Status.SUCCESS if code == 0 else status.Status.FAILURE
@@ -254,8 +255,8 @@ def run(spec_path: str, pipeline_root: str, arguments: dict | None = None,
         pipeline(**(arguments or {}))
     failed = [r for r in records if not r.succeeded]
     if failed:
-        raise TaskFailed(f"task {failed[0].task} failed (exit status non-zero); its log: "
-                         f"{failed[0].log}")
+        raise TaskFailed(f"task {failed[0].task} failed (exit status {failed[0].exit_status}); "
+                         f"its log: {failed[0].log}")
     if not records:
         raise TaskFailed(f"no task ran; kfp.local's log: {log_path}")
     return LocalRun(os.path.dirname(records[0].task_dir), records, log_path)
@@ -277,8 +278,11 @@ def run_config(config, task: str, on_task=lambda record: None) -> LocalRun:
     """Compiles the pipeline for this config (config: absolutized) and runs the spec here.
 
     The spec and the config it was compiled from go to <pipeline root>/kfp-local/."""
+    import copy
+
     from pipeline import kubeflow_runner
 
+    config = copy.deepcopy(config)
     config.data.task = task  # decided by the data check; compile need not read the data again
     spec = os.path.join(config.paths.pipeline_root, "kfp-local", "pipeline.yaml")
     try:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer_module import config, features, input_pipeline, loop, model as model_lib
+from trainer_module import config, input_pipeline, loop, model as model_lib
 
 GLOBAL_BATCH = 64
 SPEC = {
