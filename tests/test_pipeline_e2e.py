@@ -8,27 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import PipelineRun
+from conftest import PipelineRun, eval_examples
 
 pytestmark = pytest.mark.slow
 
 
 def _components(stdout: str) -> dict[str, str]:
     return dict(re.findall(r"^  (\w+)\s+(executed|cached|failed)\s", stdout, re.M))
-
-
-def _eval_examples(pipeline_root, label):
-    files = glob.glob(str(pipeline_root / "CsvExampleGen" / "examples" / "*" / "Split-eval" / "*"))
-    assert files
-    serialized, labels = [], []
-    for record in tf.data.TFRecordDataset(files, compression_type="GZIP"):
-        example = tf.train.Example.FromString(record.numpy())
-        value = example.features.feature[label]
-        labels.append(value.bytes_list.value[0].decode() if value.bytes_list.value
-                      else value.int64_list.value[0])
-        del example.features.feature[label]
-        serialized.append(example.SerializeToString())
-    return serialized, labels
 
 
 def test_pushed_model_serves_raw_examples_accurately(penguins_run):
@@ -38,7 +24,9 @@ def test_pushed_model_serves_raw_examples_accurately(penguins_run):
     [version] = penguins_run.pushed_versions()
     model = tf.saved_model.load(str(version))
     assert {"serving_default", "transform_features"} <= set(model.signatures)
-    serialized, labels = _eval_examples(penguins_run.pipeline_root, "species")
+    serialized, labels = eval_examples(glob.glob(str(
+        penguins_run.pipeline_root / "CsvExampleGen" / "examples" / "*" / "Split-eval" / "*")),
+        "species")
     assert len(serialized) > 40
     out = model.signatures["serving_default"](examples=tf.constant(serialized))
     predicted = [c.decode() for c in out["classes"].numpy()]
