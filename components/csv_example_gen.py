@@ -1,31 +1,46 @@
-"""CsvExampleGen that understands missing values: CSV files to tf.Examples in TFRecords, with Beam.
+"""CsvExampleGen on Arrow: CSV files to tf.Examples in GZIP TFRecords, with Beam, at C++ speed.
 
 TFX's stock CsvExampleGen types a column from its cells as they are, so the penguins source's `NA`
-turns a numeric column into a string one. This ExampleGen reads the same files, treats the
-configured missing tokens (`NA`, empty, `NaN`, ...) as absent features, types each column over the
-whole input (components/csv_format.py), and fails with the file, column and line of a cell that
-does not fit. It is a FileBasedExampleGen, so input/output configs and hash splits work as in TFX;
-spans are resolved by this executor (components/spans.py), so they work on every orchestrator.
+turns a numeric column into a string one, and it handles each row and cell in Python. This one
+treats the configured missing tokens (`NA`, empty, `NaN`, ...) as absent features, types each
+column over the whole input, and fails with the file, column and line of a cell that does not fit
+(components/csv_format.py). Its Beam pipeline moves byte ranges of files, never rows:
+
+    files -> byte ranges -> Reshuffle -> profile (Arrow) -> merge -> one type per column
+                         `-> read again, encode (tfx_bsl, C++), split by hash, write shards
+
+Reading twice keeps memory bounded (no record is held between the passes). Each worker writes its
+record batches to temporary files in the split directories; one final step names them. It is a
+FileBasedExampleGen, so input/output configs and hash splits work as in TFX (sha256 buckets of
+each row's content); spans are resolved by this executor (components/spans.py), so they work on every
+orchestrator.
 """
 
 from __future__ import annotations
 
-import io
+import bisect
+import itertools
+import uuid
 from typing import Any
 
 import apache_beam as beam
 import tensorflow as tf
 from google.protobuf import any_pb2, json_format, struct_pb2
 from tfx.components.example_gen import component as example_gen_component
+from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
 from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import proto_utils
+from tfx.components.util import examples_utils
 
 from components import csv_format, spans
 
 SPANS_KEY = "spans"
+SHARD_NAME = "data_tfrecord"  # TFX's name for ExampleGen's files
+TEMP_PREFIX = ".tmp-"
 
 
 def make_custom_config(label: str, missing_values: list[str], span_pattern: str = "",
@@ -49,70 +64,102 @@ def read_custom_config(exec_properties: dict[str, Any]) -> dict[str, Any]:
     return json_format.MessageToDict(struct)
 
 
-def _open_text(path: str) -> io.StringIO:
-    with fileio.open(path, "rb") as handle:
-        data = handle.read()
-    try:
-        return io.StringIO(data.decode("utf-8-sig"), newline="")
-    except UnicodeDecodeError as err:
-        raise csv_format.CsvError(f"{path}: not UTF-8 text (byte {err.start})") from None
+def _plan(path: str, header: list[str], first: str) -> list[csv_format.Read]:
+    file_header, data_offset = csv_format.read_header(path)
+    if file_header != header:
+        raise csv_format.CsvError(f"{path}: its header differs from {first}'s")
+    return csv_format.plan_reads(path, data_offset)
 
 
-def _read_file(path: str, header: list[str]):
-    text = _open_text(path)
-    if csv_format.read_header(path, text) != header:
-        raise csv_format.CsvError(f"{path}: its header differs from the other CSV files'")
-    text.seek(0)
-    for line, cells in csv_format.iter_rows(path, text, header):
-        yield path, line, cells
+class _ProfileRead(beam.DoFn):
+    """One read's column profiles (counts only), from its Arrow record batches."""
+
+    def __init__(self, header: list[str], missing_values: list[str]):
+        self._header, self._missing_values = header, missing_values
+
+    def setup(self):
+        self._missing = csv_format.missing_tokens(self._missing_values)
+
+    def process(self, read: csv_format.Read):
+        yield csv_format.merge_profiles(
+            csv_format.profile_batch(batch, self._missing)
+            for batch in csv_format.record_batches(read, self._header))
 
 
-class _ProfileColumns(beam.CombineFn):
-    def __init__(self, width: int, missing: frozenset[str]):
-        self._width, self._missing = width, missing
-
+class _MergeProfiles(beam.CombineFn):
     def create_accumulator(self):
-        return [csv_format.ColumnProfile() for _ in range(self._width)]
+        return None
 
-    def add_input(self, acc, row):
-        path, line, cells = row
-        for profile, cell in zip(acc, cells):
-            profile.add(cell, self._missing, (path, line))
-        return acc
+    def add_input(self, acc, profiles):
+        return csv_format.merge_profiles(p for p in (acc, profiles) if p is not None)
 
     def merge_accumulators(self, accs):
-        accs = list(accs)
-        merged = accs[0]
-        for acc in accs[1:]:
-            merged = [a.merge(b) for a, b in zip(merged, acc)]
-        return merged
+        return csv_format.merge_profiles(a for a in accs if a is not None)
 
     def extract_output(self, acc):
         return acc
 
 
-def _to_example(row, types: dict[str, str], header: list[str], missing: frozenset[str]):
-    _, _, cells = row
-    feature = {}
-    for name, cell in zip(header, cells):
-        cell = cell.strip()
-        kind = types[name]
-        if cell in missing:
-            value = tf.train.Feature()  # present in the schema, absent in this example
-        elif kind == csv_format.INT:
-            value = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(cell)]))
-        elif kind == csv_format.FLOAT:
-            value = tf.train.Feature(float_list=tf.train.FloatList(value=[float(cell)]))
-        else:
-            value = tf.train.Feature(bytes_list=tf.train.BytesList(value=[cell.encode()]))
-        feature[name] = value
-    return tf.train.Example(features=tf.train.Features(feature=feature))
+class _Encode(beam.DoFn):
+    """Reads one byte range, types and encodes its record batches to serialized tf.Examples in
+    C++ (tfx_bsl), assigns each to a split by TFX's hash-bucket rule over the row's cells
+    (csv_format.split_buckets; tfx_bsl's bytes are not canonical), and either yields the records (`shard_dirs` empty) or
+    writes each batch's records of each split to a temporary GZIP TFRecord file in that split's
+    directory and yields (split, its path); `_Finalize` names the files once all are written."""
+
+    def __init__(self, header: list[str], missing_values: list[str], buckets: list[int],
+                 shard_dirs: list[str]):
+        self._header, self._missing_values = header, missing_values
+        self._buckets, self._shard_dirs = buckets, shard_dirs
+
+    def setup(self):
+        from tfx_bsl.coders import example_coder
+
+        self._missing = csv_format.missing_tokens(self._missing_values)
+        self._encoder = example_coder.RecordBatchToExamplesEncoder()
+
+    def process(self, read: csv_format.Read, types: dict[str, str]):
+        for batch in csv_format.record_batches(read, self._header):
+            records = self._encoder.encode(csv_format.typed_batch(batch, types, self._missing))
+            if not self._shard_dirs:
+                yield from records
+                continue
+            parts = [records]
+            if len(self._buckets) > 1:
+                parts = [[] for _ in self._buckets]
+                buckets = csv_format.split_buckets(batch, self._missing, self._buckets[-1])
+                for record, bucket in zip(records, buckets):
+                    parts[bisect.bisect(self._buckets, bucket)].append(record)
+            for split, part in enumerate(parts):
+                if part:
+                    yield split, self._write(self._shard_dirs[split], part)
+
+    @staticmethod
+    def _write(directory: str, records: list[bytes]) -> str:
+        path = f"{directory}/{TEMP_PREFIX}{uuid.uuid4().hex}.gz"
+        with tf.io.TFRecordWriter(path, tf.io.TFRecordOptions(compression_type="GZIP")) as out:
+            for record in records:
+                out.write(record)
+        return path
+
+
+def _finalize(written: list[tuple[int, str]], shard_dirs: list[str]) -> None:
+    """Renames each split's written files to data_tfrecord-NNNNN-of-NNNNN.gz and removes
+    temporary files of attempts that did not finish (a retried bundle on a distributed runner)."""
+    for split, directory in enumerate(shard_dirs):
+        mine = sorted(path for s, path in written if s == split)
+        for index, path in enumerate(mine):
+            fileio.rename(path, f"{directory}/{SHARD_NAME}-{index:05d}-of-{len(mine):05d}.gz",
+                          overwrite=True)
+        for stale in fileio.glob(f"{directory}/{TEMP_PREFIX}*"):
+            fileio.remove(stale)
 
 
 @beam.ptransform_fn
-@beam.typehints.with_input_types(beam.Pipeline)
-@beam.typehints.with_output_types(tf.train.Example)
-def _CsvToExample(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_pattern: str):
+def _CsvRecords(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_pattern: str,
+                buckets: tuple[int, ...] = (1,), shard_dirs: tuple[str, ...] = ()):
+    """The CSV files of one input split as serialized tf.Examples, or (shard_dirs given) as
+    written files, one PCollection of (split index, path)."""
     input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
     options = read_custom_config(exec_properties)
     if options.get("span_pattern"):
@@ -124,40 +171,71 @@ def _CsvToExample(pipeline: beam.Pipeline, exec_properties: dict[str, Any], spli
         files = sorted(fileio.glob(pattern))
     if not files:
         raise csv_format.CsvError(f"{pattern}: no CSV file matches")
-    missing = frozenset(options.get("missing_values", csv_format.DEFAULT_MISSING_VALUES))
-    header = csv_format.read_header(files[0], _open_text(files[0]))
+    missing = list(options.get("missing_values", csv_format.DEFAULT_MISSING_VALUES))
+    header, _ = csv_format.read_header(files[0])
     label = options.get("label")
     if label and label not in header:
         raise csv_format.CsvError(
             f"{files[0]}: label column '{label}' is not in the header ({', '.join(header)})")
+    where = files[0] if len(files) == 1 else pattern
 
-    rows = (pipeline
-            | "Files" >> beam.Create(files)
-            | "ReadRows" >> beam.FlatMap(_read_file, header=header)
-            | "Reshuffle" >> beam.Reshuffle())
-    types = (rows
-             | "Profile" >> beam.CombineGlobally(_ProfileColumns(len(header), missing))
-             | "Types" >> beam.Map(lambda profiles: csv_format.column_types(header, profiles, pattern)))
-    return rows | "ToExample" >> beam.Map(
-        _to_example, types=beam.pvalue.AsSingleton(types), header=header, missing=missing)
+    reads = (pipeline
+             | "Files" >> beam.Create(files)
+             | "Plan" >> beam.FlatMap(_plan, header=header, first=files[0])
+             | "Spread" >> beam.Reshuffle())
+    types = (reads
+             | "Profile" >> beam.ParDo(_ProfileRead(header, missing))
+             | "Merge" >> beam.CombineGlobally(_MergeProfiles())
+             | "Types" >> beam.Map(lambda profiles: csv_format.column_types(
+                 header, profiles, where, files, missing)))
+    return reads | "Encode" >> beam.ParDo(_Encode(header, missing, list(buckets), list(shard_dirs)),
+                                          types=beam.pvalue.AsSingleton(types))
 
 
 class Executor(BaseExampleGenExecutor):
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
-        return _CsvToExample
+        return _CsvRecords
 
     def Do(self, input_dict, output_dict, exec_properties):
+        """TFX's ExampleGen, with the records never passing one by one through Beam: each
+        worker writes its batches' records straight to files (see _Encode)."""
+        self._log_startup(input_dict, output_dict, exec_properties)
+        input_config, output_config = example_gen_pb2.Input(), example_gen_pb2.Output()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY],
+                                  input_config)
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY],
+                                  output_config)
+        split_names = example_gen_utils.generate_output_split_names(input_config, output_config)
+        examples = artifact_utils.get_single_instance(
+            output_dict[standard_component_specs.EXAMPLES_KEY])
+        examples.split_names = artifact_utils.encode_split_names(split_names)
+        split_dirs = [artifact_utils.get_split_uri([examples], name) for name in split_names]
+        for directory in split_dirs:
+            fileio.makedirs(directory)
         options = read_custom_config(exec_properties)
         chosen = []
         if options.get("span_pattern"):
             chosen, _ = spans.select(exec_properties[standard_component_specs.INPUT_BASE_KEY],
                                      options["span_pattern"], int(options.get("span_window", 1)))
-        super().Do(input_dict, output_dict, exec_properties)
+        exec_properties["_beam_pipeline_args"] = self._beam_pipeline_args or []
+        if output_config.split_config.splits:
+            buckets = list(itertools.accumulate(
+                s.hash_buckets for s in output_config.split_config.splits))
+            jobs = [(input_config.splits[0].pattern, tuple(buckets), tuple(split_dirs))]
+        else:
+            jobs = [(split.pattern, (1,), (directory,))
+                    for split, directory in zip(input_config.splits, split_dirs)]
+        with self._make_beam_pipeline() as pipeline:
+            for index, (pattern, buckets, dirs) in enumerate(jobs):
+                _ = (pipeline
+                     | f"Read[{index}]" >> _CsvRecords(exec_properties, pattern, buckets, dirs)
+                     | f"Collect[{index}]" >> beam.combiners.ToList()
+                     | f"Finalize[{index}]" >> beam.Map(_finalize, shard_dirs=list(dirs)))
+        examples_utils.set_payload_format(examples, example_gen_pb2.FORMAT_TF_EXAMPLE)
+        examples_utils.set_file_format(examples, "tfrecords_gzip")
         if chosen:
             # The span is the Examples' own property: downstream and ML Metadata see which data
             # this run trained on; `spans` lists every span of a rolling window.
-            examples = artifact_utils.get_single_instance(
-                output_dict[standard_component_specs.EXAMPLES_KEY])
             examples.span = chosen[-1]
             examples.set_string_custom_property(SPANS_KEY, ",".join(map(str, chosen)))
 

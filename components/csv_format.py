@@ -1,131 +1,353 @@
-"""How lockstep reads a CSV: the header, missing-value tokens, and one type per column.
+"""How lockstep reads a CSV: the header, missing-value tokens, one type per column, and the
+encoding to tf.Examples, all on Arrow record batches (no Python per row or per cell).
 
 Shared by the ExampleGen executor (in Beam) and the CLI's check before a run, so both agree on
 what a column is and both name the file, column and line when a cell does not fit.
 
-A column is numeric when at least half of its non-missing cells are numbers; a numeric column with
-text in it is an error (never a silent switch to a string feature). A column of whole numbers is
-int, any decimal makes it float; everything else is a string column.
+A file is read in byte ranges (`plan_reads`), each as a stream of Arrow record batches of string
+columns (pyarrow's C++ CSV reader). A cell is stripped of surrounding whitespace; a configured
+missing token (`NA`, empty, ...) is an absent feature. A column is numeric when at least half of
+its non-missing cells are numbers; a numeric column with text in it is an error (never a silent
+switch to a string feature). A column of whole numbers is int, any decimal makes it float;
+everything else is a string column. Numbers are strict ASCII: `1_000` and non-ASCII digits are
+text, an integer beyond int64 is an error, a number that overflows a double is text.
+
+The fast path only raises Arrow's terse errors; when one comes, the file is read once more with
+Python's csv module to name the line (`_explain`), so errors stay one precise line.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import io
-import math
 import os
-from typing import Iterable, Iterator
+import sys
+from typing import BinaryIO, Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
 
 INT, FLOAT, STRING = "int", "float", "string"
 # Cells that mean "missing" unless data.missing_values says otherwise (the penguins source: NA).
 DEFAULT_MISSING_VALUES = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
+INT_PATTERN = r"^[+-]?[0-9]+$"
+FLOAT_PATTERN = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+BLOCK_BYTES = 4 << 20  # bytes per Arrow record batch: ~40k rows of a 100-byte row
+RANGE_BYTES = 64 << 20  # bytes per unit of parallel work in a large file
+_BOM = b"\xef\xbb\xbf"
+
+csv.field_size_limit(sys.maxsize)  # the explaining reader: no 128 KiB cap on a cell
 
 
 class CsvError(ValueError):
     """Bad CSV input; the message is one line naming the file, the column and the line."""
 
 
-def read_header(path: str, text_lines: Iterable[str]) -> list[str]:
-    for line in text_lines:
-        if line.strip():
-            header = next(csv.reader([line]))
-            header = [h.strip() for h in header]
-            if any(not h for h in header):
-                raise CsvError(f"{path}: the header has an empty column name")
-            duplicated = sorted({h for h in header if header.count(h) > 1})
-            if duplicated:
-                raise CsvError(f"{path}: column '{duplicated[0]}' appears twice in the header")
-            return header
-        break
-    raise CsvError(f"{path}: the file is empty (no header row)")
+def _open(path: str) -> BinaryIO:
+    if "://" in path:
+        from tfx.dsl.io import fileio
+
+        return fileio.open(path, "rb")
+    return open(path, "rb")
 
 
-def iter_rows(path: str, text: io.TextIOBase, header: list[str]) -> Iterator[tuple[int, list[str]]]:
-    """Yields (line number, cells) for each data row; a row of the wrong width is an error."""
-    reader = csv.reader(text)
-    next(reader, None)
-    for cells in reader:
-        if not cells or (len(cells) == 1 and not cells[0].strip()):
-            continue
-        if len(cells) != len(header):
-            raise CsvError(
-                f"{path}: line {reader.line_num} has {len(cells)} cells, the header has {len(header)}")
-        yield reader.line_num, cells
+def _text(path: str, handle: BinaryIO) -> io.TextIOWrapper:
+    return io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
 
 
-def classify(cell: str) -> str:
+def read_header(path: str) -> tuple[list[str], int]:
+    """The header's column names (stripped) and the byte offset where the data rows start."""
+    with _open(path) as handle:
+        offset = 0
+        while True:
+            raw = handle.readline()
+            if not raw:
+                raise CsvError(f"{path}: the file is empty (no header row)")
+            start, offset = offset, offset + len(raw)
+            try:
+                line = raw.decode("utf-8-sig" if start == 0 else "utf-8")
+            except UnicodeDecodeError as err:
+                raise CsvError(f"{path}: not UTF-8 text (byte {start + err.start})") from None
+            if line.strip():
+                break
+    header = [h.strip() for h in next(csv.reader([line]))]
+    if any(not h for h in header):
+        raise CsvError(f"{path}: the header has an empty column name")
+    duplicated = sorted({h for h in header if header.count(h) > 1})
+    if duplicated:
+        raise CsvError(f"{path}: column '{duplicated[0]}' appears twice in the header")
+    return header, offset
+
+
+@dataclasses.dataclass(frozen=True)
+class Read:
+    """One unit of reading: the data rows of `path` that start in [start, end)."""
+
+    path: str
+    start: int
+    end: int  # -1: to the end of the file
+
+
+def plan_reads(path: str, data_offset: int, range_bytes: int = RANGE_BYTES) -> list[Read]:
+    """Byte ranges of one file. A file with a quote character in it is one range (a quoted cell
+    may hold a newline, so a line break is not surely a row break there); others are cut every
+    `range_bytes`, each range owning the rows that start inside it."""
+    size = _size(path)
+    if size - data_offset <= range_bytes or _has_quote(path):
+        return [Read(path, data_offset, -1)]
+    cuts = list(range(data_offset, size, range_bytes))
+    return [Read(path, a, b) for a, b in zip(cuts, cuts[1:] + [-1])]
+
+
+def _size(path: str) -> int:
+    if "://" in path:
+        from tfx.dsl.io import fileio
+
+        return fileio.stat(path).length
+    return os.path.getsize(path)
+
+
+def _has_quote(path: str) -> bool:
+    with _open(path) as handle:
+        while chunk := handle.read(16 << 20):
+            if b'"' in chunk:
+                return True
+    return False
+
+
+class _Range(io.RawIOBase):
+    """The bytes of the rows that start in [start, end): from the first row break at or after
+    start (start itself when it begins a row) through the row break at or after end."""
+
+    def __init__(self, handle: BinaryIO, start: int, end: int, at_row_start: bool):
+        self._handle = handle
+        handle.seek(start)
+        if not at_row_start:
+            handle.readline()  # the row that began before start belongs to the previous range
+        self._left = None if end < 0 else end - handle.tell()
+        self._done = False
+        self._last = b"\n"
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._done:
+            return 0
+        if self._left is not None and self._left <= 0:
+            # Finish the row that crosses end, unless end is where a row starts.
+            data = b"" if self._last == b"\n" else self._handle.readline()
+            self._done = True
+        else:
+            want = len(buffer) if self._left is None else min(len(buffer), self._left)
+            data = self._handle.read(want)
+            if self._left is not None:
+                self._left -= len(data)
+            if not data:
+                self._done = True
+        if data:
+            self._last = data[-1:]
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def _skip_blank(row) -> str:
+    return "skip" if not row.text.strip() else "error"
+
+
+def record_batches(read: Read, header: list[str], block_bytes: int = BLOCK_BYTES
+                   ) -> Iterator[pa.RecordBatch]:
+    """The rows of one read as record batches of string columns named by the header."""
+    options = pa_csv.ReadOptions(column_names=header, block_size=block_bytes, use_threads=False)
+    parse = pa_csv.ParseOptions(newlines_in_values=True, invalid_row_handler=_skip_blank)
+    convert = pa_csv.ConvertOptions(column_types={h: pa.string() for h in header},
+                                    strings_can_be_null=False, quoted_strings_can_be_null=False,
+                                    null_values=[])
+    with _open(read.path) as handle:
+        at_row_start = read.start == 0 or _starts_row(handle, read.start)
+        stream = io.BufferedReader(_Range(handle, read.start, read.end, at_row_start), 1 << 20)
+        if not stream.peek(1):
+            return  # no rows in this range
+        try:
+            reader = pa_csv.open_csv(stream, read_options=options, parse_options=parse,
+                                     convert_options=convert)
+            for batch in reader:
+                if batch.num_rows:
+                    yield batch
+        except pa.ArrowInvalid as err:
+            raise _explain(read.path, header, str(err)) from None
+
+
+def _starts_row(handle: BinaryIO, offset: int) -> bool:
+    handle.seek(offset - 1)
+    return handle.read(1) == b"\n"
+
+
+def _explain(path: str, header: list[str], arrow_message: str) -> CsvError:
+    """The one-line error for a file Arrow refused: read it again with Python to find where."""
     try:
-        int(cell)
-        return INT
-    except ValueError:
-        pass
-    try:
-        value = float(cell)
-    except ValueError:
-        return STRING
-    return FLOAT if math.isfinite(value) else STRING
+        with _open(path) as handle:
+            text = _text(path, handle)
+            reader = csv.reader(text)
+            next(reader, None)
+            for cells in reader:
+                if not cells or (len(cells) == 1 and not cells[0].strip()):
+                    continue
+                if len(cells) != len(header):
+                    return CsvError(f"{path}: line {reader.line_num} has {len(cells)} cells, "
+                                    f"the header has {len(header)}")
+    except UnicodeDecodeError as err:
+        return CsvError(f"{path}: not UTF-8 text (byte {err.start})")
+    except csv.Error as err:
+        return CsvError(f"{path}: {err}")
+    return CsvError(f"{path}: {arrow_message.splitlines()[0]}")
+
+
+def cells(column: pa.Array, missing: pa.Array) -> pa.Array:
+    """A string column with each cell stripped and each missing token a null."""
+    stripped = pc.utf8_trim_whitespace(column)
+    return pc.if_else(pc.is_in(stripped, value_set=missing), None, stripped)
+
+
+def missing_tokens(missing_values: Iterable[str]) -> pa.Array:
+    return pa.array(sorted(set(missing_values)), pa.string())
 
 
 @dataclasses.dataclass
 class ColumnProfile:
-    """Counts of each kind of cell in one column, and where the first text cell was."""
+    """Counts of each kind of cell in one column; `overflow`: an integer beyond int64."""
 
     ints: int = 0
     floats: int = 0
     texts: int = 0
     missing: int = 0
-    first_text: tuple[str, int, str] | None = None  # (file, line, cell)
-
-    def add(self, cell: str, missing: frozenset[str], where: tuple[str, int]) -> None:
-        cell = cell.strip()
-        if cell in missing:
-            self.missing += 1
-            return
-        kind = classify(cell)
-        if kind == INT:
-            self.ints += 1
-        elif kind == FLOAT:
-            self.floats += 1
-        else:
-            self.texts += 1
-            if self.first_text is None:
-                self.first_text = (where[0], where[1], cell)
+    overflow: str | None = None
 
     def merge(self, other: "ColumnProfile") -> "ColumnProfile":
-        firsts = [f for f in (self.first_text, other.first_text) if f]
         return ColumnProfile(self.ints + other.ints, self.floats + other.floats,
                              self.texts + other.texts, self.missing + other.missing,
-                             min(firsts) if firsts else None)
+                             self.overflow or other.overflow)
 
-    def kind(self, column: str) -> str:
+    def kind(self) -> str:
         numbers = self.ints + self.floats
         if numbers == 0 or numbers < self.texts:
             return STRING
-        if self.texts:
-            path, line, cell = self.first_text
-            raise CsvError(
-                f"{path}: column '{column}' is numeric ({numbers} numbers) but line {line} "
-                f"holds text {cell!r} ({self.texts} text cells in all)")
         return FLOAT if self.floats else INT
 
 
-def column_types(header: list[str], profiles: list[ColumnProfile], path: str) -> dict[str, str]:
+def _kinds(values: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Masks (is an int, is a finite float that is not an int) of a column of non-null cells."""
+    is_int = pc.match_substring_regex(values, INT_PATTERN)
+    is_float = pc.and_(pc.invert(is_int), pc.match_substring_regex(values, FLOAT_PATTERN))
+    if pc.any(is_float).as_py():
+        as_float = pc.cast(pc.if_else(is_float, values, "0"), pa.float64())
+        is_float = pc.and_(is_float, pc.is_finite(as_float))
+    return is_int, is_float
+
+
+def profile_batch(batch: pa.RecordBatch, missing: pa.Array) -> list[ColumnProfile]:
+    profiles = []
+    for column in batch.columns:
+        values = cells(column, missing)
+        present = values.drop_null() if values.null_count else values
+        is_int, is_float = _kinds(present)
+        ints, floats = pc.sum(is_int).as_py() or 0, pc.sum(is_float).as_py() or 0
+        overflow = None
+        if ints:
+            long_ints = pc.filter(present, pc.and_(is_int, pc.greater(pc.utf8_length(present), 18)))
+            for value in long_ints.to_pylist():  # only integers of 19 digits or more
+                if not -2**63 <= int(value) < 2**63:
+                    overflow = value
+                    break
+        profiles.append(ColumnProfile(ints, floats, len(present) - ints - floats,
+                                      len(values) - len(present), overflow))
+    return profiles
+
+
+def merge_profiles(many: Iterable[list[ColumnProfile]]) -> list[ColumnProfile] | None:
+    merged = None
+    for profiles in many:
+        merged = profiles if merged is None else [a.merge(b) for a, b in zip(merged, profiles)]
+    return merged
+
+
+def column_types(header: list[str], profiles: list[ColumnProfile], where: str,
+                 files: Iterable[str] = (), missing_values: Iterable[str] = ()) -> dict[str, str]:
+    """One type per column; `files` are searched for the line to name when a column is wrong."""
     types = {}
     for name, profile in zip(header, profiles):
         if profile.ints + profile.floats + profile.texts == 0:
-            raise CsvError(f"{path}: column '{name}' has no values, only missing cells")
-        types[name] = profile.kind(name)
+            raise CsvError(f"{where}: column '{name}' has no values, only missing cells")
+        kind = profile.kind()
+        if kind != STRING and profile.texts:
+            path, line, cell = _first_text(files, header.index(name), missing_values)
+            raise CsvError(
+                f"{path}: column '{name}' is numeric ({profile.ints + profile.floats} numbers) "
+                f"but line {line} holds text {cell!r} ({profile.texts} text cells in all)")
+        if kind == INT and profile.overflow is not None:
+            path, line, _ = _first_text(files, header.index(name), (),
+                                        lambda cell: cell == profile.overflow)
+            raise CsvError(f"{path}: column '{name}' line {line} holds {profile.overflow}, "
+                           "an integer beyond the int64 range")
+        types[name] = kind
     return types
 
 
-def profile_rows(rows: Iterable[tuple[str, int, list[str]]], width: int,
-                 missing: frozenset[str]) -> list[ColumnProfile]:
-    profiles = [ColumnProfile() for _ in range(width)]
-    for path, line, cells in rows:
-        for profile, cell in zip(profiles, cells):
-            profile.add(cell, missing, (path, line))
-    return profiles
+def _is_text(cell: str) -> bool:
+    values = pa.array([cell])
+    is_int, is_float = _kinds(values)
+    return not (is_int[0].as_py() or is_float[0].as_py())
+
+
+def _first_text(files: Iterable[str], at: int, missing_values: Iterable[str],
+                matches=None) -> tuple[str, int | str, str]:
+    """(file, line, cell) of the first cell in column `at` that is text (or `matches`)."""
+    missing = set(missing_values)
+    matches = matches or (lambda cell: cell not in missing and _is_text(cell))
+    for path in files:
+        with _open(path) as handle:
+            reader = csv.reader(_text(path, handle))
+            next(reader, None)
+            for row in reader:
+                if len(row) > at and matches(row[at].strip()):
+                    return path, reader.line_num, row[at].strip()
+    return next(iter(files), "?"), "?", "?"
+
+
+def split_buckets(batch: pa.RecordBatch, missing: pa.Array, total: int) -> list[int]:
+    """Each row's hash bucket in [0, total): TFX's rule (sha256 modulo the bucket count) over a
+    canonical key of the row's cells (stripped, missing as absent), so a row lands in the same
+    split on every run and runner, wherever it sits in the files."""
+    key = pc.binary_join_element_wise(*(cells(c, missing) for c in batch.columns), "\x1f",
+                                      null_handling="replace", null_replacement="\x00")
+    return [int.from_bytes(hashlib.sha256(k).digest(), "big") % total
+            for k in pc.cast(key, pa.binary()).to_pylist()]
+
+
+def typed_batch(batch: pa.RecordBatch, types: dict[str, str], missing: pa.Array
+                ) -> pa.RecordBatch:
+    """The batch as tf.Example-ready columns: a one-value list per present cell, a null list
+    per missing one; int64, float32 (through float64, as Python's float() then FloatList), or
+    the cell's UTF-8 bytes."""
+    arrays, names = [], []
+    for name, column in zip(batch.schema.names, batch.columns):
+        values = cells(column, missing)
+        kind = types[name]
+        if kind == INT:
+            values = pc.cast(values, pa.int64())
+        elif kind == FLOAT:
+            values = pc.cast(pc.cast(values, pa.float64()), pa.float32())
+        else:
+            values = pc.cast(values, pa.large_binary())
+        offsets = pa.array(np.arange(len(values) + 1, dtype=np.int64))
+        mask = pc.is_null(values) if values.null_count else None
+        arrays.append(pa.LargeListArray.from_arrays(offsets, values, mask=mask))
+        names.append(name)
+    return pa.RecordBatch.from_arrays(arrays, names)
 
 
 def locate(path: str, span_pattern: str = "") -> tuple[str, str]:
@@ -140,4 +362,3 @@ def locate(path: str, span_pattern: str = "") -> tuple[str, str]:
     if is_file:
         return os.path.dirname(path), os.path.basename(path)
     return path.rstrip("/"), "*.csv"
-

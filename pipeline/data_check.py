@@ -1,7 +1,8 @@
 """The check before a run: the data path, its CSV files, the label column and each column's type.
 
-It reads the CSVs with the same rules as the ExampleGen (components/csv_format.py), so bad input
-fails here in a second, with one line naming the file and column, before anything is written.
+It reads the CSVs with the same rules and code as the ExampleGen (components/csv_format.py: Arrow
+record batches, a byte range at a time), so bad input fails here in seconds, with one line naming
+the file and column, before anything is written; memory stays bounded by one batch.
 """
 
 from __future__ import annotations
@@ -10,8 +11,13 @@ import dataclasses
 import glob
 import os
 
+import pyarrow.compute as pc
+
 from components import csv_format, spans
 from trainer_module import config as trainer_config
+
+
+LABEL_VALUES_COUNTED = 100_000  # far past any class count; bounds memory for a numeric label
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,12 +32,7 @@ class DataInfo:
     spans: tuple[int, ...] = ()  # the spans this run reads, when the data comes in spans
 
 
-def check(path: str, label: str, missing_values: list[str], span_pattern: str = "",
-          span_window: int = 1, task: str = "auto") -> DataInfo:
-    """task: auto (decide from the label column) or classification | regression (the user's)."""
-    path = os.path.abspath(os.path.expanduser(path))
-    if not os.path.exists(path):
-        raise csv_format.CsvError(f"{path}: no such file or directory")
+def _files(path: str, span_pattern: str, span_window: int) -> tuple[str, str, list[str], list[int]]:
     chosen: list[int] = []
     input_base, pattern = csv_format.locate(path, span_pattern)
     if span_pattern:
@@ -47,37 +48,48 @@ def check(path: str, label: str, missing_values: list[str], span_pattern: str = 
         files = sorted(glob.glob(os.path.join(input_base, pattern)))
         if not files:
             raise csv_format.CsvError(f"{path}: the directory has no .csv file")
-    missing = frozenset(missing_values)
-    header, rows = None, []
+    return input_base, pattern, files, chosen
+
+
+def check(path: str, label: str, missing_values: list[str], span_pattern: str = "",
+          span_window: int = 1, task: str = "auto") -> DataInfo:
+    """task: auto (decide from the label column) or classification | regression (the user's)."""
+    path = os.path.abspath(os.path.expanduser(path))
+    if not os.path.exists(path):
+        raise csv_format.CsvError(f"{path}: no such file or directory")
+    input_base, pattern, files, chosen = _files(path, span_pattern, span_window)
+    missing = csv_format.missing_tokens(missing_values)
+    header = None
+    rows, profiles = 0, None
+    labels: set = set()  # the label's distinct values (counted up to LABEL_VALUES_COUNTED)
     for file in files:
-        with open(file, encoding="utf-8-sig", newline="") as handle:
-            file_header = csv_format.read_header(file, handle)
-            if header is None:
-                header = file_header
-                if label not in header:
-                    raise csv_format.CsvError(
-                        f"{file}: label column '{label}' is not in the header "
-                        f"({', '.join(header)})")
-            elif file_header != header:
-                raise csv_format.CsvError(f"{file}: its header differs from {files[0]}'s")
-            handle.seek(0)
-            rows.extend((file, line, cells)
-                        for line, cells in csv_format.iter_rows(file, handle, header))
+        file_header, data_offset = csv_format.read_header(file)
+        if header is None:
+            header = file_header
+            if label not in header:
+                raise csv_format.CsvError(
+                    f"{file}: label column '{label}' is not in the header ({', '.join(header)})")
+        elif file_header != header:
+            raise csv_format.CsvError(f"{file}: its header differs from {files[0]}'s")
+        for read in csv_format.plan_reads(file, data_offset):
+            for batch in csv_format.record_batches(read, header):
+                rows += batch.num_rows
+                profiles = csv_format.merge_profiles(
+                    p for p in (profiles, csv_format.profile_batch(batch, missing)) if p)
+                if len(labels) < LABEL_VALUES_COUNTED:
+                    values = csv_format.cells(batch.column(header.index(label)), missing)
+                    labels.update(pc.unique(values.drop_null()).to_pylist())
     if not rows:
         raise csv_format.CsvError(f"{files[0]}: the CSV has a header but no data rows")
     where = files[0] if len(files) == 1 else path
-    columns = csv_format.column_types(
-        header, csv_format.profile_rows(rows, len(header), missing), where)
+    columns = csv_format.column_types(header, profiles, where, files, missing_values)
     if len(columns) < 2:
         raise csv_format.CsvError(f"{where}: no feature columns besides the label '{label}'")
     if task == "auto":
-        at = header.index(label)
-        distinct = len({cells[at].strip() for _, _, cells in rows} - missing)
-        task, why = trainer_config.task_for_label(columns[label], distinct)
+        task, why = trainer_config.task_for_label(columns[label], len(labels))
     else:
         why = "set by --task or data.task"
     if task == trainer_config.REGRESSION and columns[label] == csv_format.STRING:
         raise csv_format.CsvError(f"{where}: label column '{label}' holds text, and a regression "
                                   "needs numbers (use --task classification)")
-    return DataInfo(input_base, pattern, tuple(files), columns, len(rows), task, why,
-                    tuple(chosen))
+    return DataInfo(input_base, pattern, tuple(files), columns, rows, task, why, tuple(chosen))

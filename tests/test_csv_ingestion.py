@@ -1,0 +1,214 @@
+"""The Arrow ExampleGen types and encodes CSVs exactly as the per-row Python one did.
+
+The oracle below is the per-row reader lockstep shipped before (Python's csv module, a type per
+column from each cell, one tf.train.Example per row), kept here only to compare with. The real
+executor runs in a Beam pipeline on real files: several files, a BOM, CRLF, quoted commas and
+newlines, padded and several kinds of missing cells, ints mixed with floats, strings, a blank
+line, a cell over 128 KiB.
+"""
+
+import csv
+import json
+import math
+
+import pytest
+import tensorflow as tf
+from tfx.proto import example_gen_pb2
+from tfx.types import standard_artifacts
+from tfx.types import standard_component_specs as specs
+from google.protobuf import json_format
+
+from components import csv_example_gen, csv_format
+
+MISSING = list(csv_format.DEFAULT_MISSING_VALUES)
+HEADER = ["id", "count", "ratio", "name", "note", "label"]
+
+
+def _rows(n, start):
+    rows = []
+    for i in range(start, start + n):
+        rows.append([
+            str(i),
+            "NA" if i % 7 == 0 else f" {i * 3} ",           # int with padded and NA cells
+            "" if i % 5 == 0 else (str(i) if i % 2 else f"{i / 3:.6f}"),  # ints and floats: float
+            "null" if i % 11 == 0 else f"name, {i % 13}",     # strings with a quoted comma
+            f"line one\nline {i}" if i % 17 == 0 else "x" * (i % 4),  # newline in a quoted cell
+            ["a", "b", "c"][i % 3],
+        ])
+    return rows
+
+
+@pytest.fixture(scope="module")
+def csv_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("csv")
+    for index, (n, start) in enumerate([(120, 0), (90, 120), (60, 210)]):
+        with open(root / f"part-{index}.csv", "w", newline="",
+                  encoding="utf-8-sig" if index == 0 else "utf-8") as handle:
+            writer = csv.writer(handle, lineterminator="\r\n" if index == 1 else "\n")
+            writer.writerow(HEADER)
+            rows = _rows(n, start)
+            if index == 2:
+                rows[5][4] = "y" * (200 << 10)  # a 200 KiB cell: Python's csv caps at 128 KiB
+            for at, row in enumerate(rows):
+                writer.writerow(row)
+                if at == 3:
+                    handle.write("\n")  # a blank line
+    return root
+
+
+def _old_classify(cell):
+    try:
+        int(cell)
+        return csv_format.INT
+    except ValueError:
+        pass
+    try:
+        value = float(cell)
+    except ValueError:
+        return csv_format.STRING
+    return csv_format.FLOAT if math.isfinite(value) else csv_format.STRING
+
+
+def _old_examples(files):
+    """The per-row Python ExampleGen of before, as the oracle."""
+    csv.field_size_limit(1 << 30)
+    rows = []
+    for path in files:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(handle)
+            header = [h.strip() for h in next(reader)]
+            rows += [r for r in reader if r and not (len(r) == 1 and not r[0].strip())]
+    types = {}
+    for at, name in enumerate(header):
+        kinds = [_old_classify(r[at].strip()) for r in rows if r[at].strip() not in MISSING]
+        numbers = sum(k != csv_format.STRING for k in kinds)
+        types[name] = (csv_format.STRING if numbers == 0 or numbers < len(kinds) - numbers
+                       else csv_format.FLOAT if csv_format.FLOAT in kinds else csv_format.INT)
+    examples = []
+    for row in rows:
+        feature = {}
+        for name, cell in zip(header, row):
+            cell = cell.strip()
+            if cell in MISSING:
+                feature[name] = tf.train.Feature()
+            elif types[name] == csv_format.INT:
+                feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(cell)]))
+            elif types[name] == csv_format.FLOAT:
+                feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(cell)]))
+            else:
+                feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[cell.encode()]))
+        examples.append(tf.train.Example(features=tf.train.Features(feature=feature)))
+    return types, examples
+
+
+def _canonical(example: tf.train.Example) -> str:
+    return example.SerializeToString(deterministic=True).hex()
+
+
+def _run_executor(csv_dir, out_dir, beam_args=()):
+    examples = standard_artifacts.Examples()
+    examples.uri = str(out_dir)
+    output = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
+        example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=2),
+        example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)]))
+    exec_properties = {
+        specs.INPUT_BASE_KEY: str(csv_dir),
+        specs.INPUT_CONFIG_KEY: json_format.MessageToJson(example_gen_pb2.Input(splits=[
+            example_gen_pb2.Input.Split(name="single_split", pattern="*.csv")])),
+        specs.OUTPUT_CONFIG_KEY: json_format.MessageToJson(output),
+        specs.CUSTOM_CONFIG_KEY: json_format.MessageToJson(
+            csv_example_gen.make_custom_config("label", MISSING)),
+    }
+    executor = csv_example_gen.Executor(
+        csv_example_gen.Executor.Context(beam_pipeline_args=list(beam_args), tmp_dir=str(out_dir)))
+    executor.Do({}, {specs.EXAMPLES_KEY: [examples]}, exec_properties)
+    return examples
+
+
+def _split_records(out_dir, split):
+    files = sorted(tf.io.gfile.glob(f"{out_dir}/Split-{split}/*"))
+    assert files and all(f.split("/")[-1].startswith("data_tfrecord-") for f in files), files
+    return [bytes(r.numpy()) for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+
+
+def test_types_and_examples_equal_the_per_row_reader(csv_dir, tmp_path):
+    files = sorted(str(p) for p in csv_dir.glob("*.csv"))
+    old_types, old_examples = _old_examples(files)
+    assert old_types == {"id": "int", "count": "int", "ratio": "float", "name": "string",
+                         "note": "string", "label": "string"}
+    artifact = _run_executor(csv_dir, tmp_path / "out")
+    assert json.loads(artifact.split_names) == ["train", "eval"]
+    train, eval_ = _split_records(tmp_path / "out", "train"), _split_records(tmp_path / "out", "eval")
+    new = sorted(_canonical(tf.train.Example.FromString(r)) for r in train + eval_)
+    assert len(new) == 270
+    assert new == sorted(_canonical(e) for e in old_examples)
+    # TFX's split rule, sha256 modulo the 3 hash buckets, over each row's cells.
+    missing = csv_format.missing_tokens(MISSING)
+    expected = {"train": set(), "eval": set()}
+    for path in files:
+        header, offset = csv_format.read_header(path)
+        for batch in csv_format.record_batches(csv_format.Read(path, offset, -1), header):
+            for row_id, bucket in zip(batch.column(0).to_pylist(),
+                                      csv_format.split_buckets(batch, missing, 3)):
+                expected["eval" if bucket >= 2 else "train"].add(int(row_id))
+    for split, records in (("train", train), ("eval", eval_)):
+        ids = {tf.train.Example.FromString(r).features.feature["id"].int64_list.value[0]
+               for r in records}
+        assert ids == expected[split]
+    assert 150 < len(train) < 210
+    assert not tf.io.gfile.glob(f"{tmp_path}/out/*/{csv_example_gen.TEMP_PREFIX}*")
+
+
+def test_the_same_input_gives_the_same_splits(csv_dir, tmp_path):
+    _run_executor(csv_dir, tmp_path / "a")
+    _run_executor(csv_dir, tmp_path / "b")
+    for split in ("train", "eval"):
+        a, b = (sorted(_canonical(tf.train.Example.FromString(r))
+                       for r in _split_records(tmp_path / run, split)) for run in "ab")
+        assert a == b
+
+
+def test_byte_ranges_read_every_row_once(tmp_path):
+    path = tmp_path / "big.csv"
+    rows = [[str(i), f"v{i}", str(i * 0.5)] for i in range(5000)]
+    with open(path, "w", newline="") as handle:
+        csv.writer(handle).writerows([["a", "b", "c"]] + rows)
+    header, offset = csv_format.read_header(str(path))
+    reads = csv_format.plan_reads(str(path), offset, range_bytes=997)
+    assert len(reads) > 50
+    seen = [v for read in reads for batch in csv_format.record_batches(read, header, 4096)
+            for v in batch.column(0).to_pylist()]
+    assert seen == [r[0] for r in rows]
+
+
+def test_a_file_with_quotes_is_read_as_one_range(csv_dir):
+    path = str(csv_dir / "part-0.csv")
+    _, offset = csv_format.read_header(path)
+    assert len(csv_format.plan_reads(path, offset, range_bytes=100)) == 1
+
+
+@pytest.mark.parametrize("cells, error", [
+    (["1", "2", "99999999999999999999"], "column 'x' line 4 holds 99999999999999999999, an "
+                                         "integer beyond the int64 range"),
+    (["1", "2", "3", "1_000"], "column 'x' is numeric (3 numbers) but line 5 holds text '1_000'"),
+    (["1", "2", "3", "\u0661\u0662"], "but line 5 holds text '\u0661\u0662'"),
+])
+def test_numbers_are_strict(tmp_path, cells, error):
+    path = tmp_path / "n.csv"
+    path.write_text("x,y\n" + "".join(f"{c},a\n" for c in cells), encoding="utf-8")
+    header, offset = csv_format.read_header(str(path))
+    missing = csv_format.missing_tokens(MISSING)
+    profiles = csv_format.merge_profiles(
+        csv_format.profile_batch(b, missing)
+        for b in csv_format.record_batches(csv_format.Read(str(path), offset, -1), header))
+    with pytest.raises(csv_format.CsvError) as err:
+        csv_format.column_types(header, profiles, str(path), [str(path)], MISSING)
+    assert error in str(err.value) and str(err.value).startswith(str(path))
+
+
+def test_not_utf8_is_one_line(tmp_path):
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("a,b\n1,caf\u00e9\n".encode("latin-1"))
+    header, offset = csv_format.read_header(str(path))
+    with pytest.raises(csv_format.CsvError, match=r"latin1.csv: not UTF-8 text \(byte 9\)"):
+        list(csv_format.record_batches(csv_format.Read(str(path), offset, -1), header))
