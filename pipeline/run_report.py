@@ -45,6 +45,7 @@ class RunReport:
     baseline: str | None = None  # the pushed model the Evaluator compared with
     training: dict = dataclasses.field(default_factory=dict)  # trainer_module.run's summary
     task: str = ""  # classification | regression, and why
+    failures: list[str] = dataclasses.field(default_factory=list)  # why not blessed
 
     def describe(self) -> str:
         lines = [f"Task: {self.task}"] if self.task else []
@@ -57,12 +58,17 @@ class RunReport:
         if self.training:
             t = self.training
             lines.append(f"Trainer: {t.get('strategy')} on {t.get('replicas')} replica(s), "
-                         f"{t.get('plan', {}).get('train_steps')} steps"
+                         f"{t.get('plan', {}).get('train_steps')} steps of global batch "
+                         f"{t.get('plan', {}).get('global_batch')} "
+                         f"({t.get('plan', {}).get('budget') or 'budget not recorded'})"
                          + (f", warm-started from {t.get('base_model')}" if t.get("warm_started") else ""))
         lines.append(f"Baseline: {self.baseline}" if self.baseline else "Baseline: none (first model)")
         if self.metrics:
             lines.append("Eval metrics: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.metrics.items())))
-        lines.append(f"Blessed: {'yes' if self.blessed else 'no'}")
+        if self.blessed or not self.failures:
+            lines.append(f"Blessed: {'yes' if self.blessed else 'no'}")
+        else:
+            lines.append("Blessed: no: " + "; ".join(self.failures))
         lines.append(f"Model pushed to: {self.pushed_to}" if self.pushed_to else "Model not pushed")
         return "\n".join(lines)
 
@@ -70,9 +76,11 @@ class RunReport:
 def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunReport:
     """The report of a run whose nodes had these outputs ({node id: its output artifacts})."""
     metrics, blessed, pushed_to = {}, None, None
+    failures: list[str] = []
     for out in outputs.get(EVALUATOR_NODE, []):
         if out.key == "evaluation":
             metrics = _read_metrics(out.uri)
+            failures = _read_failures(out.uri)
         elif out.key == "blessing":
             blessed = bool(int(out.properties.get("blessed", 0)))
     for out in outputs.get(PUSHER_NODE, []):
@@ -90,7 +98,47 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
         if out.key == "model_run" and os.path.exists(summary):
             with open(summary) as handle:
                 training = json.load(handle)
-    return RunReport(nodes, metrics, blessed, pushed_to, spans, baseline, training)
+    return RunReport(nodes, metrics, blessed, pushed_to, spans, baseline, training,
+                     failures=failures)
+
+
+def _bound(threshold) -> str:
+    """A TFMA MetricThreshold in words: its value bounds, or its change against the baseline."""
+    parts = []
+    value = threshold.value_threshold
+    if value.HasField("lower_bound"):
+        parts.append(f"at least {value.lower_bound.value:g}")
+    if value.HasField("upper_bound"):
+        parts.append(f"at most {value.upper_bound.value:g}")
+    change = threshold.change_threshold
+    if change.HasField("absolute"):
+        parts.append(f"a change against the baseline of at least {change.absolute.value:g}"
+                     if change.direction == change.direction.HIGHER_IS_BETTER else
+                     f"a change against the baseline of at most {change.absolute.value:g}")
+    return " and ".join(parts) or "its threshold"
+
+
+def _read_failures(uri: str) -> list[str]:
+    """Why the Evaluator did not bless: each failed metric, its value and what it had to be."""
+    import tensorflow_model_analysis as tfma
+
+    try:
+        result = tfma.load_validation_result(uri)
+    except Exception:  # noqa: BLE001  no validations file: nothing to explain
+        return []
+    lines = []
+    for per_slice in result.metric_validations_per_slice:
+        where = ("" if not per_slice.slice_key.single_slice_keys else " on slice " + ", ".join(
+            f"{k.column}={k.bytes_value.decode() or k.int64_value or k.float_value}"
+            for k in per_slice.slice_key.single_slice_keys))
+        for failure in per_slice.failures:
+            name = failure.metric_key.name + (" (diff vs baseline)"
+                                              if failure.metric_key.is_diff else "")
+            value = failure.metric_value.double_value.value
+            lines.append(f"{name} {value:.4f}{where}, needs {_bound(failure.metric_threshold)}")
+    if result.missing_thresholds:
+        lines.append("a metric with a threshold was not computed")
+    return lines
 
 
 def _read_metrics(uri: str) -> dict[str, float]:

@@ -13,8 +13,8 @@ from trainer_module.config import (CLASSIFICATION, MAX_INTEGER_CLASSES, REGRESSI
 
 
 def test_run_parameters_are_derived_from_the_config_fields():
-    assert RUN_PARAMETERS == {"per_replica_batch": int, "train_examples": int, "train_steps": int,
-                              "base_learning_rate": float}
+    assert RUN_PARAMETERS == {"per_replica_batch": int, "epochs": float, "train_examples": int,
+                              "train_steps": int, "base_learning_rate": float}
     marked = {f.name for f in dataclasses.fields(TrainerConfig) if f.metadata.get("run_parameter")}
     assert marked == set(RUN_PARAMETERS)
 

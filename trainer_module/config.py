@@ -59,8 +59,12 @@ class TrainerConfig:
     # Batch: give per_replica_batch (the TPU way) or global_batch, not both.
     per_replica_batch: int = _run_parameter(32)
     global_batch: int = 0
-    # Steps: from an example budget (steps = budget // global batch), or fixed train_steps.
-    train_examples: int = _run_parameter(12_000)
+    # Steps, by default from the data: `epochs` passes over the training split (counted by the
+    # Trainer), at least `min_train_examples` (small data needs many passes); steps = examples //
+    # global batch either way. Or a fixed example budget (train_examples), or fixed train_steps.
+    epochs: float = _run_parameter(2.0)
+    min_train_examples: int = 12_800
+    train_examples: int = _run_parameter(0)
     train_steps: int = _run_parameter(0)
     eval_steps: int = 0  # 0: one pass over the eval split
     # Learning rate: scaled linearly with the global batch, with linear warmup.
@@ -80,8 +84,13 @@ class TrainerConfig:
     def validate(self) -> None:
         if self.per_replica_batch < 0 or self.global_batch < 0:
             raise TrainerConfigError("trainer batch sizes must be positive")
-        if self.train_steps <= 0 and self.train_examples <= 0:
-            raise TrainerConfigError("set trainer.train_steps or trainer.train_examples")
+        if self.train_steps < 0 or self.train_examples < 0 or self.min_train_examples < 0:
+            raise TrainerConfigError(
+                "trainer.train_steps, train_examples and min_train_examples cannot be negative")
+        if self.train_steps <= 0 and self.train_examples <= 0 and self.epochs <= 0:
+            raise TrainerConfigError(
+                "set trainer.epochs (a number of passes over the training split), "
+                "trainer.train_examples or trainer.train_steps")
         if self.steps_per_execution < 1:
             raise TrainerConfigError("trainer.steps_per_execution must be at least 1")
         if self.strategy not in STRATEGIES:

@@ -26,6 +26,14 @@ def fits_in_memory(files: list[str]) -> bool:
     return sum(tf.io.gfile.stat(f).length for f in files) <= CACHE_MAX_FILE_BYTES
 
 
+def count_records(files: list[str], compression: str = "GZIP") -> int:
+    """The records in these TFRecord files, counted in C++ a batch at a time."""
+    ds = tf.data.TFRecordDataset(files, compression_type=compression,
+                                 num_parallel_reads=tf.data.AUTOTUNE).batch(8192)
+    return int(ds.reduce(tf.constant(0, tf.int64),
+                         lambda n, batch: n + tf.shape(batch, out_type=tf.int64)[0]))
+
+
 def list_files(patterns) -> list[str]:
     files = sorted({f for p in ([patterns] if isinstance(patterns, str) else patterns)
                     for f in tf.io.gfile.glob(p)})

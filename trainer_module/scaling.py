@@ -1,7 +1,9 @@
 """TPU scaling rules as arithmetic: global batch, train steps from an example budget, LR and warmup.
 
 - keep the per-replica batch fixed when adding replicas: global = per-replica x replicas;
-- keep the number of examples fixed: steps = example budget // global batch;
+- keep the number of examples fixed: steps = example budget // global batch, where the budget
+  is by default `epochs` passes over the training split (at least `min_train_examples`), so
+  it follows the data, not a constant;
 - scale the learning rate linearly with the global batch, with linear warmup.
 
 Pure arithmetic, no TensorFlow: `lockstep plan` prints it in a blink. The warmup schedule itself
@@ -11,6 +13,7 @@ is in trainer_module/warmup.py.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 
 class ScalingError(ValueError):
@@ -29,6 +32,7 @@ class Plan:
     base_batch: int
     warmup_steps: int
     warnings: tuple[str, ...] = ()
+    budget: str = ""  # where the step count came from, in words
 
     def describe(self) -> str:
         lines = [
@@ -36,7 +40,7 @@ class Plan:
             f"  replicas              {self.replicas}",
             f"  per-replica batch     {self.per_replica_batch}",
             f"  global batch          {self.global_batch}  (= {self.per_replica_batch} x {self.replicas})",
-            f"  train steps           {self.train_steps}  ({self.examples} examples)",
+            f"  train steps           {self.train_steps}  ({self.examples} examples: {self.budget})",
             f"  learning rate         {self.learning_rate:g}  (= {self.base_learning_rate:g} x "
             f"{self.global_batch} / {self.base_batch})",
             f"  warmup steps          {self.warmup_steps}",
@@ -45,8 +49,9 @@ class Plan:
         return "\n".join(lines)
 
 
-def make_plan(cfg, replicas: int, on_tpu: bool = False) -> Plan:
-    """cfg: a TrainerConfig. replicas: num_replicas_in_sync."""
+def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None = None) -> Plan:
+    """cfg: a TrainerConfig. replicas: num_replicas_in_sync. train_rows: the training split's
+    rows, needed when the steps come from trainer.epochs."""
     if replicas < 1:
         raise ScalingError(f"replicas must be at least 1, got {replicas}")
     if cfg.global_batch:
@@ -61,20 +66,33 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False) -> Plan:
         raise ScalingError("trainer.per_replica_batch must be at least 1")
     global_batch = per_replica * replicas
     if cfg.train_steps:
-        steps = cfg.train_steps
-    else:
+        steps, budget = cfg.train_steps, "fixed trainer.train_steps"
+    elif cfg.train_examples:
         steps = cfg.train_examples // global_batch
+        budget = f"trainer.train_examples={cfg.train_examples}"
         if steps < 1:
             raise ScalingError(
                 f"trainer.train_examples={cfg.train_examples} is less than one global batch "
                 f"({global_batch})")
+    else:
+        if train_rows is None:
+            raise ScalingError("the step count comes from the data (trainer.epochs): give the "
+                               "training split's row count")
+        examples = math.ceil(cfg.epochs * train_rows)
+        budget = f"{cfg.epochs:g} epochs over {train_rows} training rows"
+        if examples < cfg.min_train_examples:
+            examples = cfg.min_train_examples
+            budget = (f"trainer.min_train_examples; {cfg.epochs:g} epochs over {train_rows} "
+                      "training rows would be fewer")
+        steps = max(math.ceil(examples / global_batch), 1)
     warnings = []
     if on_tpu and per_replica % 8:
         warnings.append(f"per-replica batch {per_replica} is not a multiple of 8; TPU cores pad "
                         "it (128 fills the MXU best)")
     lr = cfg.base_learning_rate * global_batch / cfg.base_batch
     return Plan(replicas, per_replica, global_batch, steps, steps * global_batch, lr,
-                cfg.base_learning_rate, cfg.base_batch, min(cfg.warmup_steps, steps), tuple(warnings))
+                cfg.base_learning_rate, cfg.base_batch, min(cfg.warmup_steps, steps), tuple(warnings),
+                budget)
 
 
 def describe_plans(plans: list[tuple[str, Plan]], headers: dict[str, str] | None = None) -> str:

@@ -61,7 +61,11 @@ def run(job: TrainJob, callbacks=()) -> dict:
     cfg = job.trainer
     tf.keras.utils.set_random_seed(cfg.seed)
     strategy = strategy_lib.resolve_strategy(cfg)
-    plan = scaling.make_plan(cfg, strategy.num_replicas_in_sync, strategy_lib.is_tpu(strategy))
+    train_rows = None
+    if not cfg.train_steps and not cfg.train_examples:  # steps from the data: epochs over it
+        train_rows = input_pipeline.count_records(input_pipeline.list_files(job.train_files))
+    plan = scaling.make_plan(cfg, strategy.num_replicas_in_sync, strategy_lib.is_tpu(strategy),
+                             train_rows)
     logging.info("\n%s", plan.describe())
     if cfg.tpu_slice:
         from trainer_module import slices

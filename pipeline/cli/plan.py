@@ -25,6 +25,12 @@ def add_parser(sub) -> None:
     plan.add_argument("--global-batch", type=int, help="override trainer.global_batch")
     plan.add_argument("--train-examples", type=int, help="override trainer.train_examples")
     plan.add_argument("--train-steps", type=int, help="override trainer.train_steps")
+    plan.add_argument("--epochs", type=float, help="override trainer.epochs")
+    plan.add_argument("--data", help="the CSV data whose rows set the steps (default: data.path)")
+    plan.add_argument("--label", help="its label column (default: data.label)")
+    plan.add_argument("--rows", type=int,
+                      help="the training split's rows (default: counted in data.path, times the "
+                           "train split's share of the hash buckets)")
     plan.add_argument("--json", action="store_true", help="print the plan(s) as JSON")
     plan.set_defaults(func=command)
 
@@ -48,21 +54,45 @@ def _sizes(args, trainer) -> list[tuple[str, int, bool]]:
     return [(f"{replicas} replica(s)", replicas, False)]
 
 
+def _train_rows(args, config) -> tuple[int | None, str]:
+    """The training split's rows when the steps come from the data, and where that came from."""
+    trainer = config.trainer
+    if trainer.train_steps or trainer.train_examples:
+        return None, ""
+    if args.rows is not None:
+        if args.rows < 1:
+            raise UsageError(f"--rows must be at least 1, got {args.rows}")
+        return args.rows, f"Training rows: {args.rows} (--rows)"
+    from pipeline import data_check
+
+    data = data_check.check(config.data.path, config.data.label, config.data.missing_values,
+                            config.data.span_pattern, config.data.span_window, config.data.task)
+    train, evaluation = config.data.train_buckets, config.data.eval_buckets
+    rows = data.rows * train // (train + evaluation)
+    return rows, (f"Training rows: about {rows} ({train} of {train + evaluation} hash buckets of "
+                  f"the {data.rows} rows in {config.data.path})")
+
+
 def command(args) -> int:
     from trainer_module import scaling, slices
 
     config = load_config(args, {"trainer.per_replica_batch": args.per_replica_batch,
                                 "trainer.global_batch": args.global_batch,
                                 "trainer.train_examples": args.train_examples,
-                                "trainer.train_steps": args.train_steps}, absolute=False)
+                                "trainer.train_steps": args.train_steps,
+                                "trainer.epochs": args.epochs,
+                                "data.path": args.data, "data.label": args.label}, absolute=False)
     if args.per_replica_batch:  # a per-replica batch on the command line wins over the file's global
         config.trainer.global_batch = 0
-    plans = [(label, scaling.make_plan(config.trainer, replicas, on_tpu))
+    rows, where = _train_rows(args, config)
+    plans = [(label, scaling.make_plan(config.trainer, replicas, on_tpu, rows))
              for label, replicas, on_tpu in _sizes(args, config.trainer)]
     if args.json:
         print(json.dumps([{"size": label, **dataclasses.asdict(plan)} for label, plan in plans],
                          indent=2))
         return 0
+    if where:
+        print(where + "\n")
     headers = {label: "TPU slice " + slices.PRESETS[label].describe()
                for label, _ in plans if label in slices.PRESETS}
     print(scaling.describe_plans(plans, headers))
