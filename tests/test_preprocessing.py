@@ -14,11 +14,11 @@ from trainer_module import features, preprocessing
 from trainer_module.config import CLASSIFICATION, REGRESSION, TransformSpec
 
 FEATURE_SPEC = {"x": tf.io.VarLenFeature(tf.float32), "color": tf.io.VarLenFeature(tf.string),
-                "y": tf.io.VarLenFeature(tf.int64)}
-ROWS = [{"x": [1.0], "color": [b"red"], "y": [3]},
-        {"x": [3.0], "color": [b"blue"], "y": [7]},
-        {"x": [], "color": [b"red"], "y": [3]},  # x missing
-        {"x": [5.0], "color": [], "y": []}]  # color and label missing
+                "n": tf.io.VarLenFeature(tf.int64), "y": tf.io.VarLenFeature(tf.int64)}
+ROWS = [{"x": [1.0], "color": [b"red"], "n": [], "y": [3]},
+        {"x": [3.0], "color": [b"blue"], "n": [100], "y": [7]},
+        {"x": [], "color": [b"red"], "n": [200], "y": [3]},  # x missing
+        {"x": [5.0], "color": [], "n": [600], "y": []}]  # color and label missing
 
 
 def _transform(task):
@@ -38,6 +38,11 @@ def test_numeric_string_and_missing_columns(task):
     assert np.isclose(np.mean(x), 0.0, atol=1e-6) and np.isclose(x[2], 0.0, atol=1e-6)
     assert x[0] < x[2] < x[3]
     assert [r[features.missing_flag_name("x")] for r in rows] == [0.0, 0.0, 1.0, 0.0]
+    # Each numeric column has its own statistics: n's missing cell is n's mean (300), not x's.
+    filled = np.array([300.0, 100.0, 200.0, 600.0])
+    expected = (filled - filled.mean()) / filled.std()
+    assert np.allclose([r[features.transformed_name("n")] for r in rows], expected, atol=1e-5)
+    assert [r[features.missing_flag_name("n")] for r in rows] == [1.0, 0.0, 0.0, 0.0]
     colors = [r[features.transformed_name("color")] for r in rows]
     assert colors[0] == colors[2] != colors[1] != colors[3]  # red, blue, and missing apart
 

@@ -1,6 +1,8 @@
 """preprocessing_fn for tf.Transform: generic over any CSV, driven by the inferred schema's types.
 
 - numeric feature x: `x_xf` = z-score with missing filled by the mean (so 0), and `x_missing` 0/1;
+  all numeric columns go through one [batch, n] matrix, so their analyzers are one per statistic,
+  not one per column;
 - string feature s: `s_xf` = vocabulary index with OOV buckets, missing mapped to its own token;
 - label, by the task decided before the run (custom_config, trainer_module/config.py):
   classification gives classes as a vocabulary index (string or integer labels; -1 when
@@ -46,6 +48,7 @@ def preprocessing_fn(inputs, custom_config):
     if label not in inputs:
         raise ValueError(f"label column '{label}' is not among the features: {sorted(inputs)}")
     outputs = {}
+    numeric = []
     for key, x in inputs.items():
         if key == label:
             continue
@@ -54,13 +57,21 @@ def preprocessing_fn(inputs, custom_config):
             outputs[features.transformed_name(key)] = tft.compute_and_apply_vocabulary(
                 value, num_oov_buckets=features.OOV_BUCKETS, vocab_filename=features.vocab_name(key))
         else:
-            present = _present(x)
-            value = tf.cast(_dense(x, 0), tf.float32)
-            values = x.values if isinstance(x, tf.SparseTensor) else value
-            mean = tft.mean(tf.cast(values, tf.float32))
-            filled = present * value + (1.0 - present) * mean
-            outputs[features.transformed_name(key)] = tft.scale_to_z_score(filled)
-            outputs[features.missing_flag_name(key)] = 1.0 - present
+            numeric.append(key)
+    if numeric:
+        # All numeric columns as one [batch, n] matrix: one set of analyzers for them all, not
+        # one per column (Transform's time goes into tracing and planning each analyzer).
+        present = tf.stack([_present(inputs[k]) for k in numeric], axis=1)
+        values = tf.stack([tf.cast(_dense(inputs[k], 0), tf.float32) for k in numeric], axis=1)
+        wide = tf.cast(values * present, tf.float64)
+        mean = tf.cast(tft.sum(wide, reduce_instance_dims=False)
+                       / tf.maximum(tft.sum(tf.cast(present, tf.float64),
+                                            reduce_instance_dims=False), 1.0), tf.float32)
+        filled = present * values + (1.0 - present) * mean
+        scaled = tft.scale_to_z_score(filled, elementwise=True)
+        for index, key in enumerate(numeric):
+            outputs[features.transformed_name(key)] = scaled[:, index]
+            outputs[features.missing_flag_name(key)] = 1.0 - present[:, index]
 
     y = inputs[label]
     if spec.task == REGRESSION:

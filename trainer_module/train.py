@@ -125,17 +125,25 @@ def run(job: TrainJob, callbacks=()) -> dict:
             "replicas": strategy.num_replicas_in_sync}
 
 
+EVAL_BATCH = 4096  # eval rows per step: one compiled call per batch, not one eager call per 32
+
+
 def evaluate(strategy, model, job: TrainJob, spec, task, plan) -> dict:
     ds = input_pipeline.make_dataset_fn(job.eval_files, spec, job.label, task,
-                                        plan.global_batch, training=False)(None)
+                                        max(plan.global_batch, EVAL_BATCH), training=False)(None)
     if task == CLASSIFICATION:
         metric = tf.keras.metrics.SparseCategoricalAccuracy()
         name = "accuracy"
     else:
         metric = tf.keras.metrics.RootMeanSquaredError()
         name = "rmse"
-    for x, y in ds:
+
+    @tf.function
+    def update(x, y):
         metric.update_state(y, model(x, training=False))
+
+    for x, y in ds:
+        update(x, y)
     return {name: float(metric.result())}
 
 

@@ -1,0 +1,202 @@
+"""lockstep at real sizes, beside stock TFX, in one run on this machine.
+
+1. A deterministic synthetic CSV shaped like real tabular data: 24 columns (10 float and 4
+   integer measurements, 3 0/1 flags, 6 string columns with 3 to 5,000 values, a 3-class string
+   label that depends on them), about 5 % of cells missing (empty), in 4 files.
+2. Stages, rows/s side by side: lockstep's CsvExampleGen -> StatisticsGen -> SchemaGen ->
+   Transform, and stock TFX's CsvExampleGen -> StatisticsGen -> SchemaGen -> Transform with the
+   same preprocessing_fn, each pipeline in a fresh process with LocalDagRunner and its defaults
+   (stock Transform computes its pre- and post-transform statistics by default; lockstep's does
+   not, because StatisticsGen already did).
+3. The whole `lockstep run` at the --full sizes: wall time and peak RSS (of the process and the
+   processes it waited for), and how peak RSS grows with the rows.
+
+usage: python benchmarks/scale.py [--rows 300000] [--full 100000 1000000] [--skip-stock]
+                                  [--compare-multiprocess]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness import REPO
+
+LABEL = "label"
+STAGES = ("CsvExampleGen", "StatisticsGen", "Transform")
+
+
+def make_csv(directory: Path, rows: int, files: int = 4, seed: int = 0) -> None:
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    cols = {}
+    for i in range(10):
+        cols[f"num_{i}"] = rng.normal(i, 1 + i, rows).round(4)
+    for i in range(4):
+        cols[f"count_{i}"] = rng.poisson(3 + 10 * i, rows)
+    for i in range(3):
+        cols[f"flag_{i}"] = rng.integers(0, 2, rows)
+    for values in (3, 10, 50, 300, 1000, 5000):
+        ranks = np.minimum(rng.zipf(1.3, rows), values) - 1
+        cols[f"cat_{values}"] = np.char.add("v", ranks.astype(str))
+    score = (cols["num_0"] - cols["num_1"] / 2 + (cols["count_1"] > 13) * 1.5
+             + (cols["cat_10"] == "v0") - (cols["cat_3"] == "v1") + rng.normal(0, 0.7, rows))
+    label = np.where(score > 1.0, "high", np.where(score > -1.0, "mid", "low"))
+    frame = pd.DataFrame(cols)
+    missing = rng.random(frame.shape) < 0.05
+    frame = frame.astype(object).mask(missing)
+    frame[LABEL] = label
+    directory.mkdir(parents=True, exist_ok=True)
+    for index, part in enumerate(np.array_split(np.arange(rows), files)):
+        frame.iloc[part].to_csv(directory / f"part-{index}.csv", index=False)
+
+
+def _stage_pipeline(kind: str, data: str, root: str) -> None:
+    """Runs ExampleGen -> StatisticsGen -> SchemaGen -> Transform (ours or stock) here."""
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    from tfx import v1 as tfx
+    from tfx.proto import example_gen_pb2
+
+    from components.csv_example_gen import CsvExampleGen
+    from components.csv_format import DEFAULT_MISSING_VALUES
+    from trainer_module.config import CLASSIFICATION, TransformSpec
+
+    output = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
+        example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=4),
+        example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)]))
+    if kind == "ours":
+        example_gen = CsvExampleGen(input_base=data, label=LABEL,
+                                    missing_values=list(DEFAULT_MISSING_VALUES),
+                                    output_config=output)
+    else:
+        example_gen = tfx.components.CsvExampleGen(input_base=data, output_config=output)
+    statistics = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    schema = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"],
+                                      infer_feature_shape=False)
+    transform = tfx.components.Transform(
+        examples=example_gen.outputs["examples"], schema=schema.outputs["schema"],
+        preprocessing_fn="trainer_module.preprocessing.preprocessing_fn",
+        custom_config=TransformSpec(LABEL, CLASSIFICATION).to_custom_config(),
+        **({"disable_statistics": True} if kind == "ours" else {}))
+    metadata_path = os.path.join(root, "metadata.sqlite")
+    pipeline = tfx.dsl.Pipeline(
+        pipeline_name=f"scale-{kind}", pipeline_root=root, enable_cache=False,
+        components=[example_gen, statistics, schema, transform],
+        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+            metadata_path))
+    tfx.orchestration.LocalDagRunner().run(pipeline)
+
+    from ml_metadata import metadata_store
+    from tfx.orchestration import metadata
+
+    store = metadata_store.MetadataStore(metadata.sqlite_metadata_connection_config(metadata_path))
+    seconds = {}
+    for execution in store.get_executions():
+        node = next((c.name.split(".", 1)[-1] for c in store.get_contexts_by_execution(execution.id)
+                     if c.type == "node"), execution.type)
+        seconds[node] = (execution.last_update_time_since_epoch
+                         - execution.create_time_since_epoch) / 1000
+    print("SECONDS " + json.dumps(seconds))
+
+
+def _run(cmd, cwd) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS in GB of it and what it waited for, stdout) of one command."""
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
+    tic = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.perf_counter() - tic
+        out.seek(0), err.seek(0)
+        stdout = out.read()
+        if process.returncode:
+            sys.exit(f"failed: {' '.join(map(str, cmd))}\n{err.read()[-3000:]}")
+    return seconds, usage.ru_maxrss / 1e6, stdout
+
+
+def _stages(kind: str, data: Path, work: Path) -> dict[str, float]:
+    _, _, stdout = _run([sys.executable, __file__, "--stage", kind, str(data),
+                         str(work / f"stage-{kind}")], work)
+    line = next(l for l in stdout.splitlines() if l.startswith("SECONDS "))
+    seconds = json.loads(line[len("SECONDS "):])
+    return {stage: seconds[stage] for stage in STAGES}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=300_000, help="rows for the stage comparison")
+    parser.add_argument("--full", type=int, nargs="*", default=[100_000, 1_000_000],
+                        help="row counts for the whole pipeline (none: skip)")
+    parser.add_argument("--skip-stock", action="store_true")
+    parser.add_argument("--compare-multiprocess", action="store_true",
+                        help="also run the largest --full size with Beam's multi-process direct "
+                             "runner on every core, and print the ratio")
+    parser.add_argument("--stage", nargs=3, metavar=("KIND", "DATA", "ROOT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.stage:
+        _stage_pipeline(*args.stage)
+        return
+    work = Path(tempfile.mkdtemp(prefix="lockstep-scale-"))
+    print(f"work directory: {work}", flush=True)
+    if args.rows:
+        data = work / f"data-{args.rows}"
+        make_csv(data, args.rows)
+        ours = _stages("ours", data, work)
+        stock = None if args.skip_stock else _stages("stock", data, work)
+        print(f"\nStages on {args.rows} rows x 24 columns (rows/s; stock / lockstep seconds):")
+        for stage in STAGES:
+            line = f"  {stage:<14} lockstep {args.rows / ours[stage]:9,.0f} rows/s ({ours[stage]:6.1f}s)"
+            if stock:
+                line += (f"   stock {args.rows / stock[stage]:9,.0f} rows/s ({stock[stage]:6.1f}s)"
+                         f"   speed-up x{stock[stage] / ours[stage]:.1f}")
+            print(line)
+        if stock:
+            total_ours, total_stock = sum(ours.values()), sum(stock.values())
+            print(f"  ExampleGen speed-up x{stock['CsvExampleGen'] / ours['CsvExampleGen']:.1f} "
+                  "(goal >= 10)")
+            print(f"  ExampleGen + StatisticsGen + Transform: lockstep {total_ours:.1f}s, stock "
+                  f"{total_stock:.1f}s, speed-up x{total_stock / total_ours:.2f} (goal >= 2.5)",
+                  flush=True)
+    peaks = {}
+    for rows in args.full:
+        data = work / f"data-{rows}"
+        if not data.exists():
+            make_csv(data, rows)
+        seconds, peak, stdout = _run(
+            [sys.executable, "-m", "pipeline.cli", "run", "--data", str(data), "--label", LABEL,
+             "--pipeline-root", str(work / f"run-{rows}/root"),
+             "--serving-dir", str(work / f"run-{rows}/serving")], work)
+        peaks[rows] = peak
+        trainer = next((l for l in stdout.splitlines() if l.startswith("Trainer:")), "")
+        blessed = next((l for l in stdout.splitlines() if l.startswith("Blessed:")), "")
+        print(f"\nWhole pipeline on {rows} rows: {seconds / 60:.1f} min wall, peak RSS "
+              f"{peak:.2f} GB\n  {trainer}\n  {blessed}", flush=True)
+    if args.compare_multiprocess and args.full:
+        rows = max(args.full)
+        config = work / "multiprocess.toml"
+        config.write_text(f'beam_args = ["--direct_num_workers={os.cpu_count()}", '
+                          '"--direct_running_mode=multi_processing", "--sdk_container_image=none"]\n')
+        seconds, peak, _ = _run(
+            [sys.executable, "-m", "pipeline.cli", "run", "--config", str(config), "--data",
+             str(work / f"data-{rows}"), "--label", LABEL,
+             "--pipeline-root", str(work / f"mp-{rows}/root"),
+             "--serving-dir", str(work / f"mp-{rows}/serving")], work)
+        print(f"\nWhole pipeline on {rows} rows with {os.cpu_count()} Beam worker processes: "
+              f"{seconds / 60:.1f} min wall, peak RSS {peak:.2f} GB", flush=True)
+    if len(peaks) > 1:
+        small, large = min(peaks), max(peaks)
+        print(f"\nPeak RSS x{peaks[large] / peaks[small]:.2f} for x{large / small:g} rows "
+              "(goal: at 1 M rows <= 1.5x that at 100 k, and <= 3 GB)")
+
+
+if __name__ == "__main__":
+    main()
