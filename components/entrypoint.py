@@ -26,6 +26,7 @@ Nothing here changes what an executor computes.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import time
 import types
@@ -114,7 +115,24 @@ def prepare(argv: list[str]) -> None:
             sys.modules[module] = placeholder
 
 
+# Beam's SDK harness boot program, where Beam's SDK images (apache/beam_python3.11_sdk) keep it.
+BEAM_BOOT = "/opt/apache/beam/boot"
+
+
+def beam_worker_args(argv: list[str]) -> bool:
+    """Whether this container was started as a Beam SDK worker (Dataflow, or the portable
+    runner's DOCKER environment, starts it with its ENTRYPOINT and these flags), not as a task."""
+    return any(a.startswith("--provision_endpoint") for a in argv)
+
+
 def main() -> None:
+    if beam_worker_args(sys.argv[1:]):
+        # The same image serves Beam's workers when built on a Beam SDK image (infra/README.md).
+        if not os.path.exists(BEAM_BOOT):
+            sys.exit(f"lockstep: started as a Beam worker, but {BEAM_BOOT} is not in this image: "
+                     "build it with --build-arg PYTHON_IMAGE=apache/beam_python3.11_sdk:<beam>")
+        os.execv(BEAM_BOOT, [BEAM_BOOT, *sys.argv[1:]])
+        return  # not reached: execv replaces this process
     prepare(sys.argv[1:])
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint

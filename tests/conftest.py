@@ -59,6 +59,7 @@ def compiled(tmp_path_factory):
     root = tmp_path_factory.mktemp("compile")
     config = root / "kfp.toml"
     config.write_text(
+        'beam_args = ["--runner=DataflowRunner", "--region=europe-west4"]\n'
         '[data]\npath = "gs://lockstep-test/data"\nspan_pattern = "span-{SPAN}/*.csv"\n'
         'task = "classification"\n[trainer]\ntpu_slice = "v5e-4"\nper_replica_batch = 128\n'
         '[paths]\nserving_dir = "gs://lockstep-test/serving"\n')

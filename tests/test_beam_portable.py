@@ -9,6 +9,7 @@ in-memory runner.
 
 import os
 import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -16,7 +17,6 @@ import tensorflow as tf
 
 from conftest import LOCKSTEP, REPO, PipelineRun
 
-pytestmark = pytest.mark.slow
 
 PORTABLE = ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]
 
@@ -39,6 +39,7 @@ HOOK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_the_pipeline_runs_on_the_portable_runner(tmp_path):
     config = tmp_path / "portable.toml"
     config.write_text("beam_args = [" + ", ".join(f'"{a}"' for a in PORTABLE) + "]\n")
@@ -62,3 +63,22 @@ def test_the_pipeline_runs_on_the_portable_runner(tmp_path):
     rows = sum(1 for p in examples for _ in tf.data.TFRecordDataset(str(p), "GZIP"))
     assert rows == 344
     assert run.pushed_versions(), result.stdout
+
+
+def test_the_image_entrypoint_hands_a_beam_worker_to_beams_boot(tmp_path, monkeypatch):
+    """Dataflow (or a DOCKER environment) starts the image with its ENTRYPOINT and Beam's worker
+    flags; the entrypoint hands those to Beam's boot program, a KFP task never reaches it."""
+    from components import entrypoint
+
+    args = ["--id=1-1", "--provision_endpoint=localhost:5000", "--logging_endpoint=x"]
+    boot = tmp_path / "boot"
+    monkeypatch.setattr(entrypoint, "BEAM_BOOT", str(boot))
+    monkeypatch.setattr(sys, "argv", ["entrypoint", *args])
+    with pytest.raises(SystemExit, match="is not in this image"):
+        entrypoint.main()
+    boot.write_text("")
+    calls = []
+    monkeypatch.setattr(os, "execv", lambda path, argv: calls.append((path, argv)))
+    entrypoint.main()
+    assert calls == [(str(boot), [str(boot), *args])]
+    assert not entrypoint.beam_worker_args(["--executor_class_path=x", "--json_serialized_x=y"])

@@ -54,6 +54,15 @@ def test_spec_parses_has_no_resolver_and_puts_only_the_trainer_on_tpu(compiled):
     assert trainer_k8s.tolerations[0].key == "google.com/tpu"
 
 
+def test_beam_args_reach_every_beam_component(compiled):
+    spec, _ = _load(compiled["output"])
+    executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
+    with_args = {name for name, executor in executors.items()
+                 if "--runner=DataflowRunner" in " ".join(executor["container"].get("args", []))}
+    assert with_args >= {"CsvExampleGen_executor", "StatisticsGen_executor",
+                         "Transform_executor", "Evaluator_executor"}, sorted(executors)
+
+
 def test_spec_caching_parameters_and_root(compiled):
     spec, _ = _load(compiled["output"])
     cache = {name: task.caching_options.enable_cache for name, task in spec.root.dag.tasks.items()}
@@ -62,8 +71,8 @@ def test_spec_caching_parameters_and_root(compiled):
     assert all(cache.values())
     params = {name: json_format.MessageToDict(p.default_value)
               for name, p in spec.root.input_definitions.parameters.items()}
-    assert params == {"data_root": "gs://lockstep-test/data", "train_steps": 0,
-                      "train_examples": 12000, "per_replica_batch": 128,
+    assert params == {"data_root": "gs://lockstep-test/data", "train_steps": 0, "epochs": 2.0,
+                      "train_examples": 0, "per_replica_batch": 128,
                       "base_learning_rate": 0.01}
     assert spec.root.dag.tasks["Trainer"].inputs.parameters[
         "train_steps"].component_input_parameter == "train_steps"
