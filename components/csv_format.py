@@ -37,6 +37,7 @@ DEFAULT_MISSING_VALUES = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
 INT_PATTERN = r"^[+-]?[0-9]+$"
 FLOAT_PATTERN = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 BLOCK_BYTES = 4 << 20  # bytes per Arrow record batch: ~40k rows of a 100-byte row
+MAX_BLOCK_BYTES = 1 << 30  # the longest row read (a block must hold a whole row)
 RANGE_BYTES = 64 << 20  # bytes per unit of parallel work in a large file
 _BOM = b"\xef\xbb\xbf"
 
@@ -159,10 +160,31 @@ def _skip_blank(row) -> str:
     return "skip" if not row.text.strip() else "error"
 
 
-def record_batches(read: Read, header: list[str], block_bytes: int = BLOCK_BYTES
+def record_batches(read: Read, header: list[str], block_bytes: int | None = None
                    ) -> Iterator[pa.RecordBatch]:
-    """The rows of one read as record batches of string columns named by the header."""
-    options = pa_csv.ReadOptions(column_names=header, block_size=block_bytes, use_threads=False)
+    """The rows of one read as record batches of string columns named by the header. A row
+    longer than a block makes Arrow give up; the read starts again with blocks 8 times larger,
+    past the rows already given, up to MAX_BLOCK_BYTES."""
+    block, given = block_bytes or BLOCK_BYTES, 0
+    while True:
+        try:
+            skip = given
+            for batch in _record_batches(read, header, block):
+                if skip >= batch.num_rows:
+                    skip -= batch.num_rows
+                    continue
+                batch, skip = batch.slice(skip), 0
+                given += batch.num_rows
+                yield batch
+            return
+        except pa.ArrowInvalid as err:
+            if "straddl" not in str(err) or block >= MAX_BLOCK_BYTES:
+                raise _explain(read.path, header, str(err)) from None
+            block = min(block * 8, MAX_BLOCK_BYTES)
+
+
+def _record_batches(read: Read, header: list[str], block: int) -> Iterator[pa.RecordBatch]:
+    options = pa_csv.ReadOptions(column_names=header, block_size=block, use_threads=False)
     parse = pa_csv.ParseOptions(newlines_in_values=True, invalid_row_handler=_skip_blank)
     convert = pa_csv.ConvertOptions(column_types={h: pa.string() for h in header},
                                     strings_can_be_null=False, quoted_strings_can_be_null=False,
@@ -172,14 +194,10 @@ def record_batches(read: Read, header: list[str], block_bytes: int = BLOCK_BYTES
         stream = io.BufferedReader(_Range(handle, read.start, read.end, at_row_start), 1 << 20)
         if not stream.peek(1):
             return  # no rows in this range
-        try:
-            reader = pa_csv.open_csv(stream, read_options=options, parse_options=parse,
-                                     convert_options=convert)
-            for batch in reader:
-                if batch.num_rows:
-                    yield batch
-        except pa.ArrowInvalid as err:
-            raise _explain(read.path, header, str(err)) from None
+        for batch in pa_csv.open_csv(stream, read_options=options, parse_options=parse,
+                                     convert_options=convert):
+            if batch.num_rows:
+                yield batch
 
 
 def _starts_row(handle: BinaryIO, offset: int) -> bool:

@@ -47,12 +47,13 @@ class RunReport:
     task: str = ""  # classification | regression, and why
     failures: list[str] = dataclasses.field(default_factory=list)  # why not blessed
 
-    def describe(self) -> str:
+    def describe(self, with_nodes: bool = True) -> str:
         lines = [f"Task: {self.task}"] if self.task else []
-        lines.append("Components:")
-        for n in self.nodes:
-            start = f"  (start-up {n.start_seconds:.1f}s)" if n.start_seconds is not None else ""
-            lines.append(f"  {n.node:<20} {n.state:<9} {n.seconds:6.1f}s{start}")
+        if with_nodes:
+            lines.append("Components:")
+            for n in self.nodes:
+                start = f"  (start-up {n.start_seconds:.1f}s)" if n.start_seconds is not None else ""
+                lines.append(f"  {n.node:<20} {n.state:<9} {n.seconds:6.1f}s{start}")
         if self.spans:
             lines.append("Data: span " + ", ".join(map(str, self.spans)))
         if self.training:

@@ -33,6 +33,9 @@ STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "cpu")
 MAX_INTEGER_CLASSES = 50
 
 LABEL_KEY, TASK_KEY, TRAINER_KEY = "label", "task", "trainer"
+# The Python logger the Trainer's progress records go to (step, total, loss, examples/s), about
+# once a second: a console can draw them (pipeline/console.py); elsewhere they are log lines.
+PROGRESS_LOGGER = "lockstep.progress"
 
 
 class TrainerConfigError(ValueError):

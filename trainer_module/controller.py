@@ -4,12 +4,17 @@ write TensorBoard summaries and a progress line every N steps."""
 
 from __future__ import annotations
 
+import logging as std_logging
 import os
 import time
 from typing import Callable
 
 from absl import logging
 import tensorflow as tf
+
+from trainer_module.config import PROGRESS_LOGGER
+
+PROGRESS_SECONDS = 1.0  # at most one progress record this often
 
 
 def make_checkpoint_manager(model, optimizer, directory: str, max_to_keep: int = 3):
@@ -55,6 +60,8 @@ class Controller:
     def train(self) -> dict[str, float]:
         step, logs = self.step, {}
         last_log, tic = step, time.perf_counter()
+        progress = std_logging.getLogger(PROGRESS_LOGGER)
+        started, first_step, last_progress = tic, step, 0.0
         global_batch = self.trainer.global_batch
         while step < self.total_steps:
             n = self._next_chunk(step)
@@ -79,6 +86,13 @@ class Controller:
                 last_log = step
                 logging.info("step %d/%d  %s", step, self.total_steps, "  ".join(
                     f"{k} {v:.4g}" for k, v in logs.items() if k != "steps"))
+            now = time.perf_counter()
+            if now - last_progress >= PROGRESS_SECONDS or step == self.total_steps:
+                last_progress = now
+                progress.info("step %d/%d", step, self.total_steps, extra={"progress": {
+                    "step": step, "total": self.total_steps, "loss": float(logs.get("loss", 0.0)),
+                    "examples_per_sec": logs["examples_per_sec"],
+                    "eta": (now - started) / max(step - first_step, 1) * (self.total_steps - step)}})
             for callback in self.callbacks:
                 callback(step, logs)
         if self.writer is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -46,16 +47,16 @@ def _lock(path: str | None):
     return run_lock(path) if path else contextlib.nullcontext()
 
 
-def _run_kfp_local(config, task: str):
+def _run_kfp_local(config, task: str, console):
     """Compiles the spec and runs it under kfp.local (pipeline/kfp_local.py), a line per task."""
     from pipeline import kfp_local
 
-    print("lockstep: compiling, then running the spec under kfp.local, each task a process of "
-          "its own", flush=True)
+    console.line("lockstep: compiling, then running the spec under kfp.local, each task a "
+                 "process of its own")
 
     def task_line(record):
-        print(f"  {record.task:<20} {'done' if record.succeeded else 'FAILED':<7} "
-              f"{record.seconds:6.1f}s (start-up {record.start_seconds:.1f}s)", flush=True)
+        console.line(f"  {record.task:<20} {'done' if record.succeeded else 'FAILED':<7} "
+                     f"{record.seconds:6.1f}s (start-up {record.start_seconds:.1f}s)")
 
     return kfp_local.run_config(config, task, on_task=task_line).report()
 
@@ -68,25 +69,31 @@ def command(args) -> int:
     config = load_config(args, _overrides(args))
     data = data_check.check(config.data.path, config.data.label, config.data.missing_values,
                             config.data.span_pattern, config.data.span_window, config.data.task)
-    absl_logging.set_verbosity(absl_logging.INFO if args.verbose else absl_logging.WARNING)
-    if config.trainer.emulate_replicas > 1:
-        # Must happen before TensorFlow starts: the Trainer runs in this process.
-        from trainer_module.strategy import configure_emulated_replicas
-
-        configure_emulated_replicas(config.trainer.emulate_replicas)
+    absl_logging.set_verbosity(absl_logging.INFO)  # all of it to the log file (or, -v, here)
     spans = f" of span(s) {', '.join(map(str, data.spans))}" if data.spans else ""
     task = f"{data.task} ({data.task_reason})"
     print(f"lockstep: {data.rows} rows from {len(data.files)} CSV file(s){spans}, label "
           f"'{config.data.label}', {len(data.columns) - 1} features; task {task}", flush=True)
-    from pipeline import local_runner
     from pipeline.cli import errors
+    from pipeline.console import Console
     from pipeline.local_schedule import Locked
 
     tic = time.perf_counter()
+    log_path = os.path.join(config.paths.pipeline_root, "logs",
+                            time.strftime("run-%Y%m%dT%H%M%SZ.log", time.gmtime()))
+    if not args.verbose:
+        print(f"lockstep: library logs go to {log_path} (-v shows them here)", flush=True)
     try:
-        with _lock(args.lock):
+        with _lock(args.lock), Console(log_path, args.verbose) as console:
+            if config.trainer.emulate_replicas > 1:
+                # Before TensorFlow starts: the Trainer runs in this process.
+                from trainer_module.strategy import configure_emulated_replicas
+
+                configure_emulated_replicas(config.trainer.emulate_replicas)
+            from pipeline import local_runner
+
             if args.orchestrator == "kfp-local":
-                report = _run_kfp_local(config, data.task)
+                report = _run_kfp_local(config, data.task, console)
             else:
                 report = local_runner.run(config, data.input_base, data.pattern, data.task)
     except Locked as err:
@@ -99,6 +106,6 @@ def command(args) -> int:
         raise errors.PipelineFailed(f"pipeline run failed: {type(err).__name__}: "
                                     f"{lines[-1] if lines else ''}") from err
     report.task = task
-    print(report.describe())
+    print(report.describe(with_nodes=False))  # the components had their lines as they ran
     print(f"Total: {time.perf_counter() - tic:.1f}s")
     return 0

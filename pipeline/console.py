@@ -1,0 +1,134 @@
+"""What a person sees while a run lasts: a line as each component starts and ends, the Trainer's
+progress, then the summary. Everything else (TensorFlow's C++ logs, absl, Beam, TFMA, Python
+warnings) goes to a log file in the run's directory.
+
+`Console` swaps the process's stdout and stderr file descriptors for the log file while the run
+lasts, so even C++ logs written straight to fd 2 land there, and writes our own lines to the
+saved terminal. It reads what to show from log records: LocalDagRunner's "Component X is
+running." / "is finished.", the launcher's cached or new execution, and the Trainer's progress
+records (trainer_module/controller.py, PROGRESS_LOGGER). On a terminal the progress is one line
+redrawn in place; otherwise a plain line every tenth of the way.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import time
+
+from trainer_module.config import PROGRESS_LOGGER  # the Trainer's progress records
+
+_RUNNING = re.compile(r"Component (\S+) is running\.")
+_FINISHED = re.compile(r"Component (\S+) is finished\.")
+_CACHED = re.compile(r"A cached execution \d+ is used\.")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class _Watcher(logging.Handler):
+    """Turns log records into the console's lines."""
+
+    def __init__(self, console: "Console"):
+        super().__init__(logging.INFO)
+        self.console = console
+        self.node, self.started, self.cached = None, 0.0, False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if record.name == PROGRESS_LOGGER and hasattr(record, "progress"):
+                self.console.progress(**record.progress)
+                return
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001  a record we cannot read is not ours to show
+            return
+        if match := _RUNNING.match(message):
+            self.node, self.started, self.cached = match.group(1), time.perf_counter(), False
+            self.console.line(f"  {self.node:<20} running ...", transient=True)
+        elif _CACHED.match(message):
+            self.cached = True
+        elif match := _FINISHED.match(message):
+            seconds = time.perf_counter() - self.started
+            state = "cached" if self.cached else "executed"
+            self.console.line(f"  {match.group(1):<20} {state:<9} {seconds:6.1f}s")
+
+
+class Console:
+    """Use as a context manager around a run; `line` and `progress` write to the terminal."""
+
+    def __init__(self, log_path: str | None, verbose: bool = False):
+        self.log_path = log_path if not verbose else None
+        self.verbose = verbose
+        self._saved: tuple[int, int] | None = None
+        self._terminal = sys.stdout
+        self._tty = sys.stdout.isatty()
+        self._transient = False
+        self._watcher = _Watcher(self)
+        self._last_progress = 0.0
+        self._shown_tenth = -1
+
+    def __enter__(self) -> "Console":
+        if self.log_path:
+            os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
+            sys.stdout.flush(), sys.stderr.flush()
+            self._saved = (os.dup(1), os.dup(2))
+            self._terminal = os.fdopen(os.dup(self._saved[0]), "w", buffering=1)
+            log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(log, 1), os.dup2(log, 2)
+            os.close(log)
+            logging.captureWarnings(True)
+        root = logging.getLogger()
+        self._old_level = root.level
+        root.setLevel(min(root.level or logging.WARNING, logging.INFO))
+        for name in ("absl", PROGRESS_LOGGER):
+            logging.getLogger(name).setLevel(logging.INFO)
+        root.addHandler(self._watcher)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        root = logging.getLogger()
+        root.removeHandler(self._watcher)
+        root.setLevel(self._old_level)
+        self._end_transient()
+        if self._saved:
+            sys.stdout.flush(), sys.stderr.flush()
+            os.dup2(self._saved[0], 1), os.dup2(self._saved[1], 2)
+            for fd in self._saved:
+                os.close(fd)
+            self._terminal.close()
+            self._terminal = sys.stdout
+            self._saved = None
+            logging.captureWarnings(False)
+
+    def _end_transient(self) -> None:
+        if self._transient:
+            self._terminal.write("\n")
+            self._transient = False
+
+    def line(self, text: str, transient: bool = False) -> None:
+        """A line on the terminal; a transient one (a TTY only) is replaced by the next line."""
+        if transient and not self._tty:
+            return
+        if self._transient:
+            self._terminal.write("\r\x1b[2K")
+            self._transient = False
+        self._terminal.write(text if transient else text + "\n")
+        self._transient = transient
+        self._terminal.flush()
+
+    def progress(self, step: int, total: int, loss: float, examples_per_sec: float,
+                 eta: float) -> None:
+        done = step / max(total, 1)
+        text = (f"step {step}/{total}  loss {loss:.4f}  {examples_per_sec:,.0f} examples/s  "
+                f"ETA {_duration(eta)}")
+        if self._tty:
+            width = 24
+            bar = "#" * int(done * width) + "." * (width - int(done * width))
+            self.line(f"  {'Trainer':<20} [{bar}] {text}", transient=True)
+        elif int(done * 10) > self._shown_tenth or step == total:
+            self._shown_tenth = int(done * 10)
+            self.line(f"  {'Trainer':<20} {text}")
