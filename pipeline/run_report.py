@@ -46,6 +46,9 @@ class RunReport:
     training: dict = dataclasses.field(default_factory=dict)  # trainer_module.run's summary
     task: str = ""  # classification | regression, and why
     failures: list[str] = dataclasses.field(default_factory=list)  # why not blessed
+    run_id: str = ""  # the orchestrator's id of the run
+    data: str = ""  # where ExampleGen read
+    started: float = 0.0  # Unix time the run began
 
     def describe(self, with_nodes: bool = True) -> str:
         lines = [f"Task: {self.task}"] if self.task else []

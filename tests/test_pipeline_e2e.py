@@ -1,6 +1,7 @@
 """The whole pipeline, for real: LocalDagRunner, real TFRecords, a pushed SavedModel."""
 
 import glob
+import json
 import re
 import time
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import PipelineRun, eval_examples
+from conftest import PipelineRun, eval_examples, lockstep
 
 pytestmark = pytest.mark.slow
 
@@ -50,6 +51,30 @@ def test_second_run_is_cached_and_compares_with_the_first_model(penguins_run):
     assert "(baseline diff)" in result.stdout
     second_total = float(re.search(r"^Total: ([\d.]+)s", result.stdout, re.M).group(1))
     assert second_total < first_total, (first_total, second_total, time.perf_counter() - tic)
+    # `lockstep runs` lists both, newest first, from ML Metadata.
+    listed = lockstep("runs", "--pipeline-root", penguins_run.pipeline_root, "--json")
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    runs = json.loads(listed.stdout)
+    assert len(runs) == 2 and runs[0]["started"] >= runs[1]["started"]
+    assert "Trainer" in runs[0]["cached"] and "Trainer" in runs[1]["executed"]
+    assert runs[1]["blessed"] is True and runs[1]["pushed_to"] == str(
+        penguins_run.pushed_versions()[0])
+    assert runs[0]["data"].endswith("penguins") and runs[0]["metrics"]
+    text = lockstep("runs", "--pipeline-root", penguins_run.pipeline_root).stdout.splitlines()
+    assert len(text) == 2 and "6 cached" in text[0] and "pushed" in text[1], text
+
+
+def test_a_run_is_quiet_and_logs_to_a_file(penguins_run):
+    out, err = penguins_run.first.stdout, penguins_run.first.stderr
+    lines = out.strip().splitlines()
+    assert len(lines) <= 30, out
+    for noise in ("cuda", "absl", "WARNING", "Instructions for updating", "deprecat"):
+        assert noise.lower() not in (out + err).lower(), noise
+    [log_line] = [l for l in lines if "library logs go to" in l]
+    log = log_line.split("library logs go to ")[1].split(" ")[0]
+    text = open(log).read()
+    assert "Component Trainer is finished." in text and "Unable to register cu" in text
+    assert re.search(r"^  Trainer\s+step \d+/\d+  loss", out, re.M), out  # progress, not a TTY
 
 
 def test_another_csv_with_another_label_and_a_string_feature(tmp_path):

@@ -61,7 +61,7 @@ class Controller:
         step, logs = self.step, {}
         last_log, tic = step, time.perf_counter()
         progress = std_logging.getLogger(PROGRESS_LOGGER)
-        started, first_step, last_progress = tic, step, 0.0
+        rate_from, last_progress = None, 0.0  # (time, step) after the first call (it traces)
         global_batch = self.trainer.global_batch
         while step < self.total_steps:
             n = self._next_chunk(step)
@@ -87,12 +87,15 @@ class Controller:
                 logging.info("step %d/%d  %s", step, self.total_steps, "  ".join(
                     f"{k} {v:.4g}" for k, v in logs.items() if k != "steps"))
             now = time.perf_counter()
-            if now - last_progress >= PROGRESS_SECONDS or step == self.total_steps:
+            if rate_from is None:
+                rate_from = (now, step)
+            elif now - last_progress >= PROGRESS_SECONDS or step == self.total_steps:
                 last_progress = now
+                per_step = (now - rate_from[0]) / max(step - rate_from[1], 1)
                 progress.info("step %d/%d", step, self.total_steps, extra={"progress": {
                     "step": step, "total": self.total_steps, "loss": float(logs.get("loss", 0.0)),
-                    "examples_per_sec": logs["examples_per_sec"],
-                    "eta": (now - started) / max(step - first_step, 1) * (self.total_steps - step)}})
+                    "examples_per_sec": global_batch / per_step,
+                    "eta": per_step * (self.total_steps - step)}})
             for callback in self.callbacks:
                 callback(step, logs)
         if self.writer is not None:

@@ -1,0 +1,65 @@
+"""`lockstep runs`: the pipeline's past runs from ML Metadata, newest first."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from pipeline.cli.common import add_config_arg, load_config
+
+
+def add_parser(sub) -> None:
+    runs = sub.add_parser("runs", help="list past runs (newest first) from ML Metadata")
+    add_config_arg(runs)
+    runs.add_argument("--pipeline-root", help="the pipeline root whose runs to list")
+    runs.add_argument("-n", "--limit", type=int, default=20, help="at most this many (default 20)")
+    runs.add_argument("--json", action="store_true", help="print the runs as JSON")
+    runs.set_defaults(func=command)
+
+
+def _row(report) -> dict:
+    nodes = {n.node: n.state for n in report.nodes}
+    return {
+        "run_id": report.run_id,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(report.started)),
+        "data": report.data,
+        "spans": report.spans,
+        "executed": [n for n, s in nodes.items() if s == "executed"],
+        "cached": [n for n, s in nodes.items() if s == "cached"],
+        "unfinished": {n: s for n, s in nodes.items() if s not in ("executed", "cached")},
+        "metrics": report.metrics,
+        "blessed": report.blessed,
+        "pushed_to": report.pushed_to,
+        "examples": report.training.get("plan", {}).get("examples"),
+    }
+
+
+def command(args) -> int:
+    import os
+
+    from pipeline.console import Console
+
+    config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
+    with Console(os.devnull):  # TFMA's and TensorFlow's import chatter
+        from pipeline import local_runner
+
+        rows = [_row(r) for r in local_runner.history(config)[:max(args.limit, 0)]]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print(f"no runs in {config.metadata_path}")
+        return 0
+    for row in rows:
+        metric = ", ".join(f"{k} {v:.4f}" for k, v in sorted(row["metrics"].items())
+                           if "diff" not in k and k != "example_count") or "no metrics"
+        span = f" span {','.join(map(str, row['spans']))}" if row["spans"] else ""
+        work = f"{len(row['executed'])} executed, {len(row['cached'])} cached"
+        if row["unfinished"]:
+            work += ", " + ", ".join(f"{n} {s}" for n, s in row["unfinished"].items())
+        outcome = ("pushed " + row["pushed_to"] if row["pushed_to"] else
+                   "blessed, not pushed" if row["blessed"] else
+                   "not blessed" if row["blessed"] is False else "no verdict")
+        print(f"{row['started']}  {row['data'] or '?'}{span}  {work}  {metric}  {outcome}  "
+              f"({row['run_id']})")
+    return 0
