@@ -86,12 +86,21 @@ class Console:
         root.setLevel(min(root.level or logging.WARNING, logging.INFO))
         for name in ("absl", PROGRESS_LOGGER):
             logging.getLogger(name).setLevel(logging.INFO)
+        # The library logs themselves: to fd 2, which is the log file (or, -v, the terminal).
+        self._records = None
+        if not root.handlers:
+            self._records = logging.StreamHandler(sys.stderr)
+            self._records.setFormatter(logging.Formatter(
+                "%(asctime)s %(levelname)s %(name)s: %(message)s"))
+            root.addHandler(self._records)
         root.addHandler(self._watcher)
         return self
 
     def __exit__(self, *exc) -> None:
         root = logging.getLogger()
         root.removeHandler(self._watcher)
+        if self._records is not None:
+            root.removeHandler(self._records)
         root.setLevel(self._old_level)
         self._end_transient()
         if self._saved:
