@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 def _job(penguins_run, out_dir, **trainer):
     root = penguins_run.pipeline_root
     [transform_dir] = glob.glob(str(root / "Transform" / "transform_graph" / "*"))
-    examples = glob.glob(str(root / "Transform" / "transformed_examples" / "*"))[0]
+    examples = glob.glob(str(root / "CsvExampleGen" / "examples" / "*"))[0]
     cfg = dataclasses.asdict(TrainerConfig(**trainer))
     return {"train_files": [f"{examples}/Split-train/*"], "eval_files": [f"{examples}/Split-eval/*"],
             "transform_dir": transform_dir, "model_run_dir": str(out_dir / "run"),

@@ -1,5 +1,7 @@
 """Per-replica input: each input pipeline reads its own shard of the TFRecords, batches the
-serialized records, parses whole batches at once (`tf.io.parse_example`, vectorized), drops rows
+serialized records, parses whole batches at once (`tf.io.parse_example`, vectorized), applies the
+tf.Transform graph to them (the pipeline's Transform analyzes only, so the Trainer reads raw
+examples), drops rows
 without a label with one mask per batch, rebatches to the per-replica batch with drop_remainder
 (static shapes, as TPUs need), repeats and prefetches. No op runs per example but the shuffle.
 Training data that fits (`CACHE_MAX_FILE_BYTES`) is parsed once and kept in memory as parsed
@@ -45,7 +47,7 @@ def list_files(patterns) -> list[str]:
 def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str,
                     per_replica_batch: int, *, training: bool, seed: int = 0,
                     skip_steps: int = 0, shuffle_buffer: int = 10_000, cache: bool | None = None,
-                    compression: str = "GZIP"):
+                    compression: str = "GZIP", transform=None):
     """Returns dataset_fn(input_context) -> per-replica batches of (features, label).
 
     skip_steps: global steps already trained (to resume there): each pipeline skips the
@@ -57,6 +59,8 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
 
     def parse_batch(records):
         parsed = tf.io.parse_example(records, feature_spec)
+        if transform is not None:
+            parsed = transform(parsed)
         label = parsed.pop(label_out)
         keep = tf.math.is_finite(label) if task == config.REGRESSION else label >= 0
         return {k: tf.boolean_mask(v, keep) for k, v in parsed.items()}, tf.boolean_mask(label, keep)

@@ -99,9 +99,11 @@ def run(job: TrainJob, callbacks=()) -> dict:
     start = controller_lib.restore(manager, optimizer, checkpoint_dir)
     warm = start == 0 and cfg.warm_start and _warm_start(model, job.base_model)
 
+    transform = tf_transform_output.transform_features_layer()
+    raw_spec = _raw_spec(tf_transform_output, job.label)
     dataset = strategy.distribute_datasets_from_function(input_pipeline.make_dataset_fn(
-        job.train_files, spec, job.label, task, plan.per_replica_batch, training=True,
-        seed=cfg.seed, skip_steps=start))
+        job.train_files, raw_spec, job.label, task, plan.per_replica_batch, training=True,
+        seed=cfg.seed, skip_steps=start, transform=transform))
     trainer = loop.Trainer(strategy, model, optimizer, model_lib.per_example_loss_fn(task),
                            plan.global_batch, dataset, task=task, jit_compile=cfg.jit_compile)
     handler = None
@@ -116,7 +118,8 @@ def run(job: TrainJob, callbacks=()) -> dict:
         callbacks=callbacks)
     logs = controller.train()
 
-    eval_metrics = evaluate(strategy, model, job, spec, task, plan) if job.eval_files else {}
+    eval_metrics = (evaluate(model, job, raw_spec, transform, task, plan)
+                    if job.eval_files else {})
     logging.info("Eval: %s", eval_metrics)
     target = job.serving_model_dir if chief else tempfile.mkdtemp(prefix="lockstep-worker-export-")
     export.export_serving_model(model, tf_transform_output, job.label, task, target)
@@ -128,9 +131,18 @@ def run(job: TrainJob, callbacks=()) -> dict:
 EVAL_BATCH = 4096  # eval rows per step: one compiled call per batch, not one eager call per 32
 
 
-def evaluate(strategy, model, job: TrainJob, spec, task, plan) -> dict:
-    ds = input_pipeline.make_dataset_fn(job.eval_files, spec, job.label, task,
-                                        max(plan.global_batch, EVAL_BATCH), training=False)(None)
+def _raw_spec(tf_transform_output, label: str) -> dict:
+    """The raw examples' feature spec, as Transform analyzed them (the label included)."""
+    spec = dict(tf_transform_output.raw_feature_spec())
+    if label not in spec:
+        raise ValueError(f"label '{label}' is not among the raw features: {sorted(spec)}")
+    return spec
+
+
+def evaluate(model, job: TrainJob, raw_spec, transform, task, plan) -> dict:
+    ds = input_pipeline.make_dataset_fn(job.eval_files, raw_spec, job.label, task,
+                                        max(plan.global_batch, EVAL_BATCH), training=False,
+                                        transform=transform)(None)
     if task == CLASSIFICATION:
         metric = tf.keras.metrics.SparseCategoricalAccuracy()
         name = "accuracy"
