@@ -48,6 +48,9 @@ class EvalConfig:
     min_accuracy: float = 0.8  # classification: absolute threshold on the candidate
     max_rmse: float = 0.0  # regression: absolute threshold (0: no threshold)
     max_regression: float = 0.01  # how much worse than the last blessed model is still blessed
+    # Columns to slice the evaluation by (e.g. ["island"]): TFMA's metrics for each value, in the
+    # run summary and `lockstep runs --json`. Thresholds stay on the whole eval split.
+    slices: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass

@@ -64,11 +64,18 @@ def eval_config(config: Config, label: str, task: str) -> tfma.EvalConfig:
                 absolute={"value": -config.eval.max_regression}))
         metric = tfma.MetricConfig(class_name="SparseCategoricalAccuracy", threshold=threshold)
         prediction_key = "probabilities"
+    if config.eval.slices:
+        # A MetricConfig's threshold holds on every slice; the gate is on the whole eval split.
+        threshold = metric.threshold
+        metric.ClearField("threshold")
+        metric.per_slice_thresholds.append(tfma.PerSliceMetricThreshold(
+            slicing_specs=[tfma.SlicingSpec()], threshold=threshold))
     return tfma.EvalConfig(
         model_specs=[tfma.ModelSpec(signature_name="serving_default", label_key=label_key,
                                     prediction_key=prediction_key,
                                     preprocessing_function_names=["transform_features"])],
-        slicing_specs=[tfma.SlicingSpec()],
+        slicing_specs=[tfma.SlicingSpec()] + [tfma.SlicingSpec(feature_keys=[column])
+                                              for column in config.eval.slices],
         metrics_specs=[tfma.MetricsSpec(metrics=[metric, tfma.MetricConfig(class_name="ExampleCount")])])
 
 

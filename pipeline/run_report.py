@@ -35,6 +35,9 @@ class Output:
     properties: dict[str, Any]
 
 
+SLICES_SHOWN = 12  # slices in the summary; all of them are in `lockstep runs --json`
+
+
 @dataclasses.dataclass
 class RunReport:
     nodes: list[NodeReport]
@@ -46,6 +49,7 @@ class RunReport:
     training: dict = dataclasses.field(default_factory=dict)  # trainer_module.run's summary
     task: str = ""  # classification | regression, and why
     failures: list[str] = dataclasses.field(default_factory=list)  # why not blessed
+    slice_metrics: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     run_id: str = ""  # the orchestrator's id of the run
     data: str = ""  # where ExampleGen read
     started: float = 0.0  # Unix time the run began
@@ -69,6 +73,14 @@ class RunReport:
         lines.append(f"Baseline: {self.baseline}" if self.baseline else "Baseline: none (first model)")
         if self.metrics:
             lines.append("Eval metrics: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.metrics.items())))
+        if self.slice_metrics:
+            shown = list(self.slice_metrics.items())[:SLICES_SHOWN]
+            more = len(self.slice_metrics) - len(shown)
+            lines.append("Eval by slice: " + "; ".join(
+                f"{name} " + ", ".join(f"{k} {v:.4f}" if k != "example_count" else f"n={v:.0f}"
+                                       for k, v in sorted(values.items()))
+                for name, values in shown) + (f"; and {more} more (lockstep runs --json)"
+                                              if more > 0 else ""))
         if self.blessed or not self.failures:
             lines.append(f"Blessed: {'yes' if self.blessed else 'no'}")
         else:
@@ -81,9 +93,11 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
     """The report of a run whose nodes had these outputs ({node id: its output artifacts})."""
     metrics, blessed, pushed_to = {}, None, None
     failures: list[str] = []
+    slice_metrics: dict[str, dict[str, float]] = {}
     for out in outputs.get(EVALUATOR_NODE, []):
         if out.key == "evaluation":
             metrics = _read_metrics(out.uri)
+            slice_metrics = _read_slice_metrics(out.uri)
             failures = _read_failures(out.uri)
         elif out.key == "blessing":
             blessed = bool(int(out.properties.get("blessed", 0)))
@@ -103,7 +117,7 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
             with open(summary) as handle:
                 training = json.load(handle)
     return RunReport(nodes, metrics, blessed, pushed_to, spans, baseline, training,
-                     failures=failures)
+                     failures=failures, slice_metrics=slice_metrics)
 
 
 def _bound(threshold) -> str:
@@ -143,6 +157,32 @@ def _read_failures(uri: str) -> list[str]:
     if result.missing_thresholds:
         lines.append("a metric with a threshold was not computed")
     return lines
+
+
+def _slice_name(slice_key) -> str:
+    return ", ".join(f"{k.column}={_slice_value(k)}" for k in slice_key.single_slice_keys)
+
+
+def _slice_value(key) -> str:
+    kind = key.WhichOneof("kind")
+    value = getattr(key, kind) if kind else ""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _read_slice_metrics(uri: str) -> dict[str, dict[str, float]]:
+    """{"island=Biscoe": {metric: value}} for each slice of each sliced column."""
+    import tensorflow_model_analysis as tfma
+
+    out = {}
+    for per_slice in tfma.load_metrics(uri):
+        if not per_slice.slice_key.single_slice_keys:
+            continue
+        values = {kv.key.name: kv.value.double_value.value
+                  for kv in per_slice.metric_keys_and_values
+                  if kv.value.HasField("double_value") and not kv.key.is_diff
+                  and (not kv.key.model_name or kv.key.model_name == "candidate")}
+        out[_slice_name(per_slice.slice_key)] = values
+    return dict(sorted(out.items()))
 
 
 def _read_metrics(uri: str) -> dict[str, float]:

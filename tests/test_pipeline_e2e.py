@@ -40,7 +40,7 @@ def test_pushed_model_serves_raw_examples_accurately(penguins_run):
 def test_second_run_is_cached_and_compares_with_the_first_model(penguins_run):
     first_total = float(re.search(r"^Total: ([\d.]+)s", penguins_run.first.stdout, re.M).group(1))
     tic = time.perf_counter()
-    result = penguins_run.run()
+    result = penguins_run.run("--config", penguins_run.root / "slices.toml")
     assert result.returncode == 0, result.stderr[-3000:]
     comps = _components(result.stdout)
     for node in ("CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator",
@@ -60,6 +60,12 @@ def test_second_run_is_cached_and_compares_with_the_first_model(penguins_run):
     assert runs[1]["blessed"] is True and runs[1]["pushed_to"] == str(
         penguins_run.pushed_versions()[0])
     assert runs[0]["data"].endswith("penguins") and runs[0]["metrics"]
+    # eval.slices = ["island"]: TFMA's metrics per island, adding up to the whole eval split.
+    islands = runs[1]["slice_metrics"]
+    assert sorted(islands) == ["island=Biscoe", "island=Dream", "island=Torgersen"], islands
+    assert sum(m["example_count"] for m in islands.values()) == runs[1]["metrics"]["example_count"]
+    assert "Eval by slice: island=Biscoe example_count" not in penguins_run.first.stdout
+    assert "Eval by slice: island=Biscoe n=" in penguins_run.first.stdout
     text = lockstep("runs", "--pipeline-root", penguins_run.pipeline_root).stdout.splitlines()
     assert len(text) == 2 and "6 cached" in text[0] and "pushed" in text[1], text
 

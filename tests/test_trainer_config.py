@@ -89,3 +89,14 @@ def test_eval_config_per_task():
     assert metric.threshold.value_threshold.upper_bound.value == 12.5
     unbounded = pipeline_lib.eval_config(config_lib.load(None), "price", REGRESSION)
     assert not unbounded.metrics_specs[0].metrics[0].threshold.HasField("value_threshold")
+
+
+def test_eval_slices_keep_the_gate_on_the_whole_eval_split():
+    config = config_lib.load(None, {"eval.slices": ["island", "sex"]})
+    sliced = pipeline_lib.eval_config(config, "species", CLASSIFICATION)
+    assert [list(s.feature_keys) for s in sliced.slicing_specs] == [[], ["island"], ["sex"]]
+    metric = sliced.metrics_specs[0].metrics[0]
+    assert not metric.HasField("threshold")
+    [gate] = metric.per_slice_thresholds
+    assert [list(s.feature_keys) for s in gate.slicing_specs] == [[]]
+    assert gate.threshold.value_threshold.lower_bound.value == 0.8

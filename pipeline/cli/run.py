@@ -70,6 +70,12 @@ def command(args) -> int:
     data = data_check.check(config.data.path, config.data.label, config.data.missing_values,
                             config.data.span_pattern, config.data.span_window, config.data.task)
     absl_logging.set_verbosity(absl_logging.INFO)  # all of it to the log file (or, -v, here)
+    for column in config.eval.slices:
+        if column not in data.columns:
+            from pipeline.config import ConfigError
+
+            raise ConfigError(f"eval.slices: '{column}' is not a column of {config.data.path} "
+                              f"(columns: {', '.join(data.columns)})")
     spans = f" of span(s) {', '.join(map(str, data.spans))}" if data.spans else ""
     task = f"{data.task} ({data.task_reason})"
     print(f"lockstep: {data.rows} rows from {len(data.files)} CSV file(s){spans}, label "

@@ -28,6 +28,7 @@ def _row(report) -> dict:
         "cached": [n for n, s in nodes.items() if s == "cached"],
         "unfinished": {n: s for n, s in nodes.items() if s not in ("executed", "cached")},
         "metrics": report.metrics,
+        "slice_metrics": report.slice_metrics,
         "blessed": report.blessed,
         "pushed_to": report.pushed_to,
         "examples": report.training.get("plan", {}).get("examples"),
