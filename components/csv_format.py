@@ -120,42 +120,6 @@ def _has_quote(path: str) -> bool:
     return False
 
 
-class _Range(io.RawIOBase):
-    """The bytes of the rows that start in [start, end): from the first row break at or after
-    start (start itself when it begins a row) through the row break at or after end."""
-
-    def __init__(self, handle: BinaryIO, start: int, end: int, at_row_start: bool):
-        self._handle = handle
-        handle.seek(start)
-        if not at_row_start:
-            handle.readline()  # the row that began before start belongs to the previous range
-        self._left = None if end < 0 else end - handle.tell()
-        self._done = False
-        self._last = b"\n"
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        if self._done:
-            return 0
-        if self._left is not None and self._left <= 0:
-            # Finish the row that crosses end, unless end is where a row starts.
-            data = b"" if self._last == b"\n" else self._handle.readline()
-            self._done = True
-        else:
-            want = len(buffer) if self._left is None else min(len(buffer), self._left)
-            data = self._handle.read(want)
-            if self._left is not None:
-                self._left -= len(data)
-            if not data:
-                self._done = True
-        if data:
-            self._last = data[-1:]
-        buffer[:len(data)] = data
-        return len(data)
-
-
 def _skip_blank(row) -> str:
     return "skip" if not row.text.strip() else "error"
 
@@ -189,15 +153,45 @@ def _record_batches(read: Read, header: list[str], block: int) -> Iterator[pa.Re
     convert = pa_csv.ConvertOptions(column_types={h: pa.string() for h in header},
                                     strings_can_be_null=False, quoted_strings_can_be_null=False,
                                     null_values=[])
-    with _open(read.path) as handle:
-        at_row_start = read.start == 0 or _starts_row(handle, read.start)
-        stream = io.BufferedReader(_Range(handle, read.start, read.end, at_row_start), 1 << 20)
-        if not stream.peek(1):
-            return  # no rows in this range
+    stream = _native_stream(read)
+    if stream is None:
+        return  # no rows in this range
+    with stream:
         for batch in pa_csv.open_csv(stream, read_options=options, parse_options=parse,
                                      convert_options=convert):
             if batch.num_rows:
                 yield batch
+
+
+def _native_stream(read: Read):
+    """The read's bytes as an Arrow stream that never calls back into Python (Arrow reads on its
+    own threads, and a Python file there needs the GIL: a deadlock beside our worker threads).
+    A local file to its end streams from disk; a byte range (at most RANGE_BYTES and a row) or
+    a remote file's part is read into one buffer."""
+    with _open(read.path) as handle:
+        begin = read.start
+        if begin > 0 and not _starts_row(handle, begin):
+            handle.seek(begin)
+            handle.readline()  # the row that began before start belongs to the previous range
+            begin = handle.tell()
+        stop = -1
+        if read.end >= 0:
+            if begin >= read.end:
+                return None
+            handle.seek(read.end)
+            if not _starts_row(handle, read.end):
+                handle.readline()  # finish the row that crosses end
+            stop = handle.tell()
+        if "://" not in read.path and stop < 0:
+            stream = pa.OSFile(read.path)
+            stream.seek(begin)
+            if stream.size() <= begin:
+                stream.close()
+                return None
+            return stream
+        handle.seek(begin)
+        data = handle.read() if stop < 0 else handle.read(stop - begin)
+    return pa.BufferReader(data) if data else None
 
 
 def _starts_row(handle: BinaryIO, offset: int) -> bool:
