@@ -106,8 +106,8 @@ def test_server_errors_are_one_line(kfp, compiled):
 def test_bad_flags(kfp, compiled):
     package = ["--package", compiled["output"]]
     line = _one_line_error(lockstep("submit", "--host", kfp.host, *package, "--param",
-                                    "epochs=3"), status=2)
-    assert "--param epochs: not a pipeline parameter (known: base_learning_rate, data_root" in line
+                                    "dropout=0.3"), status=2)
+    assert "--param dropout: not a pipeline parameter (known: base_learning_rate, data_root" in line
     line = _one_line_error(lockstep("submit", "--host", kfp.host, *package, "--param",
                                     "train_steps=many"), status=2)
     assert "--param train_steps=many: must be" in line

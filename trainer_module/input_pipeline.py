@@ -77,21 +77,25 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
         else:
             ds = tf.data.TFRecordDataset(ds, compression_type=compression)
             ds = ds.shard(pipelines, pipeline_id)  # element sharding: fewer files than pipelines
+        # The unit of batching is what this pipeline feeds one global step (the per-replica
+        # batch times the replicas it feeds): the data order is then the same for any replica
+        # count, which the one-device equivalence needs; rebatch cuts it per replica.
+        replicas_fed = max(ctx.num_replicas_in_sync // pipelines, 1) if ctx else 1
+        unit = per_replica_batch * replicas_fed
         if training and cache:
-            # Parse once: shuffle the records, parse them in batches and keep the parsed batches
-            # in memory; every epoch after reshuffles the batches' order.
-            ds = ds.shuffle(shuffle_buffer, seed=seed).batch(per_replica_batch)
+            # Parse once: shuffle the records, parse them a step's worth at a time and keep
+            # those in memory; every later epoch reshuffles their order.
+            ds = ds.shuffle(shuffle_buffer, seed=seed).batch(unit)
             ds = ds.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
             ds = ds.cache().shuffle(CACHED_BATCH_SHUFFLE, seed=seed).repeat()
         else:
             if training:
                 ds = ds.shuffle(shuffle_buffer, seed=seed).repeat()
-            ds = ds.batch(per_replica_batch)
+            ds = ds.batch(unit)
             ds = ds.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         ds = ds.rebatch(per_replica_batch, drop_remainder=training)
         if skip_steps:
-            replicas_fed = ctx.num_replicas_in_sync // pipelines if ctx else 1
-            ds = ds.skip(skip_steps * max(replicas_fed, 1))
+            ds = ds.skip(skip_steps * replicas_fed)
         return ds.prefetch(tf.data.AUTOTUNE)
 
     return dataset_fn
