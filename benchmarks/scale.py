@@ -6,8 +6,9 @@
 2. Stages, rows/s side by side: lockstep's CsvExampleGen -> StatisticsGen -> SchemaGen ->
    Transform, and stock TFX's CsvExampleGen -> StatisticsGen -> SchemaGen -> Transform with the
    same preprocessing_fn, each pipeline in a fresh process with LocalDagRunner and its defaults
-   (stock Transform computes its pre- and post-transform statistics by default; lockstep's does
-   not, because StatisticsGen already did).
+   (stock Transform computes pre- and post-transform statistics and writes transformed examples;
+   lockstep's Transform analyzes only: StatisticsGen has the statistics and the Trainer applies
+   the transform graph as it reads).
 3. The whole `lockstep run` at the --full sizes: wall time and peak RSS (of the process and the
    processes it waited for), and how peak RSS grows with the rows.
 
@@ -67,6 +68,7 @@ def _stage_pipeline(kind: str, data: str, root: str) -> None:
 
     from components.csv_example_gen import CsvExampleGen
     from components.csv_format import DEFAULT_MISSING_VALUES
+    from pipeline.pipeline import TRANSFORM_SETTINGS
     from trainer_module.config import CLASSIFICATION, TransformSpec
 
     output = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
@@ -85,7 +87,7 @@ def _stage_pipeline(kind: str, data: str, root: str) -> None:
         examples=example_gen.outputs["examples"], schema=schema.outputs["schema"],
         preprocessing_fn="trainer_module.preprocessing.preprocessing_fn",
         custom_config=TransformSpec(LABEL, CLASSIFICATION).to_custom_config(),
-        **({"disable_statistics": True} if kind == "ours" else {}))
+        **(TRANSFORM_SETTINGS if kind == "ours" else {}))
     metadata_path = os.path.join(root, "metadata.sqlite")
     pipeline = tfx.dsl.Pipeline(
         pipeline_name=f"scale-{kind}", pipeline_root=root, enable_cache=False,
