@@ -104,7 +104,7 @@ class _ProfileRead(beam.DoFn):
 
     def process(self, read: csv_format.Read):
         yield csv_format.merge_profiles(_threaded(
-            lambda batch: csv_format.profile_batch(batch, self._missing),
+            lambda batch: csv_format.profile_batch(csv_format.clean(batch, self._missing)),
             csv_format.record_batches(read, self._header)))
 
 
@@ -149,18 +149,20 @@ class _Encode(beam.DoFn):
     def process(self, read: csv_format.Read, types: dict[str, str]):
         if not self._shard_dirs:
             for batch in csv_format.record_batches(read, self._header):
-                yield from self._encoder.encode(csv_format.typed_batch(batch, types, self._missing))
+                cleaned = csv_format.clean(batch, self._missing)
+                yield from self._encoder.encode(csv_format.typed_batch(cleaned, types))
             return
         for written in _threaded(lambda batch: self._encode_and_write(batch, types),
                                  csv_format.record_batches(read, self._header)):
             yield from written
 
     def _encode_and_write(self, batch, types: dict[str, str]) -> list[tuple[int, str]]:
-        records = self._encoder.encode(csv_format.typed_batch(batch, types, self._missing))
+        cleaned = csv_format.clean(batch, self._missing)
+        records = self._encoder.encode(csv_format.typed_batch(cleaned, types))
         parts = [records]
         if len(self._buckets) > 1:
             parts = [[] for _ in self._buckets]
-            buckets = csv_format.split_buckets(batch, self._missing, self._buckets[-1])
+            buckets = csv_format.split_buckets(cleaned, self._buckets[-1])
             for record, bucket in zip(records, buckets):
                 parts[bisect.bisect(self._buckets, bucket)].append(record)
         return [(split, self._write(self._shard_dirs[split], part))

@@ -39,7 +39,6 @@ FLOAT_PATTERN = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 BLOCK_BYTES = 4 << 20  # bytes per Arrow record batch: ~40k rows of a 100-byte row
 MAX_BLOCK_BYTES = 1 << 30  # the longest row read (a block must hold a whole row)
 RANGE_BYTES = 64 << 20  # bytes per unit of parallel work in a large file
-_BOM = b"\xef\xbb\xbf"
 
 csv.field_size_limit(sys.maxsize)  # the explaining reader: no 128 KiB cap on a cell
 
@@ -199,19 +198,24 @@ def _starts_row(handle: BinaryIO, offset: int) -> bool:
     return handle.read(1) == b"\n"
 
 
+def _python_rows(path: str) -> Iterator[tuple[int, list[str]]]:
+    """(line, cells) of each data row, read by Python's csv module: the slow reader that names
+    lines for errors (blank rows skipped, as Arrow does)."""
+    with _open(path) as handle:
+        reader = csv.reader(_text(path, handle))
+        next(reader, None)
+        for cells in reader:
+            if cells and not (len(cells) == 1 and not cells[0].strip()):
+                yield reader.line_num, cells
+
+
 def _explain(path: str, header: list[str], arrow_message: str) -> CsvError:
     """The one-line error for a file Arrow refused: read it again with Python to find where."""
     try:
-        with _open(path) as handle:
-            text = _text(path, handle)
-            reader = csv.reader(text)
-            next(reader, None)
-            for cells in reader:
-                if not cells or (len(cells) == 1 and not cells[0].strip()):
-                    continue
-                if len(cells) != len(header):
-                    return CsvError(f"{path}: line {reader.line_num} has {len(cells)} cells, "
-                                    f"the header has {len(header)}")
+        for line, row in _python_rows(path):
+            if len(row) != len(header):
+                return CsvError(f"{path}: line {line} has {len(row)} cells, "
+                                f"the header has {len(header)}")
     except UnicodeDecodeError as err:
         return CsvError(f"{path}: not UTF-8 text (byte {err.start})")
     except csv.Error as err:
@@ -223,6 +227,13 @@ def cells(column: pa.Array, missing: pa.Array) -> pa.Array:
     """A string column with each cell stripped and each missing token a null."""
     stripped = pc.utf8_trim_whitespace(column)
     return pc.if_else(pc.is_in(stripped, value_set=missing), None, stripped)
+
+
+def clean(batch: pa.RecordBatch, missing: pa.Array) -> pa.RecordBatch:
+    """The batch with every cell stripped and every missing token a null: what profiling,
+    splitting and typing read (computed once per batch)."""
+    return pa.RecordBatch.from_arrays([cells(c, missing) for c in batch.columns],
+                                      batch.schema.names)
 
 
 def missing_tokens(missing_values: Iterable[str]) -> pa.Array:
@@ -261,10 +272,10 @@ def _kinds(values: pa.Array) -> tuple[pa.Array, pa.Array]:
     return is_int, is_float
 
 
-def profile_batch(batch: pa.RecordBatch, missing: pa.Array) -> list[ColumnProfile]:
+def profile_batch(cleaned: pa.RecordBatch) -> list[ColumnProfile]:
+    """Each column's counts, from a batch that went through `clean`."""
     profiles = []
-    for column in batch.columns:
-        values = cells(column, missing)
+    for values in cleaned.columns:
         present = values.drop_null() if values.null_count else values
         is_int, is_float = _kinds(present)
         ints, floats = pc.sum(is_int).as_py() or 0, pc.sum(is_float).as_py() or 0
@@ -321,33 +332,28 @@ def _first_text(files: Iterable[str], at: int, missing_values: Iterable[str],
     missing = set(missing_values)
     matches = matches or (lambda cell: cell not in missing and _is_text(cell))
     for path in files:
-        with _open(path) as handle:
-            reader = csv.reader(_text(path, handle))
-            next(reader, None)
-            for row in reader:
-                if len(row) > at and matches(row[at].strip()):
-                    return path, reader.line_num, row[at].strip()
+        for line, row in _python_rows(path):
+            if len(row) > at and matches(row[at].strip()):
+                return path, line, row[at].strip()
     return next(iter(files), "?"), "?", "?"
 
 
-def split_buckets(batch: pa.RecordBatch, missing: pa.Array, total: int) -> list[int]:
+def split_buckets(cleaned: pa.RecordBatch, total: int) -> list[int]:
     """Each row's hash bucket in [0, total): TFX's rule (sha256 modulo the bucket count) over a
-    canonical key of the row's cells (stripped, missing as absent), so a row lands in the same
-    split on every run and runner, wherever it sits in the files."""
-    key = pc.binary_join_element_wise(*(cells(c, missing) for c in batch.columns), "\x1f",
+    canonical key of the row's cells (a `clean` batch: stripped, missing as absent), so a row
+    lands in the same split on every run and runner, wherever it sits in the files."""
+    key = pc.binary_join_element_wise(*cleaned.columns, "\x1f",
                                       null_handling="replace", null_replacement="\x00")
     return [int.from_bytes(hashlib.sha256(k).digest(), "big") % total
             for k in pc.cast(key, pa.binary()).to_pylist()]
 
 
-def typed_batch(batch: pa.RecordBatch, types: dict[str, str], missing: pa.Array
-                ) -> pa.RecordBatch:
-    """The batch as tf.Example-ready columns: a one-value list per present cell, a null list
-    per missing one; int64, float32 (through float64, as Python's float() then FloatList), or
-    the cell's UTF-8 bytes."""
+def typed_batch(cleaned: pa.RecordBatch, types: dict[str, str]) -> pa.RecordBatch:
+    """A `clean` batch as tf.Example-ready columns: a one-value list per present cell, a null
+    list per missing one; int64, float32 (through float64, as Python's float() then
+    FloatList), or the cell's UTF-8 bytes."""
     arrays, names = [], []
-    for name, column in zip(batch.schema.names, batch.columns):
-        values = cells(column, missing)
+    for name, values in zip(cleaned.schema.names, cleaned.columns):
         kind = types[name]
         if kind == INT:
             values = pc.cast(values, pa.int64())

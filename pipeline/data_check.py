@@ -74,10 +74,11 @@ def check(path: str, label: str, missing_values: list[str], span_pattern: str = 
         for read in csv_format.plan_reads(file, data_offset):
             for batch in csv_format.record_batches(read, header):
                 rows += batch.num_rows
+                cleaned = csv_format.clean(batch, missing)
                 profiles = csv_format.merge_profiles(
-                    p for p in (profiles, csv_format.profile_batch(batch, missing)) if p)
+                    p for p in (profiles, csv_format.profile_batch(cleaned)) if p)
                 if len(labels) < LABEL_VALUES_COUNTED:
-                    values = csv_format.cells(batch.column(header.index(label)), missing)
+                    values = cleaned.column(header.index(label))
                     labels.update(pc.unique(values.drop_null()).to_pylist())
     if not rows:
         raise csv_format.CsvError(f"{files[0]}: the CSV has a header but no data rows")

@@ -150,7 +150,8 @@ def test_types_and_examples_equal_the_per_row_reader(csv_dir, tmp_path, monkeypa
         header, offset = csv_format.read_header(path)
         for batch in csv_format.record_batches(csv_format.Read(path, offset, -1), header):
             for row_id, bucket in zip(batch.column(0).to_pylist(),
-                                      csv_format.split_buckets(batch, missing, 3)):
+                                      csv_format.split_buckets(
+                                          csv_format.clean(batch, missing), 3)):
                 expected["eval" if bucket >= 2 else "train"].add(int(row_id))
     for split, records in (("train", train), ("eval", eval_)):
         ids = {tf.train.Example.FromString(r).features.feature["id"].int64_list.value[0]
@@ -200,7 +201,7 @@ def test_numbers_are_strict(tmp_path, cells, error):
     header, offset = csv_format.read_header(str(path))
     missing = csv_format.missing_tokens(MISSING)
     profiles = csv_format.merge_profiles(
-        csv_format.profile_batch(b, missing)
+        csv_format.profile_batch(csv_format.clean(b, missing))
         for b in csv_format.record_batches(csv_format.Read(str(path), offset, -1), header))
     with pytest.raises(csv_format.CsvError) as err:
         csv_format.column_types(header, profiles, str(path), [str(path)], MISSING)
