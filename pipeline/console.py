@@ -68,7 +68,6 @@ class Console:
         self._tty = sys.stdout.isatty()
         self._transient = False
         self._watcher = _Watcher(self)
-        self._last_progress = 0.0
         self._shown_tenth = -1
 
     def __enter__(self) -> "Console":

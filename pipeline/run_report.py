@@ -96,8 +96,7 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
     slice_metrics: dict[str, dict[str, float]] = {}
     for out in outputs.get(EVALUATOR_NODE, []):
         if out.key == "evaluation":
-            metrics = _read_metrics(out.uri)
-            slice_metrics = _read_slice_metrics(out.uri)
+            metrics, slice_metrics = _read_metrics(out.uri)
             failures = _read_failures(out.uri)
         elif out.key == "blessing":
             blessed = bool(int(out.properties.get("blessed", 0)))
@@ -146,9 +145,8 @@ def _read_failures(uri: str) -> list[str]:
         return []
     lines = []
     for per_slice in result.metric_validations_per_slice:
-        where = ("" if not per_slice.slice_key.single_slice_keys else " on slice " + ", ".join(
-            f"{k.column}={k.bytes_value.decode() or k.int64_value or k.float_value}"
-            for k in per_slice.slice_key.single_slice_keys))
+        where = (" on slice " + _slice_name(per_slice.slice_key)
+                 if per_slice.slice_key.single_slice_keys else "")
         for failure in per_slice.failures:
             name = failure.metric_key.name + (" (diff vs baseline)"
                                               if failure.metric_key.is_diff else "")
@@ -169,34 +167,23 @@ def _slice_value(key) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _read_slice_metrics(uri: str) -> dict[str, dict[str, float]]:
-    """{"island=Biscoe": {metric: value}} for each slice of each sliced column."""
+def _read_metrics(uri: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """The candidate's metrics on the whole eval split (baseline diffs included), and
+    {"island=Biscoe": {metric: value}} for each slice of each sliced column: one read."""
     import tensorflow_model_analysis as tfma
 
-    out = {}
+    overall, slices = {}, {}
     for per_slice in tfma.load_metrics(uri):
-        if not per_slice.slice_key.single_slice_keys:
-            continue
-        values = {kv.key.name: kv.value.double_value.value
-                  for kv in per_slice.metric_keys_and_values
-                  if kv.value.HasField("double_value") and not kv.key.is_diff
-                  and (not kv.key.model_name or kv.key.model_name == "candidate")}
-        out[_slice_name(per_slice.slice_key)] = values
-    return dict(sorted(out.items()))
-
-
-def _read_metrics(uri: str) -> dict[str, float]:
-    import tensorflow_model_analysis as tfma
-
-    result = tfma.load_metrics(uri)
-    out = {}
-    for per_slice in result:
-        if per_slice.slice_key.single_slice_keys:
-            continue
+        sliced = bool(per_slice.slice_key.single_slice_keys)
+        values = {}
         for kv in per_slice.metric_keys_and_values:
             if kv.key.model_name and kv.key.model_name != "candidate":
                 continue
-            if kv.value.HasField("double_value"):
+            if kv.value.HasField("double_value") and not (sliced and kv.key.is_diff):
                 name = kv.key.name + (" (baseline diff)" if kv.key.is_diff else "")
-                out[name] = kv.value.double_value.value
-    return out
+                values[name] = kv.value.double_value.value
+        if sliced:
+            slices[_slice_name(per_slice.slice_key)] = values
+        else:
+            overall = values
+    return overall, dict(sorted(slices.items()))
