@@ -2,8 +2,8 @@
 
 TFX's Trainer takes its settings as `custom_config` (one JSON string) and protos; a Kubeflow
 runtime parameter can only stand for a whole top-level execution property. This Trainer adds the
-TrainerConfig fields marked as run parameters (trainer_module/config.py: train_steps,
-train_examples, per_replica_batch, base_learning_rate) as their own properties; compiled for
+TrainerConfig fields marked as run parameters (trainer_module/config.py, RUN_PARAMETERS) as
+their own properties; compiled for
 Kubeflow they are pipeline parameters (`lockstep submit --param train_steps=500`), and the
 executor folds whatever value a run gets into the custom config through the trainer's own codec
 (TrainSpec), which refuses unknown or mistyped keys.

@@ -12,13 +12,15 @@ from pipeline.cli.errors import UsageError
 
 
 def add_parser(sub) -> None:
+    from trainer_module.config import RUN_PARAMETERS
+
     comp = sub.add_parser(
         "compile", help="write the Kubeflow Pipelines v2 spec (YAML) with KubeflowV2DagRunner",
         description="Compile for Kubeflow Pipelines v2. Needs no network or credentials and "
                     "writes nothing but the output file. Data root, pipeline root and serving "
-                    "dir are URIs (gs://, s3://, or paths the pods can see); train_steps, "
-                    "train_examples, per_replica_batch, base_learning_rate and data_root are "
-                    "pipeline parameters a run can override.")
+                    "dir are URIs (gs://, s3://, or paths the pods can see); "
+                    f"{', '.join(RUN_PARAMETERS)} and data_root are pipeline parameters a run "
+                    "can override.")
     add_config_arg(comp)
     comp.add_argument("--image", help="the component image (default: kubeflow.image, tagged with "
                                       "kubeflow.image_tag or the package version)")
