@@ -64,11 +64,15 @@ def package_version() -> str:
 
 
 def image_name(config: Config, image: str | None = None) -> str:
+    """--image as given; else kubeflow.image by digest (kubeflow.image_digest), which pins the
+    exact bytes every run pulls; else by tag (kubeflow.image_tag, or the package version)."""
     if image:
         return image
     name = config.kubeflow.image
     if ":" in name.rsplit("/", 1)[-1] or "@" in name:
         return name
+    if config.kubeflow.image_digest:
+        return f"{name}@{config.kubeflow.image_digest}"
     return f"{name}:{config.kubeflow.image_tag or package_version()}"
 
 

@@ -50,3 +50,55 @@ def test_terraform_default_tpu_pool_is_the_v5e_4_preset():
         text = (REPO / "infra" / "terraform" / name).read_text()
         blocks = re.findall(r'^(?:variable|output) "[^"]+" \{', text, re.M)
         assert len(blocks) == text.count("description =") > 0, name
+
+
+def test_the_runner_role_is_minimal_and_the_serving_bucket_is_add_only():
+    import yaml
+
+    kube = REPO / "infra" / "kubernetes" / "lockstep"
+    role = yaml.safe_load((kube / "runner-role.yaml").read_text())
+    binding = yaml.safe_load((kube / "runner-role-binding.yaml").read_text())
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": role["metadata"]["name"]}
+    assert "runner-role.yaml" in (kube / "kustomization.yaml").read_text()
+    granted = {(resource, verb) for rule in role["rules"] for resource in rule["resources"]
+               for verb in rule["verbs"]}
+    assert not {r for r, _ in granted} & {"secrets", "pods/exec", "pods/attach", "*"}, granted
+    assert ("pods", "create") not in granted and ("pods", "delete") not in granted
+    assert not [v for _, v in granted if v in ("*", "delete", "deletecollection", "escalate")]
+
+    iam = (REPO / "infra" / "terraform" / "iam.tf").read_text()
+    blocks = re.findall(r'resource "google_storage_bucket_iam_member" "(\w+)" \{(.*?)\n\}', iam, re.S)
+    serving_grants = {}
+    for name, body in blocks:
+        if "google_storage_bucket.serving.name" in body:
+            member = re.search(r"google_service_account\.(\w+)\.email", body).group(1)
+            roles = re.findall(r'"(roles/[\w.]+)"', body)
+            serving_grants.setdefault(member, set()).update(roles)
+    assert serving_grants["pipeline"] == {"roles/storage.objectViewer",
+                                          "roles/storage.objectCreator",
+                                          "roles/storage.legacyBucketReader"}
+    assert serving_grants["models"] == {"roles/storage.objectAdmin"}
+    outputs = (REPO / "infra" / "terraform" / "outputs.tf").read_text()
+    serving_dir = re.search(r'output "serving_dir" \{(.*?)\n\}', outputs, re.S).group(1)
+    assert "google_storage_bucket.serving.name" in serving_dir
+
+
+def test_an_image_digest_pins_every_task(tmp_path):
+    import yaml
+
+    from conftest import lockstep
+
+    digest = "sha256:" + "ab" * 32
+    config = tmp_path / "c.toml"
+    config.write_text(f'[data]\npath = "gs://b/d"\ntask = "classification"\n'
+                      f'[kubeflow]\nimage = "r.example/lockstep"\nimage_tag = "dev"\n'
+                      f'image_digest = "{digest}"\n')
+    result = lockstep("compile", "--config", config, "--output", tmp_path / "p.yaml")
+    assert result.returncode == 0, result.stderr
+    spec = next(yaml.safe_load_all((tmp_path / "p.yaml").read_text()))
+    images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
+    assert images == {f"r.example/lockstep@{digest}"}
+    config.write_text('[kubeflow]\nimage_digest = "latest"\n')
+    bad = lockstep("compile", "--config", config, "--output", tmp_path / "q.yaml")
+    assert bad.returncode == 2 and "kubeflow.image_digest must be sha256:" in bad.stderr

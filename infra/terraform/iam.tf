@@ -1,6 +1,9 @@
-# Two service accounts, each with only what it needs:
+# Three service accounts, each with only what it needs:
 # - nodes: write logs and metrics, pull the image;
-# - pipeline: what the pipeline's pods do, through Workload Identity: read and write the bucket.
+# - pipeline: what the pipeline's pods do, through Workload Identity: read and write the pipeline
+#   bucket; in the serving bucket, read, and add new objects (a new model version, its push
+#   record), never overwrite or delete one;
+# - models: the operators' account for the serving bucket (roll back, remove old versions).
 
 resource "google_service_account" "nodes" {
   account_id   = "${var.name}-nodes"
@@ -31,7 +34,7 @@ resource "google_service_account" "pipeline" {
   display_name = "lockstep pipeline pods (Workload Identity)"
 }
 
-# Read the data, write artifacts, checkpoints and pushed models: this bucket only.
+# Read the data, write artifacts and checkpoints: this bucket only.
 resource "google_storage_bucket_iam_member" "pipeline_objects" {
   bucket = google_storage_bucket.pipeline.name
   role   = "roles/storage.objectAdmin"
@@ -43,6 +46,30 @@ resource "google_storage_bucket_iam_member" "pipeline_bucket_read" {
   bucket = google_storage_bucket.pipeline.name
   role   = "roles/storage.legacyBucketReader"
   member = "serviceAccount:${google_service_account.pipeline.email}"
+}
+
+# The serving bucket: read (the baseline, warm start) and create. objectCreator cannot replace
+# or delete an object, so no pipeline task can overwrite a model that is served.
+resource "google_storage_bucket_iam_member" "pipeline_serving" {
+  for_each = toset([
+    "roles/storage.objectViewer",
+    "roles/storage.objectCreator",
+    "roles/storage.legacyBucketReader",
+  ])
+  bucket = google_storage_bucket.serving.name
+  role   = each.value
+  member = "serviceAccount:${google_service_account.pipeline.email}"
+}
+
+resource "google_service_account" "models" {
+  account_id   = "${var.name}-models"
+  display_name = "lockstep serving models (operators: roll back, remove old versions)"
+}
+
+resource "google_storage_bucket_iam_member" "models_admin" {
+  bucket = google_storage_bucket.serving.name
+  role   = "roles/storage.objectAdmin"
+  member = "serviceAccount:${google_service_account.models.email}"
 }
 
 # The Kubernetes service account of the pipeline pods acts as the pipeline service account.

@@ -9,7 +9,7 @@ output "cluster_location" {
 }
 
 output "bucket" {
-  description = "The bucket for data, pipeline root and models, in the TPUs' region."
+  description = "The bucket for data and the pipeline root, in the TPUs' region."
   value       = google_storage_bucket.pipeline.name
 }
 
@@ -24,8 +24,13 @@ output "pipeline_root" {
 }
 
 output "serving_dir" {
-  description = "lockstep config paths.serving_dir: where blessed models are pushed."
-  value       = "gs://${google_storage_bucket.pipeline.name}/serving"
+  description = "lockstep config paths.serving_dir: where blessed models are pushed (its own bucket; the pipeline can add, not overwrite)."
+  value       = "gs://${google_storage_bucket.serving.name}/models"
+}
+
+output "models_service_account" {
+  description = "The operators' account for the serving bucket: roll back or remove model versions."
+  value       = google_service_account.models.email
 }
 
 output "image_repository" {

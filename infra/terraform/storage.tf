@@ -1,5 +1,7 @@
-# One regional bucket, in the TPUs' region, for the data (spans), the pipeline root (artifacts,
-# checkpoints) and the pushed models.
+# Two regional buckets, in the TPUs' region: one for the data (spans) and the pipeline root
+# (artifacts, checkpoints), one for the serving models. The pipeline may add a model version to
+# the serving bucket but never overwrite or delete one (infra/terraform/iam.tf): a task that
+# goes wrong cannot touch what production serves.
 
 resource "google_storage_bucket" "pipeline" {
   name                        = "${var.project_id}-${var.name}"
@@ -14,10 +16,36 @@ resource "google_storage_bucket" "pipeline" {
     enabled = true
   }
 
-  # Old versions of overwritten objects (re-pushed models, rewritten artifacts) go after 30 days.
+  # Old versions of overwritten objects (rewritten artifacts) go after 30 days.
   lifecycle_rule {
     condition {
       days_since_noncurrent_time = 30
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  # checkov:skip=CKV_GCP_62:Access logs go to Cloud Audit Logs (Data Access logs); a second log bucket is not needed.
+}
+
+resource "google_storage_bucket" "serving" {
+  name                        = "${var.project_id}-${var.name}-serving"
+  location                    = upper(var.region)
+  storage_class               = "STANDARD"
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  force_destroy               = !var.deletion_protection
+  labels                      = var.labels
+
+  # A model version removed by mistake can be restored.
+  versioning {
+    enabled = true
+  }
+
+  lifecycle_rule {
+    condition {
+      days_since_noncurrent_time = 90
     }
     action {
       type = "Delete"
