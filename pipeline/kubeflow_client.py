@@ -31,24 +31,73 @@ class Target:
     service_account: str = ""
 
 
-def resolve_host(flag: str | None, configured: str) -> str:
-    host = flag or configured or os.environ.get(HOST_ENV, "")
+class UnsafeEndpoint(KfpError):
+    """A host or token source that would leak the token; the message says which and why."""
+
+
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def _is_loopback(hostname: str) -> bool:
+    import ipaddress
+
+    if hostname in LOOPBACK:
+        return True
+    try:
+        return ipaddress.ip_address(hostname).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_host(flag: str | None, configured: str, with_token: bool) -> str:
+    """--host, else $KF_PIPELINES_ENDPOINT, else kubeflow.host from the config.
+
+    A token goes only where the person holding it pointed: a host named by --host or the
+    environment, never one that a (shared) config file supplies; over https, or plain http to
+    this machine (a port-forward)."""
+    from urllib.parse import urlsplit
+
+    environment = os.environ.get(HOST_ENV, "")
+    host, source = ((flag, "--host") if flag else (environment, f"${HOST_ENV}") if environment
+                    else (configured, "kubeflow.host"))
     if not host:
-        raise KfpError(f"no KFP host: pass --host, set kubeflow.host, or set ${HOST_ENV}")
-    return host.rstrip("/")
+        raise KfpError(f"no KFP host: pass --host, set ${HOST_ENV}, or set kubeflow.host")
+    host = host.rstrip("/")
+    if not with_token:
+        return host
+    if source == "kubeflow.host":
+        raise UnsafeEndpoint(f"kubeflow.host {host} comes from the config file, and the token "
+                             f"is sent only to a host you name: pass --host or set ${HOST_ENV}")
+    parts = urlsplit(host)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UnsafeEndpoint(f"{source} {host}: give the endpoint as https://HOST[:PORT]")
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        raise UnsafeEndpoint(f"{source} {host}: plain http would send the token in the clear; "
+                             "use https, or plain http only to this machine (a port-forward)")
+    return host
 
 
-def resolve_token(flag: str | None) -> str:
-    """--token, else $KF_PIPELINES_TOKEN / $KFP_TOKEN, else the file $KF_PIPELINES_SA_TOKEN_PATH."""
-    token = flag or next((os.environ[name] for name in TOKEN_ENV if os.environ.get(name)), "")
-    path = os.environ.get(TOKEN_PATH_ENV, "")
-    if not token and path:
-        try:
-            with open(path) as handle:
-                token = handle.read().strip()
-        except OSError as err:
-            raise KfpError(f"${TOKEN_PATH_ENV}={path}: {err.strerror}") from None
-    return token
+def resolve_token(token_file: str | None, stdin=None) -> str:
+    """--token-file (a path, or - for stdin), else $KF_PIPELINES_TOKEN / $KFP_TOKEN, else the
+    file $KF_PIPELINES_SA_TOKEN_PATH. Never a flag's value: argv is visible to every user in
+    `ps` and lands in shell history."""
+    import sys
+
+    if token_file == "-":
+        return (stdin or sys.stdin).readline().strip()
+    path, what = token_file, "--token-file"
+    if not path:
+        token = next((os.environ[name] for name in TOKEN_ENV if os.environ.get(name)), "")
+        if token:
+            return token.strip()
+        path, what = os.environ.get(TOKEN_PATH_ENV, ""), f"${TOKEN_PATH_ENV}"
+    if not path:
+        return ""
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except OSError as err:
+        raise KfpError(f"{what} {path}: {err.strerror}") from None
 
 
 def _server_message(body: Any) -> str:
@@ -70,7 +119,7 @@ def _call(target: Target, what: str, fn: Callable[[], Any]) -> Any:
     except kfp_server_api.ApiException as err:
         status, message = err.status, _server_message(err.body)
         if status in (401, 403):
-            hint = "pass --token or set $KF_PIPELINES_TOKEN" if not target.token else \
+            hint = "pass --token-file or set $KF_PIPELINES_TOKEN" if not target.token else \
                 "the token was refused"
             raise KfpError(f"KFP at {target.host} refused to {what}: {status} {err.reason} "
                            f"({hint})") from None

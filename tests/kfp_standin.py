@@ -19,6 +19,7 @@ class StandIn:
         self.runs: dict[str, dict] = {}
         self.recurring: dict[str, dict] = {}
         self.failures: dict[tuple[str, str], tuple[int, str]] = {}  # (method, path prefix)
+        self.redirect_to: str | None = None  # answer every request with a 307 to this host
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.host = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -86,6 +87,12 @@ class StandIn:
                                          "auth": self.headers.get("Authorization")})
                 failure = next((v for (m, p), v in standin.failures.items()
                                 if m == method and url.path.startswith(p)), None)
+                if standin.redirect_to:
+                    self.send_response(307)
+                    self.send_header("Location", standin.redirect_to + self.path)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if failure:
                     status, message = failure
                     payload = {"error": message, "message": message, "code": 3}

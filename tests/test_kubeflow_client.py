@@ -24,7 +24,8 @@ def _spec(compiled):
 def test_submit_sends_our_spec_params_and_token(kfp, compiled):
     result = lockstep("submit", "--host", kfp.host, "--package", compiled["output"],
                       "--experiment", "nightly", "--run-name", "first", "--param",
-                      "train_steps=500", "--param", "base_learning_rate=0.05", "--token", "tok")
+                      "train_steps=500", "--param", "base_learning_rate=0.05",
+                      env={**os.environ, "KF_PIPELINES_TOKEN": "tok"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "lockstep: run run-1 (first) in experiment 'nightly'",
@@ -147,3 +148,98 @@ def test_submit_without_a_package_compiles_first(kfp, compiled, tmp_path):
     assert {e["container"]["image"] for e in executors.values()} == {"r/lockstep:dev"}
     assert run["pipeline_spec"]["platform_spec"]["platforms"]["kubernetes"]
     assert not list(tmp_path.iterdir())  # the temporary spec is gone
+
+
+SENTINEL = "sentinel-token-3f9c1e"
+
+
+def _no_token_env(**more):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("KF_PIPELINES_TOKEN", "KFP_TOKEN", "KF_PIPELINES_SA_TOKEN_PATH",
+                        "KF_PIPELINES_ENDPOINT")}
+    return {**env, **more}
+
+
+def test_a_token_is_never_a_flag_value_and_never_leaks(kfp, compiled, tmp_path):
+    """The token from a file or stdin reaches the server, and nothing else: not argv (of this
+    process or the compile it starts), not stdout or stderr, not a file."""
+    import subprocess
+    import sys
+    import threading
+
+    from conftest import LOCKSTEP, REPO
+
+    refused = lockstep("submit", "--host", kfp.host, "--package", compiled["output"],
+                       "--token", SENTINEL, env=_no_token_env())
+    line = _one_line_error(refused, status=2)
+    assert "--token would put the token in the command line" in line and SENTINEL not in line
+    assert not kfp.requests
+
+    token_file = tmp_path / "token"
+    token_file.write_text(SENTINEL + "\n")
+    token_file.chmod(0o600)
+    work = tmp_path / "work"
+    work.mkdir()
+    seen_argv, done = [], threading.Event()
+
+    def watch_argv():  # every process's command line, while the submit runs
+        while not done.is_set():
+            for pid in os.listdir("/proc"):
+                if pid.isdigit():
+                    try:
+                        seen_argv.append(open(f"/proc/{pid}/cmdline", "rb").read())
+                    except OSError:
+                        pass
+
+    watcher = threading.Thread(target=watch_argv)
+    watcher.start()
+    try:
+        env = {**_no_token_env(), "PYTHONPATH": str(REPO)}
+        by_file = subprocess.run(
+            LOCKSTEP + ["submit", "--host", kfp.host, "--config", str(compiled["config"]),
+                        "--image", "r/lockstep:dev", "--token-file", str(token_file)],
+            cwd=work, env=env, capture_output=True, text=True, timeout=600)
+        by_stdin = subprocess.run(
+            LOCKSTEP + ["schedules", "list", "--host", kfp.host, "--token-file", "-"],
+            cwd=work, env=env, input=SENTINEL + "\n", capture_output=True, text=True, timeout=600)
+    finally:
+        done.set()
+        watcher.join()
+    assert by_file.returncode == 0 and by_stdin.returncode == 0, (by_file.stderr, by_stdin.stderr)
+    assert {r["auth"] for r in kfp.requests} == {f"Bearer {SENTINEL}"}
+    assert len(kfp.bodies("POST", "/runs")) == 1  # compiled in a subprocess, then submitted
+    assert seen_argv and not [a for a in seen_argv if SENTINEL.encode() in a]
+    for result in (by_file, by_stdin):
+        assert SENTINEL not in result.stdout + result.stderr
+    for directory in (work, compiled["root"]):
+        for path in directory.rglob("*"):
+            if path.is_file():
+                assert SENTINEL.encode() not in path.read_bytes(), path
+
+
+def test_a_token_goes_only_to_a_host_the_user_named(kfp, compiled, tmp_path):
+    package = ["--package", compiled["output"]]
+    config = tmp_path / "shared.toml"
+    config.write_text(f'[kubeflow]\nhost = "{kfp.host}"\n')
+    token = {"KF_PIPELINES_TOKEN": SENTINEL}
+    # A host from a (shared) config file gets no token ...
+    line = _one_line_error(lockstep("schedules", "list", "--config", config,
+                                    env=_no_token_env(**token)), status=2)
+    assert f"kubeflow.host {kfp.host} comes from the config file" in line
+    # ... and the environment's endpoint beats it.
+    ok = lockstep("schedules", "list", "--config", config,
+                  env=_no_token_env(KF_PIPELINES_ENDPOINT=kfp.host, **token))
+    assert ok.returncode == 0, ok.stderr
+    # Without a token, the config's host is fine.
+    assert lockstep("schedules", "list", "--config", config, env=_no_token_env()).returncode == 0
+    # Plain http only to this machine.
+    line = _one_line_error(lockstep("submit", "--host", "http://10.1.2.3:8888", *package,
+                                    env=_no_token_env(**token)), status=2)
+    assert "plain http would send the token in the clear" in line
+    assert {r["auth"] for r in kfp.requests} == {f"Bearer {SENTINEL}", None}
+    # A redirect to another host does not carry the token along.
+    with StandIn() as other:
+        kfp.redirect_to = other.host
+        lockstep("schedules", "list", "--host", kfp.host, env=_no_token_env(**token))
+        assert other.requests, "the redirect was not followed"
+        assert {r["auth"] for r in other.requests} == {None}
