@@ -50,10 +50,12 @@ GZIP_LEVEL = 1
 
 
 def make_custom_config(label: str, missing_values: list[str], span_pattern: str = "",
-                       span_window: int = 1) -> example_gen_pb2.CustomConfig:
+                       span_window: int = 1,
+                       span_marker: str = spans.DEFAULT_MARKER) -> example_gen_pb2.CustomConfig:
     struct = struct_pb2.Struct()
     struct.update({"label": label, "missing_values": list(missing_values),
-                   "span_pattern": span_pattern, "span_window": span_window})
+                   "span_pattern": span_pattern, "span_window": span_window,
+                   "span_marker": span_marker})
     packed = any_pb2.Any()
     packed.Pack(struct)
     return example_gen_pb2.CustomConfig(custom_config=packed)
@@ -200,7 +202,8 @@ def _CsvRecords(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_
     if options.get("span_pattern"):
         pattern = f"{input_base.rstrip('/')}/{options['span_pattern']}"
         _, files = spans.select(input_base, options["span_pattern"],
-                                int(options.get("span_window", 1)))
+                                int(options.get("span_window", 1)),
+                                marker=options.get("span_marker", spans.DEFAULT_MARKER))
     else:
         pattern = f"{input_base.rstrip('/')}/{split_pattern}"
         files = sorted(fileio.glob(pattern))
@@ -251,7 +254,8 @@ class Executor(BaseExampleGenExecutor):
         chosen = []
         if options.get("span_pattern"):
             chosen, _ = spans.select(exec_properties[standard_component_specs.INPUT_BASE_KEY],
-                                     options["span_pattern"], int(options.get("span_window", 1)))
+                                     options["span_pattern"], int(options.get("span_window", 1)),
+                                     marker=options.get("span_marker", spans.DEFAULT_MARKER))
         exec_properties["_beam_pipeline_args"] = self._beam_pipeline_args or []
         if output_config.split_config.splits:
             buckets = list(itertools.accumulate(
@@ -281,10 +285,12 @@ class CsvExampleGen(example_gen_component.FileBasedExampleGen):
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
 
     def __init__(self, input_base: str, label: str, missing_values: list[str],
-                 span_pattern: str = "", span_window: int = 1, **kwargs):
+                 span_pattern: str = "", span_window: int = 1,
+                 span_marker: str = spans.DEFAULT_MARKER, **kwargs):
         """span_pattern: files under input_base with {SPAN} for the span number; the executor
         resolves it (see components/spans.py), so the input_config pattern must not hold {SPAN}."""
         super().__init__(
             input_base=input_base,
-            custom_config=make_custom_config(label, missing_values, span_pattern, span_window),
+            custom_config=make_custom_config(label, missing_values, span_pattern, span_window,
+                                             span_marker),
             **kwargs)

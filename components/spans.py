@@ -4,6 +4,10 @@ TFX resolves `{SPAN}` in ExampleGen's driver, which LocalDagRunner runs and open
 not (it ignores the driver hook). So lockstep resolves spans in the ExampleGen executor, which
 every orchestrator runs: list what matches the pattern with `{SPAN}` as a wildcard, read the span
 number back out of each path, and take the newest one (or the newest `window`).
+
+A span is complete only when its marker file (e.g. `_SUCCESS`, what Hadoop, Spark and Beam write
+when they finish) sits in each directory that holds its files: a span being uploaded is
+skipped until its writer puts the marker there, last. An empty marker name takes every span.
 """
 
 from __future__ import annotations
@@ -37,6 +41,21 @@ def _fileio_glob(pattern: str) -> list[str]:
 
 
 Glob = Callable[[str], Iterable[str]]
+Exists = Callable[[str], bool]
+DEFAULT_MARKER = "_SUCCESS"
+
+
+def _fileio_exists(path: str) -> bool:
+    from tfx.dsl.io import fileio
+
+    return fileio.exists(path)
+
+
+def is_complete(files: list[str], marker: str, exists: Exists = _fileio_exists) -> bool:
+    if not marker:
+        return True
+    return all(exists(f"{directory}/{marker}")
+               for directory in sorted({path.rsplit("/", 1)[0] for path in files}))
 
 
 def find(input_base: str, span_pattern: str, glob: Glob = _fileio_glob) -> dict[int, list[str]]:
@@ -51,12 +70,20 @@ def find(input_base: str, span_pattern: str, glob: Glob = _fileio_glob) -> dict[
     return spans
 
 
-def select(input_base: str, span_pattern: str, window: int = 1,
-           glob: Glob = _fileio_glob) -> tuple[list[int], list[str]]:
-    """The newest `window` spans and their files, oldest first."""
-    spans = find(input_base, span_pattern, glob)
-    if not spans:
-        raise SpanError(f"{input_base.rstrip('/')}/{span_pattern}: no span matches "
+def select(input_base: str, span_pattern: str, window: int = 1, glob: Glob = _fileio_glob,
+           marker: str = DEFAULT_MARKER,
+           exists: Exists = _fileio_exists) -> tuple[list[int], list[str]]:
+    """The newest `window` complete spans and their files, oldest first."""
+    found = find(input_base, span_pattern, glob)
+    where = f"{input_base.rstrip('/')}/{span_pattern}"
+    if not found:
+        raise SpanError(f"{where}: no span matches "
                         f"(expected e.g. {span_pattern.replace(SPAN, '1')})")
+    spans = {n: files for n, files in found.items() if is_complete(files, marker, exists)}
+    if not spans:
+        newest = max(found)
+        raise SpanError(f"{where}: no complete span: span {newest} (the newest) has no {marker} "
+                        f"in {found[newest][0].rsplit('/', 1)[0]} yet; a span is used once its "
+                        f"writer adds that file (data.span_marker)")
     chosen = sorted(spans)[-window:]
     return chosen, [path for span in chosen for path in spans[span]]

@@ -1,5 +1,7 @@
 """Each bad input: one line naming the file and column, a non-zero exit, nothing written."""
 
+import pytest
+
 from conftest import PipelineRun, REPO
 
 PENGUINS = (REPO / "data" / "penguins" / "penguins.csv").read_text()
@@ -70,3 +72,28 @@ def test_bad_config_file(tmp_path):
     (tmp_path / "c.toml").write_text("[trainer]\nbatch = 3\n")
     line = _run_expecting_error(tmp_path, "--config", tmp_path / "c.toml")
     assert "c.toml: unknown config key 'trainer.batch'" in line
+
+
+def _column_csv(path, header, cells, encoding="utf-8"):
+    rows = [header] + [f"{cell},{'ab'[i % 2]},{i}" for i, cell in enumerate(cells)]
+    path.write_bytes(("\n".join(rows) + "\n").encode(encoding))
+
+
+@pytest.mark.parametrize("header, cells, encoding, expected", [
+    ("x,y,label", [str(i) for i in range(9)] + ["99999999999999999999"], "utf-8",
+     "x.csv: column 'x' line 11 holds 99999999999999999999, an integer beyond the int64 range"),
+    ("x,y,label", [str(i) for i in range(9)] + ["1_000"], "utf-8",
+     "x.csv: column 'x' is numeric (9 numbers) but line 11 holds text '1_000'"),
+    ("x,y,label", [str(i) for i in range(9)] + ["\u0661\u0662"], "utf-8",
+     "x.csv: column 'x' is numeric (9 numbers) but line 11 holds text '\u0661\u0662'"),
+    ("x,y,label", [str(i) for i in range(9)] + ["caf\u00e9"], "latin-1",
+     "x.csv: not UTF-8 text"),
+    ("a/b,a_b,label", [str(i) for i in range(10)], "utf-8",
+     "x.csv: columns 'a/b' and 'a_b' would share the feature name 'a_b' (letters, digits and _ "
+     "only): rename one"),
+])
+def test_input_that_would_fail_deep_inside_is_one_line_before_any_component(
+        tmp_path, header, cells, encoding, expected):
+    _column_csv(tmp_path / "x.csv", header, cells, encoding)
+    line = _run_expecting_error(tmp_path, "--data", tmp_path / "x.csv", "--label", "label")
+    assert expected in line, line

@@ -11,18 +11,22 @@ from conftest import REPO, PipelineRun
 PENGUINS = REPO / "data" / "penguins" / "penguins.csv"
 
 
-def _write_span(root, span, rows):
+def _write_span(root, span, rows, complete=True):
     lines = PENGUINS.read_text().splitlines()
     header, body = lines[0], lines[1:]
     directory = root / f"span-{span}"
     directory.mkdir(parents=True)
     (directory / "penguins.csv").write_text("\n".join([header] + body[rows]) + "\n")
+    if complete:  # the writer's last step
+        (directory / spans.DEFAULT_MARKER).write_text("")
 
 
 def test_select_newest_span_or_window(tmp_path):
-    for span in (1, 2, 10):
+    for span in (1, 2, 10, 11):
         (tmp_path / f"span-{span}").mkdir()
         (tmp_path / f"span-{span}" / "a.csv").write_text("x\n1\n")
+        if span != 11:  # span 11 is still being uploaded: no _SUCCESS yet
+            (tmp_path / f"span-{span}" / "_SUCCESS").write_text("")
     (tmp_path / "span-x").mkdir()  # not a span number: ignored
     (tmp_path / "span-x" / "a.csv").write_text("x\n1\n")
     chosen, files = spans.select(str(tmp_path), "span-{SPAN}/*.csv")
@@ -31,6 +35,23 @@ def test_select_newest_span_or_window(tmp_path):
     assert chosen == [2, 10] and len(files) == 2
     with pytest.raises(spans.SpanError, match=r"no span matches \(expected e.g. day-1/\*.csv\)"):
         spans.select(str(tmp_path), "day-{SPAN}/*.csv")
+    chosen, _ = spans.select(str(tmp_path), "span-{SPAN}/*.csv", marker="")  # no marker needed
+    assert chosen == [11]
+
+
+def test_a_half_uploaded_span_is_not_used(tmp_path):
+    from conftest import lockstep
+
+    data = tmp_path / "data"
+    _write_span(data, 1, slice(0, 200), complete=False)
+    config = tmp_path / "c.toml"
+    config.write_text(f'[data]\npath = "{data}"\nspan_pattern = "span-{{SPAN}}/*.csv"\n')
+    result = lockstep("plan", "--config", config)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"lockstep: error: {data}/span-{{SPAN}}/*.csv: no complete span: span 1 (the newest) has "
+        f"no _SUCCESS in {data / 'span-1'} yet; a span is used once its writer adds that file "
+        "(data.span_marker)")
 
 
 @pytest.mark.slow
@@ -49,6 +70,7 @@ def test_new_span_reingests_warm_starts_and_compares_with_the_last_model(tmp_pat
     (model_1,) = run.pushed_versions()
 
     _write_span(data, 2, slice(100, None))
+    _write_span(data, 3, slice(0, 10), complete=False)  # being uploaded: not used
     second = run.run("--config", config)
     assert second.returncode == 0, second.stderr[-3000:]
     out = second.stdout
