@@ -1,17 +1,18 @@
-"""LatestPushedModel: the newest blessed, pushed model, found by looking, not by a Resolver node.
+"""LatestPushedModel: the baseline, found by looking in the serving directory, not by a Resolver.
 
 TFX's Resolver (LatestBlessedModelStrategy) compiles for Kubeflow but open-source KFP cannot run it.
-This component runs the same everywhere: it lists the Pusher's serving directory, takes the newest
-complete version (saved_model.pb is copied last, so its presence means the copy finished), and
-emits it as a Model artifact. With none pushed yet it emits an empty Model marked `found = 0`,
-which the Evaluator treats as "no baseline" and the Trainer as "no warm start".
+This component runs the same everywhere: it lists the Pusher's serving directory, keeps the
+complete versions (their push record written last, a SavedModel that parses:
+components/serving_dir.py), and of the newest `window` takes the one whose eval metric at push
+time was best, so the Evaluator's allowed drop is measured against the best recent model, not the
+last one, and cannot drift down push after push (window 1: the latest). It emits that version as a
+Model artifact. With none pushed yet it emits an empty Model marked `found = 0`, which the
+Evaluator treats as "no baseline" and the Trainer as "no warm start".
 
 Its output depends on the world outside the pipeline, so the runners turn caching off for it.
 """
 
 from __future__ import annotations
-
-import os
 
 from absl import logging
 from tfx import types
@@ -21,20 +22,16 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import io_utils, path_utils
 
+from components import serving_dir as serving_dir_lib
+
 FOUND_KEY = "found"
 SOURCE_KEY = "pushed_destination"
 
 
-def latest_pushed_version(serving_dir: str) -> str | None:
-    """The newest complete version directory under serving_dir, or None."""
-    if not serving_dir or not fileio.exists(serving_dir):
-        return None
-    versions = []
-    for name in fileio.listdir(serving_dir):
-        name = name.rstrip("/")
-        if name.isdigit() and fileio.exists(os.path.join(serving_dir, name, "saved_model.pb")):
-            versions.append(int(name))
-    return os.path.join(serving_dir, str(max(versions))) if versions else None
+def baseline_version(serving_dir: str, window: int = 1) -> str | None:
+    """The best of the newest `window` complete versions under serving_dir, or None."""
+    version = serving_dir_lib.best_recent(serving_dir, window)
+    return version.path if version else None
 
 
 def is_found(model_artifact) -> bool:
@@ -42,7 +39,8 @@ def is_found(model_artifact) -> bool:
 
 
 class LatestPushedModelSpec(ComponentSpec):
-    PARAMETERS = {"serving_dir": ExecutionParameter(type=str)}
+    PARAMETERS = {"serving_dir": ExecutionParameter(type=str),
+                  "window": ExecutionParameter(type=int)}
     INPUTS = {}
     OUTPUTS = {"model": ChannelParameter(type=standard_artifacts.Model)}
 
@@ -50,7 +48,8 @@ class LatestPushedModelSpec(ComponentSpec):
 class Executor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         model = artifact_utils.get_single_instance(output_dict["model"])
-        source = latest_pushed_version(exec_properties["serving_dir"])
+        source = baseline_version(exec_properties["serving_dir"],
+                                  exec_properties.get("window") or 1)
         if source is None:
             logging.info("No pushed model under %s yet.", exec_properties["serving_dir"])
             model.set_int_custom_property(FOUND_KEY, 0)
@@ -66,6 +65,7 @@ class LatestPushedModel(base_component.BaseComponent):
     SPEC_CLASS = LatestPushedModelSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
 
-    def __init__(self, serving_dir: str):
+    def __init__(self, serving_dir: str, window: int = 1):
         super().__init__(spec=LatestPushedModelSpec(
-            serving_dir=serving_dir, model=types.Channel(type=standard_artifacts.Model)))
+            serving_dir=serving_dir, window=window,
+            model=types.Channel(type=standard_artifacts.Model)))

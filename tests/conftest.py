@@ -40,7 +40,7 @@ class PipelineRun:
     def pushed_versions(self) -> list[Path]:
         if not self.serving_dir.exists():
             return []
-        return sorted(p for p in self.serving_dir.iterdir() if p.is_dir())
+        return sorted(p for p in self.serving_dir.iterdir() if p.is_dir() and p.name.isdigit())
 
 
 @pytest.fixture(scope="session")

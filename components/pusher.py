@@ -1,0 +1,110 @@
+"""Pusher: publishes a blessed model into the serving directory, atomically and once.
+
+TFX's Pusher writes each file in place under the final version number, and pushes the same model
+again on every run that blesses it. This one pushes through components/serving_dir.py: a
+temporary copy, fsync, a serving smoke test on a few eval examples in a subprocess
+(components/serving_check.py), then a rename to a fresh version number; content pushed before is
+not pushed again. Its output carries `pushed`, `pushed_destination` and `push_note` (what happened,
+in a line for the run summary).
+"""
+
+from __future__ import annotations
+
+from absl import logging
+from tfx import types
+from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.dsl.io import fileio
+from tfx.types import artifact_utils, standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+from tfx.utils import path_utils
+
+from components import serving_check, serving_dir
+
+PUSHED_KEY = "pushed"
+DESTINATION_KEY = "pushed_destination"
+NOTE_KEY = "push_note"
+
+
+class PusherSpec(ComponentSpec):
+    PARAMETERS = {
+        "serving_dir": ExecutionParameter(type=str),
+        "keep_versions": ExecutionParameter(type=int),
+        # The gating metric, recorded with the version so that later runs can pick the best
+        # recent model as their baseline (components/latest_model.py).
+        "metric_name": ExecutionParameter(type=str),
+        "higher_is_better": ExecutionParameter(type=int),
+    }
+    INPUTS = {
+        "model": ChannelParameter(type=standard_artifacts.Model),
+        "model_blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
+        "examples": ChannelParameter(type=standard_artifacts.Examples),
+        "evaluation": ChannelParameter(type=standard_artifacts.ModelEvaluation),
+    }
+    OUTPUTS = {"pushed_model": ChannelParameter(type=standard_artifacts.PushedModel)}
+
+
+def gating_metric(evaluation_uri: str, name: str) -> float | None:
+    """The candidate's value of `name` on the whole eval split, from TFMA's output."""
+    import tensorflow_model_analysis as tfma
+
+    try:
+        for per_slice in tfma.load_metrics(evaluation_uri):
+            if per_slice.slice_key.single_slice_keys:
+                continue
+            for kv in per_slice.metric_keys_and_values:
+                if (kv.key.name == name and not kv.key.is_diff
+                        and kv.key.model_name in ("", "candidate")
+                        and kv.value.HasField("double_value")):
+                    return kv.value.double_value.value
+    except Exception as err:  # noqa: BLE001  no metric recorded: the push goes on without it
+        logging.warning("No %s in %s: %s", name, evaluation_uri, err)
+    return None
+
+
+def eval_example_files(examples) -> list[str]:
+    split = artifact_utils.get_split_uri([examples], "eval")
+    return sorted(fileio.glob(f"{split}/*"))
+
+
+class Executor(base_executor.BaseExecutor):
+    def Do(self, input_dict, output_dict, exec_properties):
+        model = artifact_utils.get_single_instance(input_dict["model"])
+        blessing = artifact_utils.get_single_instance(input_dict["model_blessing"])
+        out = artifact_utils.get_single_instance(output_dict["pushed_model"])
+        out.set_int_custom_property(PUSHED_KEY, 0)
+        if not blessing.get_int_custom_property("blessed"):
+            out.set_string_custom_property(NOTE_KEY, "not blessed")
+            logging.info("Model %s is not blessed; not pushed.", model.uri)
+            return
+        target = exec_properties["serving_dir"]
+        files = eval_example_files(artifact_utils.get_single_instance(input_dict["examples"]))
+        name = exec_properties["metric_name"]
+        value = gating_metric(
+            artifact_utils.get_single_instance(input_dict["evaluation"]).uri, name)
+        metric = {"name": name, "value": value,
+                  "higher_is_better": bool(exec_properties["higher_is_better"])}
+        run_id = self._context.pipeline_run_id if self._context else ""
+        result = serving_dir.push(
+            path_utils.serving_model_path(model.uri), target, model_uri=model.uri,
+            metric=metric, check=lambda path: serving_check.run(path, files),
+            keep=exec_properties.get("keep_versions") or 0, run_id=run_id or "")
+        out.set_int_custom_property(PUSHED_KEY, int(result.pushed))
+        out.set_string_custom_property(NOTE_KEY, result.note)
+        if result.destination:
+            out.set_string_custom_property(DESTINATION_KEY, result.destination)
+        fileio.makedirs(out.uri)
+        logging.info("Pusher: %s (%s)", result.note, result.destination)
+
+
+class Pusher(base_component.BaseComponent):
+    SPEC_CLASS = PusherSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+    def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel,
+                 examples: types.BaseChannel, evaluation: types.BaseChannel, serving_dir: str,
+                 metric_name: str, higher_is_better: bool, keep_versions: int = 0):
+        super().__init__(spec=PusherSpec(
+            model=model, model_blessing=model_blessing, examples=examples, evaluation=evaluation,
+            serving_dir=serving_dir, keep_versions=keep_versions, metric_name=metric_name,
+            higher_is_better=int(higher_is_better),
+            pushed_model=types.Channel(type=standard_artifacts.PushedModel)))

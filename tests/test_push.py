@@ -1,0 +1,211 @@
+"""The push (components/serving_dir.py, components/pusher.py): atomic, checked, once per model.
+
+Real SavedModels with a `serving_default` over serialized tf.Examples, real subprocess serving
+checks, real kills."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import tensorflow as tf
+
+from components import serving_check, serving_dir
+from conftest import REPO
+
+
+def _model(path, scale: float, padding_floats: int = 0):
+    """A SavedModel whose serving_default gives scale * x for tf.Examples with a float x."""
+
+    class Model(tf.Module):
+        def __init__(self):
+            self.scale = tf.Variable(scale)
+            self.padding = tf.Variable(tf.random.uniform([padding_floats])) if padding_floats else None
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+        def serve(self, examples):
+            x = tf.io.parse_example(examples, {"x": tf.io.FixedLenFeature([1], tf.float32)})["x"]
+            return {"predictions": x * self.scale}
+
+    model = Model()
+    tf.saved_model.save(model, str(path), signatures={"serving_default": model.serve})
+    return str(path)
+
+
+def _examples(path, n=5):
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+        for i in range(n):
+            example = tf.train.Example()
+            example.features.feature["x"].float_list.value.append(float(i))
+            writer.write(example.SerializeToString())
+    return [str(path)]
+
+
+def _check(files):
+    return lambda path: serving_check.run(path, files)
+
+
+def _numbered(serving):
+    return sorted(int(n) for n in os.listdir(serving) if n.isdigit())
+
+
+def test_a_poller_never_sees_a_partial_version_and_each_loads(tmp_path):
+    files = _examples(tmp_path / "eval.gz")
+    models = [_model(tmp_path / f"m{i}", 1.0 + i, padding_floats=2_000_000) for i in range(3)]
+    serving = tmp_path / "serving"
+    serving.mkdir()
+    seen, stop = {}, threading.Event()
+
+    def poll():
+        while True:
+            done = stop.is_set()  # one last look after the last push returned
+            for name in os.listdir(serving):
+                if name.isdigit():
+                    try:
+                        contents = set(os.listdir(serving / name))
+                    except FileNotFoundError:
+                        continue
+                    seen.setdefault(name, []).append(contents)
+            if done:
+                return
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        results = [serving_dir.push(m, str(serving), check=_check(files)) for m in models]
+    finally:
+        stop.set()
+        poller.join()
+    assert all(r.pushed for r in results), results
+    numbers = [int(os.path.basename(r.destination)) for r in results]
+    assert numbers == sorted(numbers) and len(set(numbers)) == 3  # strictly increasing
+    assert sorted(seen) == sorted(map(str, numbers))
+    for name, snapshots in seen.items():
+        for contents in snapshots:  # every look at a numbered dir saw a whole model
+            assert {"saved_model.pb", "variables", serving_dir.PUSH_RECORD} <= contents, contents
+        model = tf.saved_model.load(str(serving / name))
+        assert model.signatures["serving_default"]
+    assert not [n for n in os.listdir(serving) if n.startswith(serving_dir.TEMP_PREFIX)]
+
+
+KILLED_PUSH = """
+import sys
+sys.path.insert(0, {repo!r})
+from components import serving_check, serving_dir
+files = {files!r}
+serving_dir.push({model!r}, {serving!r}, check=(lambda p: serving_check.run(p, files)) if files else None)
+"""
+
+
+def test_a_push_killed_at_random_points_never_leaves_a_partial_version(tmp_path):
+    files = _examples(tmp_path / "eval.gz")
+    serving = tmp_path / "serving"
+    serving.mkdir()
+    first = _model(tmp_path / "first", 1.0)
+    assert serving_dir.push(first, str(serving), check=_check(files)).pushed
+    rng = random.Random(0)
+    for attempt in range(6):
+        model = _model(tmp_path / f"m{attempt}", 10.0 + attempt, padding_floats=4_000_000)
+        script = KILLED_PUSH.format(repo=str(REPO), model=model, serving=str(serving), files=files)
+        process = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.0, 4.0))  # the copy, the fsync, the check subprocess, the rename
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        for number in _numbered(serving):  # whatever is numbered is whole and loads
+            version = str(serving / str(number))
+            assert serving_dir.is_complete(version), os.listdir(version)
+            tf.saved_model.load(version)
+        assert serving_dir.best_recent(str(serving)) is not None
+    # A later push sweeps what the killed ones left and publishes.
+    last = serving_dir.push(_model(tmp_path / "last", 99.0), str(serving), check=_check(files))
+    assert last.pushed
+    assert not [n for n in os.listdir(serving) if n.startswith(serving_dir.TEMP_PREFIX)]
+
+
+def test_a_model_that_does_not_serve_is_not_published(tmp_path):
+    files = _examples(tmp_path / "eval.gz")
+    serving = tmp_path / "serving"
+    broken = tmp_path / "broken"
+    module = tf.Module()
+    module.v = tf.Variable(1.0)
+    tf.saved_model.save(module, str(broken))  # no serving_default
+    with pytest.raises(serving_check.ServingCheckFailed, match="has no serving_default signature"):
+        serving_dir.push(str(broken), str(serving), check=_check(files))
+    assert _numbered(serving) == []
+    assert not [n for n in os.listdir(serving) if n.startswith(serving_dir.TEMP_PREFIX)]
+    assert not os.listdir(serving / serving_dir.LEDGER / "pushed")  # so a fixed run may push
+
+
+
+# Below, the bookkeeping of versions and records; the serving check (a subprocess) is above.
+
+def test_the_same_model_is_pushed_once_even_after_its_version_was_removed(tmp_path):
+    serving = tmp_path / "serving"
+    model = _model(tmp_path / "m", 2.0)
+    first = serving_dir.push(model, str(serving), model_uri="artifact/7")
+    assert first.pushed and first.note.startswith("pushed as version ")
+    again = serving_dir.push(model, str(serving), model_uri="artifact/7")
+    assert not again.pushed and again.destination == first.destination
+    assert "already pushed as version" in again.note and "removed" not in again.note
+    import shutil
+
+    shutil.rmtree(first.destination)  # an operator rolls back
+    rolled_back = serving_dir.push(model, str(serving))
+    assert not rolled_back.pushed and "since removed" in rolled_back.note
+    assert _numbered(serving) == []
+    # A new model gets a number above the removed one: numbers never go back.
+    new = serving_dir.push(_model(tmp_path / "n", 3.0), str(serving))
+    assert int(os.path.basename(new.destination)) > int(os.path.basename(first.destination))
+
+
+def test_concurrent_pushes_never_share_a_version(tmp_path):
+    serving = tmp_path / "serving"
+    serving.mkdir()
+    models = [_model(tmp_path / f"m{i}", 5.0 + i) for i in range(3)]
+    processes = [subprocess.Popen(
+        [sys.executable, "-c", KILLED_PUSH.format(repo=str(REPO), model=m, serving=str(serving),
+                                                  files=[])]) for m in models]
+    assert [p.wait() for p in processes] == [0, 0, 0]
+    numbers = _numbered(serving)
+    assert len(numbers) == 3
+    scales = sorted(float(tf.saved_model.load(str(serving / str(n))).scale.numpy())
+                    for n in numbers)
+    assert scales == [5.0, 6.0, 7.0]
+
+
+def test_keep_removes_the_oldest_versions(tmp_path):
+    serving = tmp_path / "serving"
+    pushed = [serving_dir.push(_model(tmp_path / f"m{i}", float(i)), str(serving), keep=2)
+              for i in range(4)]
+    assert "removed old version(s)" in pushed[-1].note
+    assert [str(serving / str(n)) for n in _numbered(serving)] == [p.destination for p in pushed[2:]]
+
+
+def test_the_baseline_is_the_best_recent_complete_version(tmp_path):
+    serving = tmp_path / "serving"
+    for i, accuracy in enumerate([0.90, 0.95, 0.93]):
+        serving_dir.push(_model(tmp_path / f"m{i}", float(i)), str(serving),
+                         metric={"name": "acc", "value": accuracy, "higher_is_better": True})
+    numbers = _numbered(serving)
+    # Incomplete versions are never a baseline: no push record, or a truncated SavedModel.
+    newest = numbers[-1]
+    for offset, with_record in ((1, False), (2, True)):
+        bad = serving / str(newest + offset)
+        os.makedirs(bad)
+        pb = open(serving / str(newest) / "saved_model.pb", "rb").read()
+        (bad / "saved_model.pb").write_bytes(pb[: len(pb) // 2])
+        if with_record:
+            (bad / serving_dir.PUSH_RECORD).write_text(json.dumps({"metric": {"value": 1.0}}))
+    assert serving_dir.best_recent(str(serving), window=5).number == numbers[1]  # 0.95
+    assert serving_dir.best_recent(str(serving), window=1).number == numbers[2]  # the last
+    # A lower-is-better metric (RMSE) picks the lowest.
+    rmse = tmp_path / "rmse"
+    for i, value in enumerate([3.0, 2.0, 2.5]):
+        serving_dir.push(_model(tmp_path / f"r{i}", float(i)), str(rmse),
+                         metric={"name": "rmse", "value": value, "higher_is_better": False})
+    assert serving_dir.best_recent(str(rmse), window=3).record["metric"]["value"] == 2.0
