@@ -1,13 +1,17 @@
-"""Recurring local runs for single-machine users: one crontab entry per pipeline, and a lock so
-two runs of the same pipeline never overlap (the second one skips, and says so in the log).
+"""Recurring local runs for single-machine users: one crontab entry per pipeline. Runs of one
+pipeline never overlap: `lockstep run` holds the pipeline root's lock (pipeline/run_lock.py), so
+a run that finds it held exits with status 3 and says since when, in the log.
+
+A crontab line is a shell command that cron reads line by line and in which it turns `%` into a
+newline: a path or name with a control character or `%` is refused, not escaped. The entry
+creates the log's directory itself, so a run whose pipeline root does not exist yet (or was
+removed) still starts and logs.
 
 Cron reads the machine's local time zone here (KFP schedules are UTC).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import shlex
 import shutil
@@ -21,29 +25,6 @@ class ScheduleError(RuntimeError):
     """One line: what could not be scheduled, and why."""
 
 
-class Locked(RuntimeError):
-    """Another run holds the lock."""
-
-
-@contextlib.contextmanager
-def run_lock(path: str):
-    """Held for the whole run; released by the kernel even if the process is killed."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
-    handle = open(path, "a+")
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise Locked(f"another lockstep run holds {path}; skipping this one") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        yield
-    finally:
-        handle.close()
-
-
 def crontab_cron(cron: str) -> str:
     """Five crontab fields; KFP-style six fields are taken when the seconds field is 0."""
     fields = cron.split()
@@ -55,11 +36,24 @@ def crontab_cron(cron: str) -> str:
     return " ".join(fields)
 
 
-def entry(name: str, cron: str, config: str | None, workdir: str, log: str, lock: str) -> str:
-    command = [sys.executable, "-m", "pipeline.cli", "run", "--lock", lock]
+def _safe(what: str, value: str) -> str:
+    if "%" in value or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ScheduleError(f"{what} {value!r}: a crontab line cannot carry control characters "
+                            "or '%'; use another name or path")
+    return value
+
+
+def entry(name: str, cron: str, config: str | None, workdir: str, log: str) -> str:
+    _safe("the schedule name", name)
+    if not name.strip() or name != name.strip():
+        raise ScheduleError(f"the schedule name {name!r}: must not be empty or padded")
+    command = [_safe("the Python interpreter", sys.executable), "-m", "pipeline.cli", "run"]
     if config:
-        command += ["--config", os.path.abspath(config)]
-    return (f"{crontab_cron(cron)} cd {shlex.quote(workdir)} && "
+        command += ["--config", _safe("the config path", os.path.abspath(config))]
+    log = _safe("the log path", os.path.abspath(log))
+    workdir = _safe("the working directory", workdir)
+    return (f"{crontab_cron(cron)} mkdir -p {shlex.quote(os.path.dirname(log))} && "
+            f"cd {shlex.quote(workdir)} && "
             f"PYTHONPATH={shlex.quote(workdir)} {shlex.join(command)} "
             f">> {shlex.quote(log)} 2>&1 {MARKER}{name}")
 
@@ -93,6 +87,7 @@ def install(name: str, line: str) -> None:
 
 
 def remove(name: str) -> bool:
+    _safe("the schedule name", name)
     lines = _read()
     kept = [x for x in lines if not x.endswith(MARKER + name)]
     _write(kept)

@@ -1,10 +1,14 @@
-"""`lockstep schedule --local`: a crontab entry that runs `lockstep run` under a lock."""
+"""`lockstep schedule --local`: a crontab entry that runs `lockstep run`; one run per pipeline
+root (the run lock, status 3), a run timeout (status 4), and hostile paths refused."""
 
 import os
+import re
 import shlex
+import subprocess
+import time
 
-from conftest import lockstep
-from pipeline import local_schedule
+from conftest import REPO, lockstep
+from pipeline import local_schedule, run_lock
 
 FAKE_CRONTAB = """#!/bin/sh
 # crontab -l / crontab - over a file, like cron's own tool.
@@ -40,11 +44,12 @@ def test_install_replace_remove(tmp_path, monkeypatch):
     lines = (tmp_path / "tab").read_text().splitlines()
     assert lines[0] == "15 1 * * * /usr/bin/backup"  # other entries are kept
     (entry,) = lines[1:]  # replaced, not duplicated
-    assert entry.startswith("0 4 * * * cd ") and entry.endswith("# lockstep-schedule:lockstep")
-    command = shlex.split(entry[len("0 4 * * * "):].split(" >> ")[0].split(" && ", 1)[1])
-    assert command[command.index("--lock") + 1] == str(tmp_path / "root" / "run.lock")
+    assert entry.startswith("0 4 * * * mkdir -p ") and entry.endswith("# lockstep-schedule:lockstep")
+    command = shlex.split(entry[len("0 4 * * * "):].split(" >> ")[0].split(" && ", 2)[2])
     assert command[command.index("--config") + 1] == str(config)
-    assert f">> {tmp_path / 'root' / 'schedule.log'} 2>&1" in entry
+    assert "--lock" not in command  # the run takes the pipeline root's own lock
+    assert entry.startswith(f"0 4 * * * mkdir -p {tmp_path / 'root' / 'logs'} && ")
+    assert f">> {tmp_path / 'root' / 'logs' / 'schedule.log'} 2>&1" in entry
 
     bad = lockstep("schedule", "--local", "--cron", "*/5 * * *", cwd=tmp_path)
     assert bad.returncode == 2 and "5 crontab fields" in bad.stderr
@@ -61,14 +66,73 @@ def test_no_crontab_is_one_line(tmp_path):
     assert result.stderr.strip().endswith("crontab not found: install cron (e.g. apt-get install cron)")
 
 
-def test_a_second_run_skips_while_the_first_holds_the_lock(tmp_path):
-    lock = tmp_path / "run.lock"
-    with local_schedule.run_lock(str(lock)):
-        second = lockstep("run", "--lock", lock, "--pipeline-root", tmp_path / "root",
-                          "--serving-dir", tmp_path / "serving")
-    assert second.returncode == 0, second.stderr
-    assert f"another lockstep run holds {lock}; skipping this one" in second.stderr
-    assert not (tmp_path / "root").exists()
-    # Released: the lock can be taken again.
-    with local_schedule.run_lock(str(lock)):
+def test_hostile_names_and_paths_are_refused(tmp_path, monkeypatch):
+    for key, value in _env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    (tmp_path / "tab").write_text("15 1 * * * /usr/bin/backup\n")
+    for toml in ('[paths]\npipeline_root = "/tmp/x\\n* * * * * rm -rf ~"\n',
+                 '[paths]\npipeline_root = "/tmp/100%"\n'):
+        config = tmp_path / "hostile.toml"
+        config.write_text(toml)
+        result = lockstep("schedule", "--local", "--cron", "0 3 * * *", "--config", config,
+                          cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        [line] = result.stderr.strip().splitlines()
+        assert "the log path" in line and "control characters or '%'" in line, line
+    for name in ("nightly\n* * * * * touch /tmp/owned", "a%b"):
+        result = lockstep("schedule", "--local", "--cron", "0 3 * * *", "--name", name,
+                          cwd=tmp_path)
+        assert result.returncode == 2 and "the schedule name" in result.stderr, result.stderr
+    assert (tmp_path / "tab").read_text() == "15 1 * * * /usr/bin/backup\n"  # untouched
+
+
+def test_a_scheduled_run_with_a_missing_root_starts_and_logs(tmp_path, monkeypatch):
+    for key, value in _env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    root = tmp_path / "not yet" / "root"
+    config = tmp_path / "c.toml"
+    config.write_text(f'[data]\nlabel = "no_such_column"\n[paths]\npipeline_root = "{root}"\n')
+    result = lockstep("schedule", "--local", "--cron", "0 3 * * *", "--config", config,
+                      cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    import shutil
+
+    shutil.rmtree(tmp_path / "not yet")  # removed after scheduling: the entry must cope
+    [entry] = (tmp_path / "tab").read_text().splitlines()
+    command = re.sub(r"^(\S+ ){5}", "", entry).rsplit(" # lockstep-schedule:", 1)[0]
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    cron = subprocess.run(["/bin/sh", "-c", command], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert cron.returncode == 2, (cron.stdout, cron.stderr)  # lockstep's own input error
+    log = (root / "logs" / "schedule.log").read_text()
+    assert "label column 'no_such_column' is not in the header" in log, log
+
+
+def test_a_second_run_exits_3_and_says_who_holds_the_lock(tmp_path):
+    root = tmp_path / "root"
+    with run_lock.hold(run_lock.default_path(str(root))):
+        tic = time.monotonic()
+        second = lockstep("run", "--pipeline-root", root, "--serving-dir", tmp_path / "serving",
+                          "--wait", "2")
+        waited = time.monotonic() - tic
+    assert second.returncode == 3, second.stderr
+    [line] = second.stderr.strip().splitlines()
+    assert line.startswith(f"lockstep: error: another lockstep run holds {root / 'run.lock'}: "
+                           f"pid {os.getpid()} on "), line
+    assert "running since" in line and "(waited 2s)" in line, line
+    assert waited >= 2
+    assert not (tmp_path / "serving").exists() and not (root / "metadata.sqlite").exists()
+    with run_lock.hold(run_lock.default_path(str(root))):  # released: it can be taken again
+        pass
+
+
+def test_a_run_past_its_timeout_stops_with_status_4_and_frees_the_lock(tmp_path):
+    root = tmp_path / "root"
+    result = lockstep("run", "--pipeline-root", root, "--serving-dir", tmp_path / "serving",
+                      "--timeout-minutes", "0.05")
+    assert result.returncode == 4, (result.stdout[-2000:], result.stderr[-2000:])
+    assert result.stderr.strip().splitlines()[-1] == (
+        "lockstep: error: the run took longer than 0.05 min (run.timeout_minutes); stopped")
+    with run_lock.hold(run_lock.default_path(str(root))):
         pass

@@ -2,12 +2,18 @@
 
 Every command raises; `main` catches only what is listed here. Status 2: the input, a flag or
 the config (nothing was run). Status 1: something ran and failed (a task, a component, the KFP
-server). Anything else is a bug and keeps its traceback.
+server). Status 3: another run holds the pipeline root's lock (nothing was run). Status 4: the
+run took longer than run.timeout_minutes and was stopped. Anything else is a bug and keeps its
+traceback.
 """
 
 from __future__ import annotations
 
 import sys
+
+
+LOCKED = 3
+TIMED_OUT = 4
 
 
 class UsageError(Exception):
@@ -23,12 +29,14 @@ def _statuses() -> list[tuple[type[BaseException], int]]:
     from components.spans import SpanError
     from pipeline.config import ConfigError
     from pipeline.local_schedule import ScheduleError
+    from pipeline.run_lock import Locked
     from trainer_module.config import TrainerConfigError
     from trainer_module.scaling import ScalingError
     from trainer_module.slices import SliceError
 
     return [(UsageError, 2), (ConfigError, 2), (CsvError, 2), (SpanError, 2),
-            (TrainerConfigError, 2), (ScalingError, 2), (SliceError, 2), (ScheduleError, 2)]
+            (TrainerConfigError, 2), (ScalingError, 2), (SliceError, 2), (ScheduleError, 2),
+            (Locked, LOCKED)]
 
 
 def _run_statuses() -> list[tuple[type[BaseException], int]]:
