@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,9 @@ class DataConfig:
     # "span-{SPAN}/*.csv". Each run trains on the newest span, or the newest `span_window` spans.
     span_pattern: str = ""
     span_window: int = 1
+    # A span is complete, and used, once this file is in its directory (its writer adds it
+    # last). "": every span that has files, the moment they appear.
+    span_marker: str = "_SUCCESS"
     # classification | regression | auto: from the label column, decided once before the run
     # (trainer_module/config.py, task_for_label: a float or an integer label with more than 50
     # distinct values is a regression). A Kubeflow compile of remote data must name it.
@@ -46,8 +50,15 @@ class DataConfig:
 @dataclasses.dataclass
 class EvalConfig:
     min_accuracy: float = 0.8  # classification: absolute threshold on the candidate
-    max_rmse: float = 0.0  # regression: absolute threshold (0: no threshold)
-    max_regression: float = 0.01  # how much worse than the last blessed model is still blessed
+    # Regression: the candidate's RMSE must be at most this. 0: the label's standard deviation
+    # on the data (what predicting the mean scores), computed before a local run; a compile of
+    # remote data must set it.
+    max_rmse: float = 0.0
+    # How much worse than the baseline is still blessed. The baseline is the best, by its eval
+    # metric at push time, of the newest `baseline_window` pushed models (1: the last pushed), so
+    # the allowed drop cannot add up push after push.
+    max_regression: float = 0.01
+    baseline_window: int = 5
     # Columns to slice the evaluation by (e.g. ["island"]): TFMA's metrics for each value, in the
     # run summary and `lockstep runs --json`. Thresholds stay on the whole eval split.
     slices: list[str] = dataclasses.field(default_factory=list)
@@ -61,10 +72,31 @@ class PathsConfig:
 
 
 @dataclasses.dataclass
+class PushConfig:
+    # Versions kept in the serving dir: the newest N (0: keep all). Older ones are removed after
+    # a push; a removed version is never pushed again (components/serving_dir.py).
+    keep_versions: int = 0
+
+
+@dataclasses.dataclass
+class RunConfig:
+    # One run per pipeline root at a time: a second `lockstep run` waits this long for the lock,
+    # then exits with status 3 and says who holds it since when.
+    lock_wait_seconds: float = 0.0
+    # A run that takes longer is stopped with status 4 (0: no limit); a hung run cannot hold the
+    # lock, and so every later scheduled run, for ever.
+    timeout_minutes: float = 0.0
+
+
+@dataclasses.dataclass
 class KubeflowConfig:
     # The pipeline image (infra/Dockerfile); the tag defaults to the package version.
     image: str = "lockstep-pipeline"
     image_tag: str = ""
+    # The image by digest, e.g. "sha256:3b4c...", as `podman push --digestfile` or the registry
+    # reports it: every run pulls exactly these bytes, whatever the tag points to later. Wins
+    # over image_tag.
+    image_digest: str = ""
     host: str = ""  # the KFP API endpoint for submit/schedule (or --host, or $KF_PIPELINES_ENDPOINT)
     namespace: str = "kubeflow"
     experiment: str = "lockstep"
@@ -90,6 +122,8 @@ class Config:
     trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
     paths: PathsConfig = dataclasses.field(default_factory=PathsConfig)
+    push: PushConfig = dataclasses.field(default_factory=PushConfig)
+    run: RunConfig = dataclasses.field(default_factory=RunConfig)
     kubeflow: KubeflowConfig = dataclasses.field(default_factory=KubeflowConfig)
     # Extra Beam pipeline args. Empty means Beam's DirectRunner in memory with one worker, the
     # fastest on small data; any arg makes TFX package itself for Beam workers (an sdist build per
@@ -212,6 +246,14 @@ def validate(config: Config) -> None:
     if config.data.span_pattern and config.data.span_pattern.count("{SPAN}") != 1:
         raise ConfigError(f"data.span_pattern must contain {{SPAN}} once, got "
                           f"{config.data.span_pattern!r}")
+    if config.eval.baseline_window < 1:
+        raise ConfigError("eval.baseline_window must be at least 1")
+    if config.eval.max_rmse < 0 or config.push.keep_versions < 0:
+        raise ConfigError("eval.max_rmse and push.keep_versions must be 0 or more")
+    if config.run.lock_wait_seconds < 0 or config.run.timeout_minutes < 0:
+        raise ConfigError("run.lock_wait_seconds and run.timeout_minutes must be 0 or more")
+    if "/" in config.data.span_marker:
+        raise ConfigError(f"data.span_marker must be a file name, got {config.data.span_marker!r}")
     if config.data.span_window < 1:
         raise ConfigError("data.span_window must be at least 1")
     if config.data.task not in ("auto", *TASKS):
@@ -220,6 +262,9 @@ def validate(config: Config) -> None:
     if config.kubeflow.trainer_retries < 0 or config.kubeflow.trainer_retry_backoff_seconds < 0:
         raise ConfigError("kubeflow.trainer_retries and kubeflow.trainer_retry_backoff_seconds "
                           "must be 0 or more")
+    digest = config.kubeflow.image_digest
+    if digest and not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        raise ConfigError(f"kubeflow.image_digest must be sha256: and 64 hex digits, got {digest!r}")
     if config.kubeflow.gpus < 0:
         raise ConfigError("kubeflow.gpus must be 0 or more")
     if config.kubeflow.gpus and config.trainer.tpu_slice:

@@ -11,10 +11,11 @@ import dataclasses
 import glob
 import os
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from components import csv_format, spans
-from trainer_module import config as trainer_config
+from trainer_module import config as trainer_config, features
 
 
 LABEL_VALUES_COUNTED = 100_000  # far past any class count; bounds memory for a numeric label
@@ -30,16 +31,48 @@ class DataInfo:
     task: str  # classification | regression
     task_reason: str  # why: from the label's type and values, or the user's choice
     spans: tuple[int, ...] = ()  # the spans this run reads, when the data comes in spans
+    label_std: float | None = None  # a numeric label's standard deviation (None: text)
+
+    def rmse_bound(self) -> float | None:
+        """The default regression bound: the RMSE of always predicting the label's mean."""
+        return round(self.label_std, 6) if self.label_std else None
 
 
-def _files(path: str, span_pattern: str, span_window: int) -> tuple[str, str, list[str], list[int]]:
+class _Moments:
+    """Count, sum and sum of squares of a numeric column, batch by batch (vectorized)."""
+
+    def __init__(self):
+        self.n, self.total, self.squares, self.numeric = 0, 0.0, 0.0, True
+
+    def add(self, values) -> None:
+        if not self.numeric:
+            return
+        try:
+            numbers = pc.cast(values.drop_null(), pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            self.numeric = False
+            return
+        self.n += len(numbers)
+        self.total += pc.sum(numbers).as_py() or 0.0
+        self.squares += pc.sum(pc.multiply(numbers, numbers)).as_py() or 0.0
+
+    def std(self) -> float | None:
+        if not self.numeric or self.n < 2:
+            return None
+        mean = self.total / self.n
+        return max(self.squares / self.n - mean * mean, 0.0) ** 0.5
+
+
+def _files(path: str, span_pattern: str, span_window: int,
+           span_marker: str) -> tuple[str, str, list[str], list[int]]:
     chosen: list[int] = []
     input_base, pattern = csv_format.locate(path, span_pattern)
     if span_pattern:
         if not os.path.isdir(path):
             raise csv_format.CsvError(f"{path}: data.span_pattern needs data.path to be a directory")
         try:
-            chosen, files = spans.select(path, span_pattern, span_window, glob.glob)
+            chosen, files = spans.select(path, span_pattern, span_window, glob.glob,
+                                         span_marker, os.path.exists)
         except spans.SpanError as err:
             raise csv_format.CsvError(str(err)) from None
     elif os.path.isfile(path):
@@ -52,20 +85,26 @@ def _files(path: str, span_pattern: str, span_window: int) -> tuple[str, str, li
 
 
 def check(path: str, label: str, missing_values: list[str], span_pattern: str = "",
-          span_window: int = 1, task: str = "auto") -> DataInfo:
+          span_window: int = 1, task: str = "auto",
+          span_marker: str = spans.DEFAULT_MARKER) -> DataInfo:
     """task: auto (decide from the label column) or classification | regression (the user's)."""
     path = os.path.abspath(os.path.expanduser(path))
     if not os.path.exists(path):
         raise csv_format.CsvError(f"{path}: no such file or directory")
-    input_base, pattern, files, chosen = _files(path, span_pattern, span_window)
+    input_base, pattern, files, chosen = _files(path, span_pattern, span_window, span_marker)
     missing = csv_format.missing_tokens(missing_values)
     header = None
     rows, profiles = 0, None
     labels: set = set()  # the label's distinct values (counted up to LABEL_VALUES_COUNTED)
+    moments = _Moments()
     for file in files:
         file_header, data_offset = csv_format.read_header(file)
         if header is None:
             header = file_header
+            for one, other in features.collisions(header)[:1]:
+                raise csv_format.CsvError(
+                    f"{file}: columns '{one}' and '{other}' would share the feature name "
+                    f"'{features.safe_name(one)}' (letters, digits and _ only): rename one")
             if label not in header:
                 raise csv_format.CsvError(
                     f"{file}: label column '{label}' is not in the header ({', '.join(header)})")
@@ -77,8 +116,9 @@ def check(path: str, label: str, missing_values: list[str], span_pattern: str = 
                 cleaned = csv_format.clean(batch, missing)
                 profiles = csv_format.merge_profiles(
                     p for p in (profiles, csv_format.profile_batch(cleaned)) if p)
+                values = cleaned.column(header.index(label))
+                moments.add(values)
                 if len(labels) < LABEL_VALUES_COUNTED:
-                    values = cleaned.column(header.index(label))
                     labels.update(pc.unique(values.drop_null()).to_pylist())
     if not rows:
         raise csv_format.CsvError(f"{files[0]}: the CSV has a header but no data rows")
@@ -93,4 +133,7 @@ def check(path: str, label: str, missing_values: list[str], span_pattern: str = 
     if task == trainer_config.REGRESSION and columns[label] == csv_format.STRING:
         raise csv_format.CsvError(f"{where}: label column '{label}' holds text, and a regression "
                                   "needs numbers (use --task classification)")
-    return DataInfo(input_base, pattern, tuple(files), columns, rows, task, why, tuple(chosen))
+    std = moments.std() if columns[label] != csv_format.STRING else None
+    return DataInfo(input_base, pattern, tuple(files), columns, rows, task, why, tuple(chosen),
+                    std)
+

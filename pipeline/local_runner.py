@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 
-from tfx.dsl.compiler import compiler
+from tfx.dsl.compiler import compiler, constants
 from tfx.orchestration import metadata
+from tfx.orchestration.portable import runtime_parameter_utils
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from ml_metadata.proto.metadata_store_pb2 import Execution
 
@@ -24,8 +26,15 @@ def run(config: Config, input_base: str, pattern: str, task: str) -> run_report.
     os.makedirs(config.paths.pipeline_root, exist_ok=True)
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
     pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, task)
-    LocalDagRunner().run_with_ir(compile_ir(pipeline))
-    return report(config)
+    ir = compile_ir(pipeline)
+    # This process's own run id (LocalDagRunner would take the wall clock alone): the report
+    # below reads this run, not whichever run of the pipeline is newest.
+    run_id = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M:%S.%f}Z"
+              f"-{os.getpid()}")
+    runtime_parameter_utils.substitute_runtime_parameter(
+        ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id})
+    LocalDagRunner().run_with_ir(ir)
+    return report(config, run_id)
 
 
 _STATES = {Execution.COMPLETE: "executed", Execution.CACHED: "cached", Execution.FAILED: "failed",
@@ -45,10 +54,15 @@ def report(config: Config, run_id: str | None = None) -> run_report.RunReport:
     connection = metadata.sqlite_metadata_connection_config(config.metadata_path)
     with metadata.Metadata(connection) as m:
         runs = m.store.get_contexts_by_type("pipeline_run")
+        if not runs:
+            raise LookupError(f"no runs in {config.metadata_path}")
         if run_id is None:
             run = max(runs, key=lambda c: c.create_time_since_epoch)
         else:
-            run = next(c for c in runs if c.name == run_id)
+            run = next((c for c in runs if c.name == run_id), None)
+            if run is None:
+                raise LookupError(f"no run {run_id!r} in {config.metadata_path} "
+                                  "(lockstep runs lists them)")
         return _report(m.store, run)
 
 

@@ -6,19 +6,20 @@ from __future__ import annotations
 import dataclasses
 
 from tensorflow_model_analysis.proto import config_pb2 as tfma
-from tfx.components import Pusher, SchemaGen, StatisticsGen, Transform
+from tfx.components import SchemaGen, StatisticsGen, Transform
 from tfx.orchestration import metadata, pipeline as tfx_pipeline
 from tfx.orchestration.data_types import RuntimeParameter
-from tfx.proto import example_gen_pb2, pusher_pb2
+from tfx.proto import example_gen_pb2
 
 from components.csv_example_gen import CsvExampleGen
 from components.evaluator import Evaluator
 from components.example_validator import ExampleValidator
 from components.latest_model import LatestPushedModel
+from components.pusher import Pusher
 from components.trainer import Trainer
-from pipeline.config import Config
+from pipeline.config import Config, ConfigError
 from trainer_module import features
-from trainer_module.config import REGRESSION, RUN_PARAMETERS, TrainSpec, TransformSpec
+from trainer_module.config import CLASSIFICATION, REGRESSION, RUN_PARAMETERS, TrainSpec, TransformSpec
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
 RUN_FN = "trainer_module.run.run_fn"
@@ -51,12 +52,20 @@ NEVER_CACHED_KUBEFLOW = (EXAMPLE_GEN_NODE, BASELINE_NODE)
 TRANSFORM_SETTINGS = {"disable_statistics": True, "materialize": False}
 
 
+# The metric the Evaluator gates on, by task, as TFMA names it, and whether higher is better.
+GATING_METRIC = {REGRESSION: ("root_mean_squared_error", False),
+                 CLASSIFICATION: ("sparse_categorical_accuracy", True)}
+
+
 def eval_config(config: Config, label: str, task: str) -> tfma.EvalConfig:
     label_key = features.transformed_name(label)
     if task == REGRESSION:
+        if not config.eval.max_rmse:
+            raise ConfigError("eval.max_rmse: a regression model needs an absolute bound to be "
+                              "blessed (a local run sets it from the label's spread; set it for "
+                              "remote data)")
         threshold = tfma.MetricThreshold(
-            value_threshold=tfma.GenericValueThreshold(upper_bound={"value": config.eval.max_rmse})
-            if config.eval.max_rmse else None,
+            value_threshold=tfma.GenericValueThreshold(upper_bound={"value": config.eval.max_rmse}),
             change_threshold=tfma.GenericChangeThreshold(
                 direction=tfma.MetricDirection.LOWER_IS_BETTER,
                 absolute={"value": config.eval.max_regression}))
@@ -118,6 +127,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
     example_gen = CsvExampleGen(
         input_base=input_base, label=label, missing_values=config.data.missing_values,
         span_pattern=config.data.span_pattern, span_window=config.data.span_window,
+        span_marker=config.data.span_marker,
         input_config=example_gen_pb2.Input(splits=[
             example_gen_pb2.Input.Split(name="single_split", pattern=pattern)]),
         output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
@@ -136,7 +146,8 @@ def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
         preprocessing_fn=PREPROCESSING_FN,
         custom_config=TransformSpec(label, task).to_custom_config(),
         **TRANSFORM_SETTINGS).with_id(TRANSFORM_NODE)
-    latest = LatestPushedModel(serving_dir=config.paths.serving_dir).with_id(BASELINE_NODE)
+    latest = LatestPushedModel(serving_dir=config.paths.serving_dir,
+                               window=config.eval.baseline_window).with_id(BASELINE_NODE)
     trainer_inputs = {}
     if config.trainer.warm_start:
         trainer_inputs["base_model"] = latest.outputs["model"]
@@ -154,11 +165,12 @@ def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
         examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
         baseline_model=latest.outputs["model"], eval_config=eval_config(config, label, task),
     ).with_id(EVALUATOR_NODE)
+    metric_name, higher_is_better = GATING_METRIC[task]
     pusher = Pusher(
         model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
-        push_destination=pusher_pb2.PushDestination(
-            filesystem=pusher_pb2.PushDestination.Filesystem(
-                base_directory=config.paths.serving_dir))).with_id(PUSHER_NODE)
+        examples=example_gen.outputs["examples"], evaluation=evaluator.outputs["evaluation"],
+        serving_dir=config.paths.serving_dir, keep_versions=config.push.keep_versions,
+        metric_name=metric_name, higher_is_better=higher_is_better).with_id(PUSHER_NODE)
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.paths.pipeline_root,

@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from components import latest_model
+from components import latest_model, pusher
 from components.csv_example_gen import SPANS_KEY
 from pipeline.pipeline import BASELINE_NODE, EVALUATOR_NODE, EXAMPLE_GEN_NODE, PUSHER_NODE, TRAINER_NODE
 from trainer_module.run import SUMMARY_FILE
@@ -53,6 +53,8 @@ class RunReport:
     run_id: str = ""  # the orchestrator's id of the run
     data: str = ""  # where ExampleGen read
     started: float = 0.0  # Unix time the run began
+    push_note: str = ""  # the Pusher's word: pushed as version N, or why not
+    artifacts: dict[str, str] = dataclasses.field(default_factory=dict)  # "Node.key": its URI
 
     def describe(self, with_nodes: bool = True) -> str:
         lines = [f"Task: {self.task}"] if self.task else []
@@ -85,7 +87,10 @@ class RunReport:
             lines.append(f"Blessed: {'yes' if self.blessed else 'no'}")
         else:
             lines.append("Blessed: no: " + "; ".join(self.failures))
-        lines.append(f"Model pushed to: {self.pushed_to}" if self.pushed_to else "Model not pushed")
+        if self.pushed_to:
+            lines.append(f"Model pushed to: {self.pushed_to}")
+        else:
+            lines.append("Model not pushed" + (f": {self.push_note}" if self.push_note else ""))
         return "\n".join(lines)
 
 
@@ -100,9 +105,11 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
             failures = _read_failures(out.uri)
         elif out.key == "blessing":
             blessed = bool(int(out.properties.get("blessed", 0)))
+    push_note = ""
     for out in outputs.get(PUSHER_NODE, []):
-        if int(out.properties.get("pushed", 0)):
-            pushed_to = out.properties.get("pushed_destination")
+        if int(out.properties.get(pusher.PUSHED_KEY, 0)):
+            pushed_to = out.properties.get(pusher.DESTINATION_KEY)
+        push_note = out.properties.get(pusher.NOTE_KEY) or ""
     spans, baseline, training = [], None, {}
     for out in outputs.get(EXAMPLE_GEN_NODE, []):
         if out.properties.get(SPANS_KEY):
@@ -116,7 +123,9 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
             with open(summary) as handle:
                 training = json.load(handle)
     return RunReport(nodes, metrics, blessed, pushed_to, spans, baseline, training,
-                     failures=failures, slice_metrics=slice_metrics)
+                     failures=failures, slice_metrics=slice_metrics, push_note=push_note,
+                     artifacts={f"{node}.{out.key}": out.uri
+                                for node, outs in outputs.items() for out in outs})
 
 
 def _bound(threshold) -> str:
@@ -127,10 +136,12 @@ def _bound(threshold) -> str:
         parts.append(f"at least {value.lower_bound.value:g}")
     if value.HasField("upper_bound"):
         parts.append(f"at most {value.upper_bound.value:g}")
+    from tensorflow_model_analysis.proto import config_pb2
+
     change = threshold.change_threshold
     if change.HasField("absolute"):
         parts.append(f"a change against the baseline of at least {change.absolute.value:g}"
-                     if change.direction == change.direction.HIGHER_IS_BETTER else
+                     if change.direction == config_pb2.MetricDirection.HIGHER_IS_BETTER else
                      f"a change against the baseline of at most {change.absolute.value:g}")
     return " and ".join(parts) or "its threshold"
 

@@ -2,6 +2,7 @@
 
 import glob
 import json
+import os
 import re
 import time
 
@@ -49,6 +50,10 @@ def test_second_run_is_cached_and_compares_with_the_first_model(penguins_run):
     # The baseline is looked up anew: the Evaluator now compares against run 1's pushed model.
     assert comps["LatestPushedModel"] == "executed" and comps["Evaluator"] == "executed"
     assert "(baseline diff)" in result.stdout
+    # The same model, blessed again, is not pushed again: one version, and the summary says so.
+    [version] = penguins_run.pushed_versions()
+    assert (f"Model not pushed: this model was already pushed as version {version.name}; not "
+            "pushed again") in result.stdout, result.stdout
     second_total = float(re.search(r"^Total: ([\d.]+)s", result.stdout, re.M).group(1))
     assert second_total < first_total, (first_total, second_total, time.perf_counter() - tic)
     # `lockstep runs` lists both, newest first, from ML Metadata.
@@ -68,6 +73,33 @@ def test_second_run_is_cached_and_compares_with_the_first_model(penguins_run):
     assert "Eval by slice: island=Biscoe n=" in penguins_run.first.stdout
     text = lockstep("runs", "--pipeline-root", penguins_run.pipeline_root).stdout.splitlines()
     assert len(text) == 2 and "6 cached" in text[0] and "pushed" in text[1], text
+    assert "blessed, not pushed (this model was already pushed" in text[0], text
+
+
+def test_two_concurrent_runs_on_one_root_push_once_and_each_reports_its_own(tmp_path):
+    import subprocess
+
+    from conftest import LOCKSTEP, REPO
+
+    run = PipelineRun(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    args = ["run", "--pipeline-root", run.pipeline_root, "--serving-dir", run.serving_dir]
+    first = subprocess.Popen(LOCKSTEP + [str(a) for a in args], cwd=tmp_path, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    while not (run.pipeline_root / "run.lock").exists():
+        time.sleep(0.1)
+    busy = lockstep(*args, cwd=tmp_path)  # no waiting: refused at once, status 3
+    assert busy.returncode == 3 and "another lockstep run holds" in busy.stderr, busy.stderr
+    second = lockstep(*args, "--wait", "600", cwd=tmp_path)  # waits its turn
+    out, err = first.communicate(timeout=600)
+    assert first.returncode == 0 and second.returncode == 0, (err[-2000:], second.stderr[-2000:])
+    [version] = run.pushed_versions()
+    assert f"Model pushed to: {version}" in out
+    assert "Model not pushed: this model was already pushed as version" in second.stdout
+    assert "Trainer              cached" in second.stdout
+    listed = json.loads(lockstep("runs", "--pipeline-root", run.pipeline_root, "--json").stdout)
+    assert [r["pushed_to"] for r in listed] == [None, str(version)]
+    assert all(not r["unfinished"] for r in listed), listed
 
 
 def test_a_run_is_quiet_and_logs_to_a_file(penguins_run):
@@ -85,14 +117,17 @@ def test_a_run_is_quiet_and_logs_to_a_file(penguins_run):
 
 def test_another_csv_with_another_label_and_a_string_feature(tmp_path):
     rng = np.random.default_rng(0)
-    rows = ["size,color,weight,grade"]
+    # Column names TensorFlow would refuse as scope names, and a cell over 128 KiB: they work.
+    rows = ["size (cm),colour é,weight,grade"]
     for i in range(300):
         grade = int(rng.integers(0, 3))
         color = ["red", "green", "blue"][grade] if rng.random() < 0.9 else "black"
         size = rng.normal(grade * 3.0, 0.5)
         weight = "" if i % 17 == 0 else f"{rng.normal(10 - grade, 1):.2f}"
+        if i == 7:
+            color = "x" * 200_000
         rows.append(f"{size:.3f},{color},{weight},{grade}")
-    (tmp_path / "grades.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "grades.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     run = PipelineRun(tmp_path)
     result = run.run("--data", tmp_path / "grades.csv", "--label", "grade")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -102,8 +137,8 @@ def test_another_csv_with_another_label_and_a_string_feature(tmp_path):
     [version] = run.pushed_versions()
     model = tf.saved_model.load(str(version))
     example = tf.train.Example()
-    example.features.feature["size"].float_list.value.append(6.0)
-    example.features.feature["color"].bytes_list.value.append(b"blue")
+    example.features.feature["size (cm)"].float_list.value.append(6.0)
+    example.features.feature["colour é"].bytes_list.value.append(b"blue")
     example.features.feature["weight"].float_list.value.append(8.0)
     out = model.signatures["serving_default"](examples=tf.constant([example.SerializeToString()]))
     assert out["classes"].numpy()[0] == b"2"

@@ -2,6 +2,7 @@
 the Evaluator's config; an integer label with thousands of values is a regression end to end."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -62,11 +63,17 @@ def test_an_integer_label_with_thousands_of_values_is_a_regression_that_serves(t
     rng = np.random.default_rng(0)
     prices = rng.integers(100, 5000, size=1500)
     _write(tmp_path / "prices.csv", prices, rng)
-    (tmp_path / "c.toml").write_text("[eval]\nmax_rmse = 2000.0\n")
     run = PipelineRun(tmp_path)
-    result = run.run("--config", tmp_path / "c.toml", "--data", tmp_path / "prices.csv",
-                     "--label", "label")
+    result = run.run("--data", tmp_path / "prices.csv", "--label", "label")
     assert result.returncode == 0, result.stderr[-3000:]
+    # No eval.max_rmse: a first model is judged against predicting the mean, and beats it.
+    bound = float(np.std(prices))
+    assert re.search(r"eval.max_rmse not set: a model must beat predicting the label's mean, "
+                     r"RMSE ([\d.]+)", result.stdout), result.stdout
+    shown = float(re.search(r"predicting the label's mean, RMSE ([\d.]+)", result.stdout).group(1))
+    assert abs(shown - bound) < 0.01 * bound
+    rmse = float(re.search(r"root_mean_squared_error ([\d.]+)", result.stdout).group(1))
+    assert rmse < bound, (rmse, bound)
     assert "task regression (integer label with" in result.stdout
     assert "Task: regression (integer label with" in result.stdout
     assert "root_mean_squared_error" in result.stdout and "Blessed: yes" in result.stdout

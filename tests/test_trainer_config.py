@@ -5,7 +5,9 @@ import dataclasses
 
 import pytest
 
-from pipeline import config as config_lib
+import numpy as np
+
+from pipeline import config as config_lib, data_check
 from pipeline import pipeline as pipeline_lib
 from trainer_module.config import (CLASSIFICATION, MAX_INTEGER_CLASSES, REGRESSION,
                                    RUN_PARAMETERS, TrainerConfig, TrainerConfigError, TrainSpec,
@@ -87,8 +89,26 @@ def test_eval_config_per_task():
     metric = regression.metrics_specs[0].metrics[0]
     assert metric.class_name == "RootMeanSquaredError"
     assert metric.threshold.value_threshold.upper_bound.value == 12.5
-    unbounded = pipeline_lib.eval_config(config_lib.load(None), "price", REGRESSION)
-    assert not unbounded.metrics_specs[0].metrics[0].threshold.HasField("value_threshold")
+    # A regression is never without an absolute bound: a first model must meet it.
+    with pytest.raises(config_lib.ConfigError, match="eval.max_rmse: a regression model needs"):
+        pipeline_lib.eval_config(config_lib.load(None), "price", REGRESSION)
+
+
+def test_a_regression_bound_defaults_to_the_label_spread(tmp_path):
+    from conftest import lockstep
+
+    rows = ["x,y"] + [f"{i},{i * 10}" for i in range(200)]
+    (tmp_path / "d.csv").write_text("\n".join(rows) + "\n")
+    data = data_check.check(str(tmp_path / "d.csv"), "y", ["", "NA"])
+    assert data.task == REGRESSION
+    assert abs(data.rmse_bound() - np.std(np.arange(200) * 10.0)) < 1e-6
+    result = lockstep("compile", "--data", tmp_path / "d.csv", "--label", "y",
+                      "--output", tmp_path / "p.yaml")
+    assert result.returncode == 0, result.stderr
+    assert f'upper_bound\\": {data.rmse_bound()}\\n' in (tmp_path / "p.yaml").read_text()
+    remote = lockstep("compile", "--data", "gs://b/d", "--label", "y", "--task", "regression",
+                      "--output", tmp_path / "q.yaml")
+    assert remote.returncode == 2 and "eval.max_rmse: a regression model needs" in remote.stderr
 
 
 def test_eval_slices_keep_the_gate_on_the_whole_eval_split():

@@ -36,16 +36,23 @@ def add_parser(sub) -> None:
 
 
 def task_for_compile(config) -> str:
-    """The task without reading remote data: from config, else from the local data."""
+    """The task without reading remote data: from config, else from the local data. A
+    regression's default bound (eval.max_rmse) comes from local data too."""
     from pipeline import config as config_lib, data_check
 
-    if config.data.task != "auto":
-        return config.data.task
-    if config_lib.is_uri(config.data.path):
+    remote = config_lib.is_uri(config.data.path)
+    if config.data.task == "auto" and remote:
         raise UsageError(f"data.path {config.data.path} is remote and compile reads no remote "
                          "data: set data.task to classification or regression")
-    return data_check.check(config.data.path, config.data.label, config.data.missing_values,
-                            config.data.span_pattern, config.data.span_window).task
+    if remote or (config.data.task == "classification"
+                  or (config.data.task == "regression" and config.eval.max_rmse)):
+        return config.data.task
+    data = data_check.check(config.data.path, config.data.label, config.data.missing_values,
+                            config.data.span_pattern, config.data.span_window, config.data.task,
+                            config.data.span_marker)
+    if data.task == "regression" and not config.eval.max_rmse:
+        config.eval.max_rmse = data.rmse_bound() or 0.0
+    return data.task
 
 
 def _compile_with_stand_ins(config, task: str, image: str | None):

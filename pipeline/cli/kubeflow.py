@@ -15,9 +15,13 @@ from pipeline.cli.errors import UsageError
 
 def _add_kfp_args(p: argparse.ArgumentParser, package: bool = True) -> None:
     add_config_arg(p)
-    p.add_argument("--host", help="the KFP API endpoint, e.g. http://localhost:8080 "
-                                  "(default: kubeflow.host or $KF_PIPELINES_ENDPOINT)")
-    p.add_argument("--token", help="a bearer token (default: $KF_PIPELINES_TOKEN or $KFP_TOKEN)")
+    p.add_argument("--host", help="the KFP API endpoint, e.g. https://kfp.example.com or "
+                                  "http://localhost:8080 (default: $KF_PIPELINES_ENDPOINT, then "
+                                  "kubeflow.host, which gets no token)")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="a file holding the bearer token, or - to read it from stdin (default: "
+                        "$KF_PIPELINES_TOKEN, $KFP_TOKEN, or the file $KF_PIPELINES_SA_TOKEN_PATH)")
+    p.add_argument("--token", help=argparse.SUPPRESS)  # refused: argv is public
     p.add_argument("--namespace", help="the KFP namespace (default: kubeflow.namespace)")
     p.add_argument("--experiment", help="the experiment (default: kubeflow.experiment)")
     p.add_argument("--service-account", help="the Kubernetes service account runs use")
@@ -65,10 +69,18 @@ def add_parsers(sub) -> None:
 def _target(args, config):
     from pipeline import kubeflow_client
 
+    if args.token is not None:
+        raise UsageError("--token would put the token in the command line, which every user "
+                         "sees in `ps` and shell history: use --token-file FILE (or - for "
+                         "stdin) or $KF_PIPELINES_TOKEN")
     k = config.kubeflow
+    token = kubeflow_client.resolve_token(args.token_file)
+    try:
+        host = kubeflow_client.resolve_host(args.host, k.host, with_token=bool(token))
+    except kubeflow_client.UnsafeEndpoint as err:
+        raise UsageError(str(err)) from None
     return kubeflow_client.Target(
-        host=kubeflow_client.resolve_host(args.host, k.host),
-        token=kubeflow_client.resolve_token(args.token),
+        host=host, token=token,
         namespace=args.namespace or k.namespace, experiment=args.experiment or k.experiment,
         service_account=args.service_account or k.service_account)
 
@@ -157,10 +169,9 @@ def _schedule_local(args) -> int:
         return 0
     if not args.cron:
         raise UsageError("--cron is required")
-    root = config.paths.pipeline_root
-    line = local_schedule.entry(
-        name, args.cron, args.config, os.getcwd(), log=os.path.join(root, "schedule.log"),
-        lock=os.path.join(root, "run.lock"))
+    log = os.path.join(config.paths.pipeline_root, "logs", "schedule.log")
+    line = local_schedule.entry(name, args.cron, args.config, os.getcwd(), log=log)
+    os.makedirs(os.path.dirname(log), exist_ok=True)
     local_schedule.install(name, line)
     print(f"lockstep: installed local schedule '{name}' (machine local time):\n  {line}")
     return 0

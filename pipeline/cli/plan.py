@@ -66,7 +66,8 @@ def _train_rows(args, config) -> tuple[int | None, str]:
     from pipeline import data_check
 
     data = data_check.check(config.data.path, config.data.label, config.data.missing_values,
-                            config.data.span_pattern, config.data.span_window, config.data.task)
+                            config.data.span_pattern, config.data.span_window, config.data.task,
+                            config.data.span_marker)
     train, evaluation = config.data.train_buckets, config.data.eval_buckets
     rows = data.rows * train // (train + evaluation)
     return rows, (f"Training rows: about {rows} ({train} of {train + evaluation} hash buckets of "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 from pipeline.cli.common import add_config_arg, load_config
@@ -22,7 +21,13 @@ def add_parser(sub) -> None:
     run.add_argument("--emulate-replicas", type=int, help="train on N emulated CPU replicas")
     run.add_argument("--train-steps", type=int, help="fixed train steps (default: from the example budget)")
     run.add_argument("-v", "--verbose", action="store_true", help="log TFX and trainer progress")
-    run.add_argument("--lock", help="a lock file: if another run holds it, skip this run (exit 0)")
+    run.add_argument("--lock", help="the run lock (default: <pipeline root>/run.lock); a run that "
+                                    "finds it held exits with status 3")
+    run.add_argument("--wait", type=float, metavar="SECONDS",
+                     help="wait this long for the lock (default: run.lock_wait_seconds, 0)")
+    run.add_argument("--timeout-minutes", type=float,
+                     help="stop the run with status 4 after this long (default: "
+                          "run.timeout_minutes; 0: no limit)")
     run.add_argument("--orchestrator", choices=["local", "kfp-local"], default="local",
                      help="local: TFX's LocalDagRunner (default); kfp-local: compile for Kubeflow "
                           "and run the spec under KFP's local orchestrator, each task a process")
@@ -36,15 +41,44 @@ def _overrides(args) -> dict:
         "enable_cache": False if args.no_cache else None,
         "trainer.emulate_replicas": args.emulate_replicas,
         "trainer.train_steps": args.train_steps,
+        "run.lock_wait_seconds": args.wait, "run.timeout_minutes": args.timeout_minutes,
     }
 
 
-def _lock(path: str | None):
-    import contextlib
+def _watchdog(minutes: float):
+    """After `minutes`, says so on the real stderr and ends the process with status 4 (the
+    kernel releases the run lock). Started before the console redirects fd 2."""
+    import threading
 
-    from pipeline.local_schedule import run_lock
+    from pipeline.cli import errors
 
-    return run_lock(path) if path else contextlib.nullcontext()
+    if not minutes:
+        return None
+    terminal = os.dup(2)
+
+    def stop():
+        os.write(terminal, (f"lockstep: error: the run took longer than {minutes:g} min "
+                            "(run.timeout_minutes); stopped\n").encode())
+        os._exit(errors.TIMED_OUT)
+
+    timer = threading.Timer(minutes * 60, stop)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _write_page(report, config, log_path: str) -> str | None:
+    """The run's HTML report; a failure to write it is logged, not fatal (the run is done)."""
+    from pipeline import report_page
+    from pipeline.cli.report import report_directory
+    from pipeline.console import Console
+
+    try:
+        with Console(log_path):  # matplotlib's and TensorFlow's chatter, to the run's log
+            return report_page.write(report, report_directory(config))
+    except Exception as err:  # noqa: BLE001  the run's result stands without its page
+        print(f"lockstep: the run report could not be written: {type(err).__name__}: {err}")
+        return None
 
 
 def _run_kfp_local(config, task: str, console):
@@ -68,7 +102,8 @@ def command(args) -> int:
 
     config = load_config(args, _overrides(args))
     data = data_check.check(config.data.path, config.data.label, config.data.missing_values,
-                            config.data.span_pattern, config.data.span_window, config.data.task)
+                            config.data.span_pattern, config.data.span_window, config.data.task,
+                            config.data.span_marker)
     absl_logging.set_verbosity(absl_logging.INFO)  # all of it to the log file (or, -v, here)
     for column in config.eval.slices:
         if column not in data.columns:
@@ -80,17 +115,24 @@ def command(args) -> int:
     task = f"{data.task} ({data.task_reason})"
     print(f"lockstep: {data.rows} rows from {len(data.files)} CSV file(s){spans}, label "
           f"'{config.data.label}', {len(data.columns) - 1} features; task {task}", flush=True)
+    if data.task == "regression" and not config.eval.max_rmse:
+        config.eval.max_rmse = data.rmse_bound() or 0.0
+        print(f"lockstep: eval.max_rmse not set: a model must beat predicting the label's mean, "
+              f"RMSE {config.eval.max_rmse:g} (the label's standard deviation)", flush=True)
+    from pipeline import run_lock
     from pipeline.cli import errors
     from pipeline.console import Console
-    from pipeline.local_schedule import Locked
 
     tic = time.perf_counter()
     log_path = os.path.join(config.paths.pipeline_root, "logs",
                             time.strftime("run-%Y%m%dT%H%M%SZ.log", time.gmtime()))
     if not args.verbose:
         print(f"lockstep: library logs go to {log_path} (-v shows them here)", flush=True)
+    lock = args.lock or run_lock.default_path(config.paths.pipeline_root)
+    _watchdog(config.run.timeout_minutes)
     try:
-        with _lock(args.lock), Console(log_path, args.verbose) as console:
+        with run_lock.hold(lock, config.run.lock_wait_seconds), \
+                Console(log_path, args.verbose) as console:
             if config.trainer.emulate_replicas > 1:
                 # Before TensorFlow starts: the Trainer runs in this process.
                 from trainer_module.strategy import configure_emulated_replicas
@@ -102,9 +144,6 @@ def command(args) -> int:
                 report = _run_kfp_local(config, data.task, console)
             else:
                 report = local_runner.run(config, data.input_base, data.pattern, data.task)
-    except Locked as err:
-        print(f"lockstep: {err}", file=sys.stderr)
-        return 0
     except Exception as err:  # noqa: BLE001  a component failed: its error, whatever it is
         if errors.status_of(err) is not None:
             raise
@@ -113,5 +152,8 @@ def command(args) -> int:
                                     f"{lines[-1] if lines else ''}") from err
     report.task = task
     print(report.describe(with_nodes=False))  # the components had their lines as they ran
+    page = _write_page(report, config, log_path)
+    if page:
+        print(f"Report: {page}")
     print(f"Total: {time.perf_counter() - tic:.1f}s")
     return 0

@@ -31,6 +31,7 @@ def _row(report) -> dict:
         "slice_metrics": report.slice_metrics,
         "blessed": report.blessed,
         "pushed_to": report.pushed_to,
+        "push_note": report.push_note,
         "examples": report.training.get("plan", {}).get("examples"),
     }
 
@@ -59,7 +60,7 @@ def command(args) -> int:
         if row["unfinished"]:
             work += ", " + ", ".join(f"{n} {s}" for n, s in row["unfinished"].items())
         outcome = ("pushed " + row["pushed_to"] if row["pushed_to"] else
-                   "blessed, not pushed" if row["blessed"] else
+                   f"blessed, not pushed ({row['push_note'] or 'no push'})" if row["blessed"] else
                    "not blessed" if row["blessed"] is False else "no verdict")
         print(f"{row['started']}  {row['data'] or '?'}{span}  {work}  {metric}  {outcome}  "
               f"({row['run_id']})")

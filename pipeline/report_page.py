@@ -1,0 +1,371 @@
+"""The run report: one self-contained HTML page of what a run learned and decided, written at the
+end of every run (`<pipeline root>/reports/<run id>.html`) and by `lockstep report [RUN]`.
+
+It reads the run's own artifacts, found through the RunReport (either runner):
+- the data: rows per split, and per feature its type, missing share, mean, spread and range or
+  vocabulary size, with a histogram (numbers) or its most frequent values (strings), from
+  StatisticsGen; the schema (SchemaGen); anomalies (ExampleValidator);
+- the training: the scaling plan the Trainer used and its curve (loss, accuracy, learning rate
+  by step) from the TensorBoard events it wrote;
+- the evaluation: metrics overall and per slice, the thresholds from TFMA's own eval config, the
+  baseline, blessed or why not, and where the model went.
+
+Plots are matplotlib's, embedded as inline SVG: the page loads nothing, and opens offline.
+"""
+
+from __future__ import annotations
+
+import datetime
+import glob
+import html
+import io
+import json
+import os
+import re
+
+from pipeline import pipeline as pipeline_lib
+from pipeline.run_report import RunReport
+
+HISTOGRAMS_SHOWN = 60  # features with a plot; the table lists them all
+TOP_VALUES = 8
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#1d232a}
+h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #d0d7de}
+table{border-collapse:collapse;margin:8px 0} td,th{padding:3px 10px;border-bottom:1px solid #eaeef2;
+text-align:left;vertical-align:middle} th{background:#f6f8fa} td.n{text-align:right;font-variant-numeric:tabular-nums}
+.verdict{font-size:16px;padding:8px 12px;border-radius:6px;display:inline-block}
+.yes{background:#dafbe1} .no{background:#ffebe9} .muted{color:#57606a} svg{display:block}
+pre{background:#f6f8fa;padding:8px;overflow-x:auto}
+"""
+
+
+def _e(value) -> str:
+    return html.escape(str(value))
+
+
+def _figure(width: float, height: float):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.fonttype": "path", "font.size": 8, "axes.spines.top": False,
+                         "axes.spines.right": False, "svg.hashsalt": "lockstep"})
+    return plt.subplots(figsize=(width, height))
+
+
+def _svg(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buffer = io.StringIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
+# ------------------------------------------------------------------------------------------ data
+
+def _statistics(uri: str) -> dict:
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    splits = {}
+    for path in sorted(glob.glob(os.path.join(uri, "Split-*", "FeatureStats.pb"))):
+        split = os.path.basename(os.path.dirname(path))[len("Split-"):]
+        with open(path, "rb") as handle:
+            stats = statistics_pb2.DatasetFeatureStatisticsList.FromString(handle.read())
+        splits[split] = stats.datasets[0]
+    return splits
+
+
+def _histogram(feature) -> str:
+    kind = feature.WhichOneof("stats")
+    fig, ax = _figure(2.6, 1.1)
+    if kind == "num_stats":
+        standard = [h for h in feature.num_stats.histograms if h.type == h.STANDARD]
+        buckets = standard[0].buckets if standard else []
+        if not buckets:
+            return ""
+        ax.bar([b.low_value for b in buckets], [b.sample_count for b in buckets],
+               width=[max(b.high_value - b.low_value, 1e-12) for b in buckets], align="edge",
+               color="#4c78a8")
+    else:
+        top = list(feature.string_stats.top_values)[:TOP_VALUES]
+        if not top:
+            return ""
+        labels = [v.value if len(v.value) <= 14 else v.value[:13] + "…" for v in top]
+        ax.barh(range(len(top))[::-1], [v.frequency for v in top], color="#f58518")
+        ax.set_yticks(range(len(top))[::-1], labels)
+    ax.tick_params(labelsize=6)
+    return _svg(fig)
+
+
+def _feature_rows(dataset) -> list[str]:
+    rows = []
+    for i, feature in enumerate(dataset.features):
+        name = ".".join(feature.path.step) or feature.name
+        kind = feature.WhichOneof("stats")
+        if kind == "num_stats":
+            s = feature.num_stats
+            common = s.common_stats
+            summary = (f"<td class=n>{s.mean:.4g}</td><td class=n>{s.std_dev:.4g}</td>"
+                       f"<td class=n>{s.min:.4g} … {s.max:.4g}</td><td></td>")
+            kind_name = "int" if feature.type == feature.INT else "float"
+        elif kind == "string_stats":
+            s = feature.string_stats
+            common = s.common_stats
+            summary = f"<td></td><td></td><td></td><td class=n>{s.unique}</td>"
+            kind_name = "string"
+        else:
+            continue
+        total = common.num_missing + common.num_non_missing
+        missing = common.num_missing / total if total else 0.0
+        plot = _histogram(feature) if i < HISTOGRAMS_SHOWN else ""
+        rows.append(f"<tr><td>{_e(name)}</td><td>{kind_name}</td>"
+                    f"<td class=n>{missing:.1%}</td>{summary}<td>{plot}</td></tr>")
+    return rows
+
+
+def _data_section(report: RunReport) -> str:
+    parts = ["<h2 id=data>Data</h2>"]
+    if report.data:
+        spans = f", span {', '.join(map(str, report.spans))}" if report.spans else ""
+        parts.append(f"<p>From <code>{_e(report.data)}</code>{spans}.</p>")
+    uri = report.artifacts.get(f"{pipeline_lib.STATISTICS_NODE}.statistics")
+    if not uri or not os.path.isdir(uri):
+        return "".join(parts) + "<p class=muted>No statistics recorded.</p>"
+    splits = _statistics(uri)
+    parts.append("<table><tr><th>split</th><th>rows</th></tr>" + "".join(
+        f"<tr><td>{_e(s)}</td><td class=n data-rows='{_e(s)}'>{d.num_examples}</td></tr>"
+        for s, d in splits.items()) + "</table>")
+    train = splits.get("train") or next(iter(splits.values()))
+    parts.append("<p class=muted>Per feature, on the train split.</p><table><tr><th>feature</th>"
+                 "<th>type</th><th>missing</th><th>mean</th><th>std</th><th>range</th>"
+                 "<th>values</th><th>distribution</th></tr>" + "".join(_feature_rows(train))
+                 + "</table>")
+    return "".join(parts)
+
+
+def _schema_section(report: RunReport) -> str:
+    uri = report.artifacts.get(f"{pipeline_lib.SCHEMA_NODE}.schema")
+    path = os.path.join(uri, "schema.pbtxt") if uri else ""
+    if not path or not os.path.exists(path):
+        return "<h2 id=schema>Schema</h2><p class=muted>No schema recorded.</p>"
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    with open(path) as handle:
+        schema = text_format.Parse(handle.read(), schema_pb2.Schema())
+    domains = {d.name: len(d.value) for d in schema.string_domain}
+    rows = []
+    for f in schema.feature:
+        presence = f"{f.presence.min_fraction:g}" if f.presence.HasField("min_fraction") else "–"
+        domain = f"{domains.get(f.domain, '')} values" if f.domain in domains else ""
+        rows.append(f"<tr><td>{_e(f.name)}</td><td>{schema_pb2.FeatureType.Name(f.type)}</td>"
+                    f"<td class=n>{presence}</td><td>{_e(domain)}</td></tr>")
+    return ("<h2 id=schema>Schema</h2><table><tr><th>feature</th><th>type</th>"
+            "<th>min presence</th><th>domain</th></tr>" + "".join(rows) + "</table>")
+
+
+def _anomalies_section(report: RunReport) -> str:
+    uri = report.artifacts.get(f"{pipeline_lib.VALIDATOR_NODE}.anomalies")
+    found = []
+    if uri:
+        from tensorflow_metadata.proto.v0 import anomalies_pb2
+
+        for path in sorted(glob.glob(os.path.join(uri, "Split-*", "SchemaDiff.pb"))):
+            split = os.path.basename(os.path.dirname(path))[len("Split-"):]
+            with open(path, "rb") as handle:
+                anomalies = anomalies_pb2.Anomalies.FromString(handle.read())
+            for name, info in anomalies.anomaly_info.items():
+                found.append(f"<tr><td>{_e(split)}</td><td>{_e(name)}</td>"
+                             f"<td>{_e(info.short_description)}</td>"
+                             f"<td>{_e(info.description)}</td></tr>")
+    body = ("<table><tr><th>split</th><th>feature</th><th>anomaly</th><th>detail</th></tr>"
+            + "".join(found) + "</table>") if found else "<p>None: every split fits the schema.</p>"
+    return "<h2 id=anomalies>Anomalies</h2>" + body
+
+
+# -------------------------------------------------------------------------------------- training
+
+def training_curve(model_run_uri: str) -> dict[str, list[tuple[int, float]]]:
+    """{scalar name: [(step, value)]} from the Trainer's TensorBoard events."""
+    import tensorflow as tf
+
+    curves: dict[str, list[tuple[int, float]]] = {}
+    from tensorflow.core.util import event_pb2
+
+    for path in sorted(glob.glob(os.path.join(model_run_uri, "train", "events.out.tfevents.*"))):
+        for record in tf.data.TFRecordDataset(path):
+            event = event_pb2.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                number = (float(tf.make_ndarray(value.tensor)) if value.HasField("tensor")
+                          else value.simple_value)
+                curves.setdefault(value.tag, []).append((event.step, number))
+    return {tag: sorted(points) for tag, points in curves.items()}
+
+
+def _curve_plot(curves: dict) -> str:
+    shown = [tag for tag in ("loss", "accuracy", "rmse", "learning_rate") if curves.get(tag)]
+    if not shown:
+        return ""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(shown), figsize=(3.4 * len(shown), 2.4))
+    axes = [axes] if len(shown) == 1 else list(axes)
+    for ax, tag in zip(axes, shown):
+        steps, values = zip(*curves[tag])
+        ax.plot(steps, values, color="#4c78a8", linewidth=1.4)
+        ax.set_title(tag.replace("_", " "))
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    return _svg(fig)
+
+
+def _training_section(report: RunReport) -> str:
+    t = report.training
+    if not t:
+        return "<h2 id=training>Training</h2><p class=muted>No training summary recorded.</p>"
+    plan = t.get("plan", {})
+    rows = [("strategy", t.get("strategy")), ("replicas", t.get("replicas")),
+            ("per-replica batch", plan.get("per_replica_batch")),
+            ("global batch", plan.get("global_batch")), ("steps", plan.get("train_steps")),
+            ("examples", plan.get("examples")), ("budget", plan.get("budget")),
+            ("learning rate", f"{plan.get('learning_rate')} (base {plan.get('base_learning_rate')}"
+                              f" per {plan.get('base_batch')} examples)"),
+            ("warmup steps", plan.get("warmup_steps")),
+            ("warm start", t.get("base_model") if t.get("warm_started") else "no")]
+    table = "<table>" + "".join(f"<tr><th>{_e(k)}</th><td data-plan='{_e(k)}'>{_e(v)}</td></tr>"
+                                for k, v in rows) + "</table>"
+    uri = report.artifacts.get(f"{pipeline_lib.TRAINER_NODE}.model_run")
+    curves = training_curve(uri) if uri and os.path.isdir(uri) else {}
+    final = curves.get("loss", [])[-1:] or []
+    plot = _curve_plot(curves) or "<p class=muted>No training curve recorded.</p>"
+    last = (f"<p>Last logged loss <span data-final-loss>{final[0][1]:.4f}</span> at step "
+            f"{final[0][0]}.</p>" if final else "")
+    return "<h2 id=training>Training</h2>" + table + plot + last
+
+
+# ------------------------------------------------------------------------------------ evaluation
+
+def _thresholds(report: RunReport) -> list[str]:
+    """The gate, in words, from TFMA's eval config as the Evaluator ran it."""
+    from pipeline.run_report import _bound
+
+    uri = report.artifacts.get(f"{pipeline_lib.EVALUATOR_NODE}.evaluation")
+    path = os.path.join(uri, "eval_config.json") if uri else ""
+    if not path or not os.path.exists(path):
+        return []
+    from google.protobuf import json_format
+    from tensorflow_model_analysis.proto import config_pb2
+
+    with open(path) as handle:
+        stored = json.load(handle)
+    config = json_format.ParseDict(stored.get("evalConfig", stored), config_pb2.EvalConfig(),
+                                   ignore_unknown_fields=True)
+    lines = []
+    for spec in config.metrics_specs:
+        for metric in spec.metrics:
+            thresholds = [metric.threshold] if metric.HasField("threshold") else []
+            thresholds += [t.threshold for t in metric.per_slice_thresholds]
+            for threshold in thresholds:
+                lines.append(f"{metric.class_name}: {_bound(threshold)}")
+    return lines
+
+
+def _slice_plot(report: RunReport, metric: str) -> str:
+    values = [(name, m[metric]) for name, m in report.slice_metrics.items() if metric in m]
+    if not values:
+        return ""
+    fig, ax = _figure(6, 0.35 * len(values) + 0.8)
+    ax.barh(range(len(values))[::-1], [v for _, v in values], color="#54a24b")
+    ax.set_yticks(range(len(values))[::-1], [n for n, _ in values])
+    if metric in report.metrics:
+        ax.axvline(report.metrics[metric], color="#333", linestyle="--", linewidth=1)
+    ax.set_xlabel(f"{metric} (dashed: the whole eval split)")
+    return _svg(fig)
+
+
+def _evaluation_section(report: RunReport) -> str:
+    parts = ["<h2 id=evaluation>Evaluation</h2>"]
+    parts.append(f"<p>Baseline: {_e(report.baseline) if report.baseline else 'none (first model)'}"
+                 "</p>")
+    if report.metrics:
+        parts.append("<table><tr><th>metric</th><th>value</th></tr>" + "".join(
+            f"<tr><td>{_e(k)}</td><td class=n data-metric='{_e(k)}'>{v:.4f}</td></tr>"
+            for k, v in sorted(report.metrics.items())) + "</table>")
+    thresholds = _thresholds(report)
+    if thresholds:
+        parts.append("<p>Thresholds (TFMA's eval config):</p><ul>"
+                     + "".join(f"<li>{_e(t)}</li>" for t in thresholds) + "</ul>")
+    if report.slice_metrics:
+        names = sorted({k for m in report.slice_metrics.values() for k in m})
+        parts.append("<h3>By slice</h3><table><tr><th>slice</th>" + "".join(
+            f"<th>{_e(n)}</th>" for n in names) + "</tr>" + "".join(
+            f"<tr><td>{_e(s)}</td>" + "".join(
+                f"<td class=n data-slice='{_e(s)}' data-slice-metric='{_e(n)}'>"
+                f"{m[n]:.4f}</td>" if n in m else "<td></td>" for n in names) + "</tr>"
+            for s, m in report.slice_metrics.items()) + "</table>")
+        gate = next((k for k in report.metrics if "accuracy" in k or "squared_error" in k), None)
+        if gate:
+            parts.append(_slice_plot(report, gate))
+    return "".join(parts)
+
+
+# ------------------------------------------------------------------------------------------ page
+
+def _verdict(report: RunReport) -> str:
+    if report.blessed:
+        verdict = "<span class='verdict yes' data-blessed=yes>Blessed</span>"
+    elif report.blessed is False:
+        why = "; ".join(report.failures) or "a threshold was not met"
+        verdict = (f"<span class='verdict no' data-blessed=no>Not blessed</span> "
+                   f"<span data-why>{_e(why)}</span>")
+    else:
+        verdict = "<span class='verdict no' data-blessed=unknown>No verdict</span>"
+    if report.pushed_to:
+        push = f"Model pushed to <code data-pushed>{_e(report.pushed_to)}</code>"
+    else:
+        push = "Model not pushed" + (f": {_e(report.push_note)}" if report.push_note else "")
+    return f"<p>{verdict}</p><p data-push>{push}</p>"
+
+
+def _components(report: RunReport) -> str:
+    return ("<h2 id=components>Components</h2><table><tr><th>component</th><th>state</th>"
+            "<th>seconds</th></tr>" + "".join(
+                f"<tr><td>{_e(n.node)}</td><td>{_e(n.state)}</td><td class=n>{n.seconds:.1f}</td></tr>"
+                for n in report.nodes) + "</table>")
+
+
+def render(report: RunReport) -> str:
+    started = (datetime.datetime.fromtimestamp(report.started, datetime.timezone.utc)
+               .strftime("%Y-%m-%d %H:%M:%S UTC") if report.started else "")
+    head = (f"<!doctype html><html lang=en><head><meta charset=utf-8>"
+            f"<title>lockstep run {_e(report.run_id)}</title><style>{CSS}</style></head><body>")
+    title = (f"<h1>lockstep run <span data-run-id>{_e(report.run_id)}</span></h1>"
+             f"<p class=muted>{_e(started)}{' · task ' + _e(report.task) if report.task else ''}"
+             "</p>")
+    sections = [_verdict(report), _components(report), _data_section(report),
+                _schema_section(report), _anomalies_section(report), _training_section(report),
+                _evaluation_section(report)]
+    return head + title + "".join(sections) + "</body></html>\n"
+
+
+def file_name(run_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", run_id or "run") + ".html"
+
+
+def write(report: RunReport, directory: str) -> str:
+    """Writes the page under directory (a temporary name, then a rename); returns its path."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, file_name(report.run_id))
+    temporary = path + ".tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(render(report))
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+    return path

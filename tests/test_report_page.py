@@ -1,0 +1,108 @@
+"""The run report page, looked at as a person would: the page a real run wrote, rendered by
+headless Chromium (Debian's package) to a PNG, loaded without errors, offline, and showing the
+same numbers as the run's summary."""
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import lockstep
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _chromium(*args, timeout=120):
+    if not CHROMIUM:
+        pytest.skip("Chromium is not installed (apt-get install chromium; CI installs it)")
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--no-first-run", "--disable-extensions", "--enable-logging=stderr",
+                           "--v=0", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _page_of(stdout: str) -> str:
+    [line] = [l for l in stdout.splitlines() if l.startswith("Report: ")]
+    return line[len("Report: "):]
+
+
+def _summary_metrics(stdout: str) -> dict[str, str]:
+    line = re.search(r"^Eval metrics: (.*)$", stdout, re.M).group(1)
+    return dict(re.findall(r"([a-z_]+(?: \(baseline diff\))?) (-?[\d.]+)", line))
+
+
+def _rendered(page, tmp_path):
+    """The DOM after load, and a screenshot; both from the real browser."""
+    url = f"file://{page}"
+    dom = _chromium("--dump-dom", url)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    shot = tmp_path / "report.png"
+    picture = _chromium(f"--screenshot={shot}", "--window-size=1200,3000",
+                        "--hide-scrollbars", url)
+    assert picture.returncode == 0, picture.stderr[-2000:]
+    for result in (dom, picture):
+        for problem in ("Page load failed", "Uncaught", "ERR_FILE_NOT_FOUND",
+                        "Failed to load resource", ":CONSOLE"):
+            assert problem not in result.stderr, result.stderr[-2000:]
+    return dom.stdout, shot
+
+
+def test_the_report_of_a_run_shows_what_the_summary_says(penguins_run, tmp_path):
+    import matplotlib.image
+
+    out = penguins_run.first.stdout
+    page = _page_of(out)
+    assert page.startswith(str(penguins_run.pipeline_root / "reports")) and page.endswith(".html")
+    source = open(page, encoding="utf-8").read()
+    # Self-contained: nothing to fetch (no scripts, stylesheets, images or fonts from anywhere).
+    assert not re.search(r"<(script|link|img|iframe)\b", source, re.I)
+    assert not re.search(r"""\b(src|href)\s*=\s*["']?(https?:|file:|//)""", source, re.I)
+    assert not re.search(r"url\((?!#)", source)
+
+    dom, shot = _rendered(page, tmp_path)
+    pixels = matplotlib.image.imread(str(shot))
+    assert pixels.shape[0] > 1000 and pixels.std() > 0.05  # a page was painted, not a blank
+
+    # The numbers the summary printed, in the page the browser rendered.
+    shown = dict(re.findall(r"data-metric=\"([^\"]+)\"[^>]*>([-\d.]+)<", dom))
+    assert shown and shown == _summary_metrics(out), (shown, _summary_metrics(out))
+    slices = re.search(r"^Eval by slice: (.*)$", out, re.M).group(1)
+    for name, count in re.findall(r"(island=\w+) n=(\d+)", slices):
+        cell = re.search(r"data-slice=\"%s\" data-slice-metric=\"example_count\">([\d.]+)<"
+                         % re.escape(name), dom)
+        assert cell and float(cell.group(1)) == float(count), name
+    rows = sum(int(n) for n in re.findall(r"data-rows=\"\w+\">(\d+)<", dom))
+    assert f"lockstep: {rows} rows from" in out  # train + eval = what the run read
+    assert ('data-blessed="yes"' in dom) == ("Blessed: yes" in out)
+    pushed = re.search(r"^Model pushed to: (.*)$", out, re.M).group(1)
+    assert f'data-pushed="">{pushed}<' in dom
+    steps = re.search(r"(\d+) steps of global batch (\d+)", out)
+    assert f'data-plan="steps">{steps.group(1)}<' in dom
+    assert f'data-plan="global batch">{steps.group(2)}<' in dom
+    # Every section is there, with its plots (matplotlib's inline SVG).
+    for section in ("components", "data", "schema", "anomalies", "training", "evaluation"):
+        assert f'id="{section}"' in dom, section
+    assert dom.count("<svg") >= 8 + 1 + 1  # a histogram per feature, the curve, the slices
+    assert "data-final-loss" in dom and "Thresholds (TFMA's eval config)" in dom
+
+
+def test_lockstep_report_rewrites_a_past_run(penguins_run, tmp_path):
+    runs = json.loads(lockstep("runs", "--pipeline-root", penguins_run.pipeline_root,
+                               "--json").stdout)
+    first = runs[-1]["run_id"]  # the oldest: the fixture's run
+    result = lockstep("report", first, "--pipeline-root", penguins_run.pipeline_root,
+                      "--output", tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    [written] = list(tmp_path.glob("*.html"))
+    assert result.stdout.strip() == f"lockstep: wrote {written}"
+    again, original = written.read_text(), open(_page_of(penguins_run.first.stdout)).read()
+    metric = re.compile(r"data-metric='[^']+'>[-\d.]+<")  # as written (the DOM quotes with ")
+    assert metric.findall(again) == metric.findall(original) != []
+    assert f">{first}</span></h1>" in again
+    missing = lockstep("report", "no-such-run", "--pipeline-root", penguins_run.pipeline_root)
+    assert missing.returncode == 2
+    assert missing.stderr.strip().startswith("lockstep: error: no run 'no-such-run' in ")
