@@ -211,7 +211,6 @@ def _sweep_temporaries(serving_dir: str, older_than: float = 0) -> None:
 
 
 def _copy(source: str, destination: str) -> None:
-    fileio = _fileio()
     if not is_uri(source) and not is_uri(destination):
         shutil.copytree(source, destination)
         return
@@ -234,6 +233,34 @@ def _write_record(version_dir: str, record: dict) -> None:
         os.fsync(handle.fileno())
 
 
+def _write_entry(entry: str, record: dict) -> None:
+    text = json.dumps(record, sort_keys=True)
+    if is_uri(entry):
+        with _fileio().open(entry, "w") as handle:
+            handle.write(text)
+        return
+    temporary = f"{entry}.{uuid.uuid4().hex[:8]}.tmp"
+    with open(temporary, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, entry)
+
+
+def _pushed_before(serving_dir: str, entry: str, digest: str) -> dict | None:
+    """The record of an earlier push of this content: its ledger entry, or (a push killed
+    between its rename and its ledger entry) a version's own record, then entered."""
+    fileio = _fileio()
+    if fileio.exists(entry):
+        with fileio.open(entry, "r") as handle:
+            return json.loads(handle.read())
+    for version in versions(serving_dir, complete_only=False):
+        if version.record.get("sha256") == digest:
+            _write_entry(entry, version.record)
+            return version.record
+    return None
+
+
 def push(source: str, serving_dir: str, *, model_uri: str = "", metric: dict | None = None,
          check: Callable[[str], None] | None = None, keep: int = 0, run_id: str = "") -> PushResult:
     """Pushes the SavedModel at `source` as a new version, unless this content was pushed before.
@@ -246,9 +273,8 @@ def push(source: str, serving_dir: str, *, model_uri: str = "", metric: dict | N
     fileio.makedirs(ledger)
     entry = _join(ledger, f"{digest}.json")
     with _push_lock(serving_dir):
-        if fileio.exists(entry):
-            with fileio.open(entry, "r") as handle:
-                before = json.loads(handle.read())
+        before = _pushed_before(serving_dir, entry, digest)
+        if before is not None:
             where = _join(serving_dir, str(before["version"]))
             removed = "" if fileio.exists(where) else ", since removed"
             return PushResult(False, where, f"this model was already pushed as version "
@@ -277,8 +303,7 @@ def push(source: str, serving_dir: str, *, model_uri: str = "", metric: dict | N
             except BaseException:
                 shutil.rmtree(temporary, ignore_errors=True)
                 raise
-        with fileio.open(entry, "w") as handle:
-            handle.write(json.dumps(record, sort_keys=True))
+        _write_entry(entry, record)
         removed = retain(serving_dir, keep) if keep else []
     note = f"pushed as version {number}"
     if removed:

@@ -209,3 +209,16 @@ def test_the_baseline_is_the_best_recent_complete_version(tmp_path):
         serving_dir.push(_model(tmp_path / f"r{i}", float(i)), str(rmse),
                          metric={"name": "rmse", "value": value, "higher_is_better": False})
     assert serving_dir.best_recent(str(rmse), window=3).record["metric"]["value"] == 2.0
+
+
+def test_a_push_killed_after_its_rename_is_not_pushed_again(tmp_path):
+    """Killed between the rename and the ledger entry: the version's own record still says
+    which content it holds."""
+    serving = tmp_path / "serving"
+    model = _model(tmp_path / "m", 4.0)
+    first = serving_dir.push(model, str(serving))
+    for entry in (serving / serving_dir.LEDGER / "pushed").iterdir():
+        entry.unlink()
+    again = serving_dir.push(model, str(serving))
+    assert not again.pushed and again.destination == first.destination
+    assert len(_numbered(serving)) == 1
