@@ -79,24 +79,36 @@ def _statistics(uri: str) -> dict:
     return splits
 
 
+def _counts(ax, axis) -> None:
+    """Counts in few ticks, as 20k or 1.5M, so they never run together."""
+    from matplotlib.ticker import EngFormatter, MaxNLocator
+
+    axis = ax.xaxis if axis == "x" else ax.yaxis
+    axis.set_major_locator(MaxNLocator(3, integer=True))
+    axis.set_major_formatter(EngFormatter(sep=""))
+
+
 def _histogram(feature) -> str:
     kind = feature.WhichOneof("stats")
-    fig, ax = _figure(2.6, 1.1)
     if kind == "num_stats":
         standard = [h for h in feature.num_stats.histograms if h.type == h.STANDARD]
         buckets = standard[0].buckets if standard else []
         if not buckets:
             return ""
+        fig, ax = _figure(2.6, 1.1)
         ax.bar([b.low_value for b in buckets], [b.sample_count for b in buckets],
                width=[max(b.high_value - b.low_value, 1e-12) for b in buckets], align="edge",
                color="#4c78a8")
+        _counts(ax, "y")
     else:
         top = list(feature.string_stats.top_values)[:TOP_VALUES]
         if not top:
             return ""
+        fig, ax = _figure(2.6, 0.45 + 0.15 * len(top))
         labels = [v.value if len(v.value) <= 14 else v.value[:13] + "…" for v in top]
-        ax.barh(range(len(top))[::-1], [v.frequency for v in top], color="#f58518")
+        ax.barh(range(len(top))[::-1], [v.frequency for v in top], color="#f58518", height=0.7)
         ax.set_yticks(range(len(top))[::-1], labels)
+        _counts(ax, "x")
     ax.tick_params(labelsize=6)
     return _svg(fig)
 
