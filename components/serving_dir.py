@@ -96,28 +96,31 @@ def is_complete(version_dir: str) -> bool:
     return _read_record(version_dir) is not None and _parses(version_dir)
 
 
-def versions(serving_dir: str, complete_only: bool = True) -> list[Version]:
-    """The numbered versions, oldest first; with complete_only, those a reader may use."""
+def versions(serving_dir: str, complete_only: bool = True, newest: int = 0) -> list[Version]:
+    """The numbered versions, oldest first; with complete_only, those a reader may use; with
+    newest, only the newest that many (looked at newest first: a serving dir with hundreds of
+    versions on an object store costs a read per version looked at)."""
     fileio = _fileio()
     if not serving_dir or not fileio.exists(serving_dir):
         return []
+    numbers = sorted((int(n.rstrip("/")) for n in fileio.listdir(serving_dir)
+                      if n.rstrip("/").isdigit()), reverse=True)
     found = []
-    for name in fileio.listdir(serving_dir):
-        name = name.rstrip("/")
-        if not name.isdigit():
-            continue
-        path = _join(serving_dir, name)
+    for number in numbers:
+        path = _join(serving_dir, str(number))
         record = _read_record(path)
         if complete_only and (record is None or not _parses(path)):
             continue
-        found.append(Version(int(name), path, record or {}))
-    return sorted(found, key=lambda v: v.number)
+        found.append(Version(number, path, record or {}))
+        if newest and len(found) == newest:
+            break
+    return found[::-1]
 
 
 def best_recent(serving_dir: str, window: int = 1) -> Version | None:
     """Of the newest `window` complete versions, the one whose recorded eval metric is best (the
     newest on a tie or when none recorded one); None when nothing was pushed."""
-    recent = versions(serving_dir)[-max(window, 1):]
+    recent = versions(serving_dir, newest=max(window, 1))
     if not recent:
         return None
 
