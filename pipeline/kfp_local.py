@@ -222,7 +222,9 @@ class LocalRun:
         """The same summary as a LocalDagRunner run's, from the tasks' executor outputs."""
         nodes = [run_report.NodeReport(t.task, "executed" if t.succeeded else "failed",
                                        t.seconds, t.start_seconds) for t in self.tasks]
-        return run_report.build(nodes, {t.task: task_outputs(t.task_dir) for t in self.tasks})
+        report = run_report.build(nodes, {t.task: task_outputs(t.task_dir) for t in self.tasks})
+        report.run_id = os.path.basename(self.pipeline_dir)  # kfp.local's <pipeline>-<time>
+        return report
 
 
 def run(spec_path: str, pipeline_root: str, arguments: dict | None = None,

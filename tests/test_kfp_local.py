@@ -50,6 +50,10 @@ def test_kfp_local_runs_every_task_to_a_model_that_serves(kfp_local_run):
     assert command[:3] == [command[0], "-m", "components.entrypoint"]
     [version] = kfp_local_run.pushed_versions()
     assert f"Model pushed to: {version}" in out
+    # The same report page as a LocalDagRunner run's, named for kfp.local's run.
+    page = re.search(r"^Report: (.*)$", out, re.M).group(1)
+    assert page.endswith(f"/reports/{kfp_local_run.pipeline_dir.name}.html")
+    assert "data-metric='sparse_categorical_accuracy'" in open(page).read()
     files = (kfp_local_run.pipeline_dir / "CsvExampleGen" / "examples" / "Split-eval").glob("*")
     assert serving_accuracy(version, list(files)) > 0.9
 
