@@ -49,6 +49,12 @@ TEMP_PREFIX = ".tmp-"
 GZIP_LEVEL = 1
 
 
+def _select_spans(input_base: str, options: dict) -> tuple[list[int], list[str]]:
+    """The spans, and their files, that the custom config's span settings select."""
+    return spans.select(input_base, options["span_pattern"], int(options.get("span_window", 1)),
+                        marker=options.get("span_marker", spans.DEFAULT_MARKER))
+
+
 def make_custom_config(label: str, missing_values: list[str], span_pattern: str = "",
                        span_window: int = 1,
                        span_marker: str = spans.DEFAULT_MARKER) -> example_gen_pb2.CustomConfig:
@@ -201,9 +207,7 @@ def _CsvRecords(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_
     options = read_custom_config(exec_properties)
     if options.get("span_pattern"):
         pattern = f"{input_base.rstrip('/')}/{options['span_pattern']}"
-        _, files = spans.select(input_base, options["span_pattern"],
-                                int(options.get("span_window", 1)),
-                                marker=options.get("span_marker", spans.DEFAULT_MARKER))
+        _, files = _select_spans(input_base, options)
     else:
         pattern = f"{input_base.rstrip('/')}/{split_pattern}"
         files = sorted(fileio.glob(pattern))
@@ -253,9 +257,8 @@ class Executor(BaseExampleGenExecutor):
         options = read_custom_config(exec_properties)
         chosen = []
         if options.get("span_pattern"):
-            chosen, _ = spans.select(exec_properties[standard_component_specs.INPUT_BASE_KEY],
-                                     options["span_pattern"], int(options.get("span_window", 1)),
-                                     marker=options.get("span_marker", spans.DEFAULT_MARKER))
+            chosen, _ = _select_spans(
+                exec_properties[standard_component_specs.INPUT_BASE_KEY], options)
         exec_properties["_beam_pipeline_args"] = self._beam_pipeline_args or []
         if output_config.split_config.splits:
             buckets = list(itertools.accumulate(

@@ -18,7 +18,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import path_utils
 
-from components import serving_check, serving_dir
+from components import evaluator, serving_check, serving_dir
 
 PUSHED_KEY = "pushed"
 DESTINATION_KEY = "pushed_destination"
@@ -45,20 +45,11 @@ class PusherSpec(ComponentSpec):
 
 def gating_metric(evaluation_uri: str, name: str) -> float | None:
     """The candidate's value of `name` on the whole eval split, from TFMA's output."""
-    import tensorflow_model_analysis as tfma
-
     try:
-        for per_slice in tfma.load_metrics(evaluation_uri):
-            if per_slice.slice_key.single_slice_keys:
-                continue
-            for kv in per_slice.metric_keys_and_values:
-                if (kv.key.name == name and not kv.key.is_diff
-                        and kv.key.model_name in ("", "candidate")
-                        and kv.value.HasField("double_value")):
-                    return kv.value.double_value.value
+        return evaluator.read_metrics(evaluation_uri)[0].get(name)
     except Exception as err:  # noqa: BLE001  no metric recorded: the push goes on without it
         logging.warning("No %s in %s: %s", name, evaluation_uri, err)
-    return None
+        return None
 
 
 def eval_example_files(examples) -> list[str]:

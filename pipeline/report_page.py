@@ -43,7 +43,7 @@ def _e(value) -> str:
     return html.escape(str(value))
 
 
-def _figure(width: float, height: float):
+def _figure(width: float, height: float, columns: int = 1):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -51,7 +51,7 @@ def _figure(width: float, height: float):
 
     plt.rcParams.update({"svg.fonttype": "path", "font.size": 8, "axes.spines.top": False,
                          "axes.spines.right": False, "svg.hashsalt": "lockstep"})
-    return plt.subplots(figsize=(width, height))
+    return plt.subplots(1, columns, figsize=(width, height))
 
 
 def _svg(fig) -> str:
@@ -222,9 +222,7 @@ def _curve_plot(curves: dict) -> str:
     shown = [tag for tag in ("loss", "accuracy", "rmse", "learning_rate") if curves.get(tag)]
     if not shown:
         return ""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(shown), figsize=(3.4 * len(shown), 2.4))
+    fig, axes = _figure(3.4 * len(shown), 2.4, len(shown))
     axes = [axes] if len(shown) == 1 else list(axes)
     for ax, tag in zip(axes, shown):
         steps, values = zip(*curves[tag])
@@ -263,7 +261,7 @@ def _training_section(report: RunReport) -> str:
 
 def _thresholds(report: RunReport) -> list[str]:
     """The gate, in words, from TFMA's eval config as the Evaluator ran it."""
-    from pipeline.run_report import _bound
+    from pipeline.run_report import bound_in_words
 
     uri = report.artifacts.get(f"{pipeline_lib.EVALUATOR_NODE}.evaluation")
     path = os.path.join(uri, "eval_config.json") if uri else ""
@@ -282,7 +280,7 @@ def _thresholds(report: RunReport) -> list[str]:
             thresholds = [metric.threshold] if metric.HasField("threshold") else []
             thresholds += [t.threshold for t in metric.per_slice_thresholds]
             for threshold in thresholds:
-                lines.append(f"{metric.class_name}: {_bound(threshold)}")
+                lines.append(f"{metric.class_name}: {bound_in_words(threshold)}")
     return lines
 
 

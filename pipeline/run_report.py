@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from components import latest_model, pusher
+from components import evaluator, latest_model, pusher
 from components.csv_example_gen import SPANS_KEY
 from pipeline.pipeline import BASELINE_NODE, EVALUATOR_NODE, EXAMPLE_GEN_NODE, PUSHER_NODE, TRAINER_NODE
 from trainer_module.run import SUMMARY_FILE
@@ -101,7 +101,7 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
     slice_metrics: dict[str, dict[str, float]] = {}
     for out in outputs.get(EVALUATOR_NODE, []):
         if out.key == "evaluation":
-            metrics, slice_metrics = _read_metrics(out.uri)
+            metrics, slice_metrics = evaluator.read_metrics(out.uri)
             failures = _read_failures(out.uri)
         elif out.key == "blessing":
             blessed = bool(int(out.properties.get("blessed", 0)))
@@ -128,7 +128,7 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
                                 for node, outs in outputs.items() for out in outs})
 
 
-def _bound(threshold) -> str:
+def bound_in_words(threshold) -> str:
     """A TFMA MetricThreshold in words: its value bounds, or its change against the baseline."""
     parts = []
     value = threshold.value_threshold
@@ -156,45 +156,13 @@ def _read_failures(uri: str) -> list[str]:
         return []
     lines = []
     for per_slice in result.metric_validations_per_slice:
-        where = (" on slice " + _slice_name(per_slice.slice_key)
+        where = (" on slice " + evaluator.slice_name(per_slice.slice_key)
                  if per_slice.slice_key.single_slice_keys else "")
         for failure in per_slice.failures:
             name = failure.metric_key.name + (" (diff vs baseline)"
                                               if failure.metric_key.is_diff else "")
             value = failure.metric_value.double_value.value
-            lines.append(f"{name} {value:.4f}{where}, needs {_bound(failure.metric_threshold)}")
+            lines.append(f"{name} {value:.4f}{where}, needs {bound_in_words(failure.metric_threshold)}")
     if result.missing_thresholds:
         lines.append("a metric with a threshold was not computed")
     return lines
-
-
-def _slice_name(slice_key) -> str:
-    return ", ".join(f"{k.column}={_slice_value(k)}" for k in slice_key.single_slice_keys)
-
-
-def _slice_value(key) -> str:
-    kind = key.WhichOneof("kind")
-    value = getattr(key, kind) if kind else ""
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _read_metrics(uri: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """The candidate's metrics on the whole eval split (baseline diffs included), and
-    {"island=Biscoe": {metric: value}} for each slice of each sliced column: one read."""
-    import tensorflow_model_analysis as tfma
-
-    overall, slices = {}, {}
-    for per_slice in tfma.load_metrics(uri):
-        sliced = bool(per_slice.slice_key.single_slice_keys)
-        values = {}
-        for kv in per_slice.metric_keys_and_values:
-            if kv.key.model_name and kv.key.model_name != "candidate":
-                continue
-            if kv.value.HasField("double_value") and not (sliced and kv.key.is_diff):
-                name = kv.key.name + (" (baseline diff)" if kv.key.is_diff else "")
-                values[name] = kv.value.double_value.value
-        if sliced:
-            slices[_slice_name(per_slice.slice_key)] = values
-        else:
-            overall = values
-    return overall, dict(sorted(slices.items()))
