@@ -59,16 +59,29 @@ def preprocessing_fn(inputs, custom_config):
         else:
             numeric.append(key)
     if numeric:
-        # All numeric columns as one [batch, n] matrix: one set of analyzers for them all, not
-        # one per column (Transform's time goes into tracing and planning each analyzer).
+        # All numeric columns as one [batch, n] matrix, and every statistic they need in one
+        # tft.sum over [present, value, value^2, 1]: one analyzer, so one pass over the data
+        # (tft.scale_to_z_score of the mean-filled values needs the mean first: a second pass,
+        # benchmarks/scale.py, 300k rows x 24 columns: Transform 32.5 s -> 23.1 s).
         present = tf.stack([_present(inputs[k]) for k in numeric], axis=1)
         values = tf.stack([tf.cast(_dense(inputs[k], 0), tf.float32) for k in numeric], axis=1)
-        wide = tf.cast(values * present, tf.float64)
-        mean = tf.cast(tft.sum(wide, reduce_instance_dims=False)
-                       / tf.maximum(tft.sum(tf.cast(present, tf.float64),
-                                            reduce_instance_dims=False), 1.0), tf.float32)
-        filled = present * values + (1.0 - present) * mean
-        scaled = tft.scale_to_z_score(filled, elementwise=True)
+        present64 = tf.cast(present, tf.float64)
+        wide = tf.cast(values, tf.float64) * present64
+        ones = tf.ones_like(present64[:, :1])
+        sums = tft.sum(tf.concat([present64, wide, wide * wide, ones], axis=1),
+                       reduce_instance_dims=False)
+        width = len(numeric)
+        count, total, squares, rows = (sums[:width], sums[width:2 * width],
+                                       sums[2 * width:3 * width], sums[3 * width])
+        mean = total / tf.maximum(count, 1.0)
+        # The missing cells take the mean, so the filled column has the present cells' mean and
+        # their squared deviations spread over all rows (float64 sums: no cancellation at the
+        # scale of real measurements).
+        variance = tf.maximum(squares - count * mean * mean, 0.0) / tf.maximum(rows, 1.0)
+        std = tf.cast(tf.sqrt(variance), tf.float32)
+        mean = tf.cast(mean, tf.float32)
+        centred = present * (values - mean)
+        scaled = tf.where(std > 0, centred / tf.where(std > 0, std, 1.0), centred)
         for index, key in enumerate(numeric):
             outputs[features.transformed_name(key)] = scaled[:, index]
             outputs[features.missing_flag_name(key)] = 1.0 - present[:, index]
