@@ -12,6 +12,11 @@
 3. The whole `lockstep run` at the --full sizes: wall time and peak RSS (of the process and the
    processes it waited for), and how peak RSS grows with the rows.
 
+A child's peak RSS (`ru_maxrss` from wait4) starts at its parent's: Linux records the high-water
+mark of the address space a child leaves at exec, which after fork or vfork is the parent's. So
+this script keeps itself small: it writes the CSVs in a subprocess (pandas at 1M rows peaks at
+2.1 GB, which every later run then reported as its own) and prints its own peak beside the runs'.
+
 usage: python benchmarks/scale.py [--rows 300000] [--full 100000 1000000] [--skip-stock]
                                   [--compare-multiprocess]
 """
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -125,6 +131,11 @@ def _run(cmd, cwd) -> tuple[float, float, str]:
     return seconds, usage.ru_maxrss / 1e6, stdout
 
 
+def _make_csv(directory: Path, rows: int) -> None:
+    """make_csv in a subprocess, so this process stays small (see the module docstring)."""
+    _run([sys.executable, __file__, "--make-csv", str(directory), str(rows)], directory.parent)
+
+
 def _stages(kind: str, data: Path, work: Path) -> dict[str, float]:
     _, _, stdout = _run([sys.executable, __file__, "--stage", kind, str(data),
                          str(work / f"stage-{kind}")], work)
@@ -143,15 +154,19 @@ def main() -> None:
                         help="also run the largest --full size with Beam's multi-process direct "
                              "runner on every core, and print the ratio")
     parser.add_argument("--stage", nargs=3, metavar=("KIND", "DATA", "ROOT"), help=argparse.SUPPRESS)
+    parser.add_argument("--make-csv", nargs=2, metavar=("DIR", "ROWS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stage:
         _stage_pipeline(*args.stage)
+        return
+    if args.make_csv:
+        make_csv(Path(args.make_csv[0]), int(args.make_csv[1]))
         return
     work = Path(tempfile.mkdtemp(prefix="lockstep-scale-"))
     print(f"work directory: {work}", flush=True)
     if args.rows:
         data = work / f"data-{args.rows}"
-        make_csv(data, args.rows)
+        _make_csv(data, args.rows)
         ours = _stages("ours", data, work)
         stock = None if args.skip_stock else _stages("stock", data, work)
         print(f"\nStages on {args.rows} rows x 24 columns (rows/s; stock / lockstep seconds):")
@@ -172,7 +187,7 @@ def main() -> None:
     for rows in args.full:
         data = work / f"data-{rows}"
         if not data.exists():
-            make_csv(data, rows)
+            _make_csv(data, rows)
         seconds, peak, stdout = _run(
             [sys.executable, "-m", "pipeline.cli", "run", "--data", str(data), "--label", LABEL,
              "--pipeline-root", str(work / f"run-{rows}/root"),
@@ -194,6 +209,8 @@ def main() -> None:
              "--serving-dir", str(work / f"mp-{rows}/serving")], work)
         print(f"\nWhole pipeline on {rows} rows with {os.cpu_count()} Beam worker processes: "
               f"{seconds / 60:.1f} min wall, peak RSS {peak:.2f} GB", flush=True)
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    print(f"\n(this script's own peak RSS, a floor under every figure above: {own:.2f} GB)")
     if len(peaks) > 1:
         small, large = min(peaks), max(peaks)
         print(f"\nPeak RSS x{peaks[large] / peaks[small]:.2f} for x{large / small:g} rows "

@@ -21,6 +21,7 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils
 
+from components.memory import release_free_memory
 from trainer_module.config import RUN_PARAMETERS, TrainSpec
 
 
@@ -33,6 +34,12 @@ class TrainerSpec(standard_component_specs.TrainerSpec):
 
 
 class Executor(trainer_executor.GenericExecutor):
+    def Do(self, input_dict, output_dict, exec_properties):
+        try:
+            return super().Do(input_dict, output_dict, exec_properties)
+        finally:
+            release_free_memory()
+
     def _GetFnArgs(self, input_dict, output_dict, exec_properties: dict[str, Any]):
         fn_args = super()._GetFnArgs(input_dict, output_dict, exec_properties)
         spec = TrainSpec.from_custom_config(

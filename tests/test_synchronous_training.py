@@ -128,3 +128,23 @@ def test_xla_compiled_step_matches(records, single_device):
 def test_non_finite_loss_stops_and_names_the_step(records):
     with pytest.raises(loop.NonFiniteLoss, match=r"at global step 4;"):
         train(records, 2, 6, nan_at=3)
+
+
+@pytest.mark.parametrize("batch, chunk_steps", [(64, 1), (8, 1), (8, 32)])  # (8, 32): 4 chunks
+def test_cached_input_is_every_record_once_per_epoch_in_a_new_order(records, batch, chunk_steps):
+    dataset_fn = input_pipeline.make_dataset_fn(records, SPEC, "y", config.CLASSIFICATION, batch,
+                                                training=True, seed=3, cache=True,
+                                                chunk_steps=chunk_steps)
+    steps = 1024 // batch
+    epochs = [[], []]
+    for index, (x, _) in enumerate(dataset_fn(None).take(2 * steps)):
+        assert x["a_xf"].shape == (batch,)
+        epochs[index // steps].append(x["a_xf"].numpy())
+    everything = sorted(np.concatenate(list(input_pipeline.make_dataset_fn(
+        records, SPEC, "y", config.CLASSIFICATION, 1024, training=False)(None).map(
+            lambda x, _: x["a_xf"]))))
+    for epoch in epochs:
+        np.testing.assert_array_equal(sorted(np.concatenate(epoch)), everything)
+    # The steps are reshuffled each epoch (the records in a step are fixed at the first parse).
+    first, second = ([tuple(step) for step in epoch] for epoch in epochs)
+    assert first != second and sorted(first) == sorted(second)
