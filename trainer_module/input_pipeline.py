@@ -31,16 +31,9 @@ CACHE_CHUNK_STEPS = 32
 CACHE_CHUNK_MIN_FILE_BYTES = 16 << 20
 
 
-def _file_bytes(files: list[str]) -> int:
+def file_bytes(files: list[str]) -> int:
+    """Their sizes added up (a stat per file: a request each on an object store)."""
     return sum(tf.io.gfile.stat(f).length for f in files)
-
-
-def fits_in_memory(files: list[str]) -> bool:
-    return _file_bytes(files) <= CACHE_MAX_FILE_BYTES
-
-
-def cache_chunk_steps(files: list[str]) -> int:
-    return CACHE_CHUNK_STEPS if _file_bytes(files) >= CACHE_CHUNK_MIN_FILE_BYTES else 1
 
 
 def count_records(files: list[str], compression: str = "GZIP") -> int:
@@ -70,9 +63,10 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
     """
     files = list_files(file_patterns)
     label_out = features.transformed_name(label_key)
-    cache = training and (fits_in_memory(files) if cache is None else cache)
+    size = file_bytes(files) if training else 0  # one stat per file, for both choices
+    cache = training and (size <= CACHE_MAX_FILE_BYTES if cache is None else cache)
     if cache and chunk_steps is None:
-        chunk_steps = cache_chunk_steps(files)
+        chunk_steps = CACHE_CHUNK_STEPS if size >= CACHE_CHUNK_MIN_FILE_BYTES else 1
 
     def parse_batch(records):
         parsed = tf.io.parse_example(records, feature_spec)
