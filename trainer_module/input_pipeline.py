@@ -4,9 +4,9 @@ tf.Transform graph to them (the pipeline's Transform analyzes only, so the Train
 examples), drops rows without a label with one mask per batch, rebatches to the per-replica batch
 with drop_remainder (static shapes, as TPUs need), repeats and prefetches. No op runs per example
 but the shuffle. Training data that fits (`CACHE_MAX_FILE_BYTES`) is parsed once and kept in
-memory as parsed chunks of `CACHE_CHUNK_STEPS` steps, cut into steps and reshuffled step by step
-each epoch (benchmarks/trainer_throughput.py: the loop runs at 0.99 of its speed on one in-memory
-batch); larger data streams from its files every epoch.
+memory as parsed chunks (one step each, or `CACHE_CHUNK_STEPS` from `CACHE_CHUNK_MIN_FILE_BYTES`
+up), and each epoch reshuffles the chunks (benchmarks/trainer_throughput.py: the loop runs at
+0.99 of its speed on one in-memory batch); larger data streams from its files every epoch.
 
 Use with `strategy.distribute_datasets_from_function(make_dataset_fn(...))`.
 """
