@@ -13,7 +13,7 @@ from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_component_specs
 
 from components.latest_model import is_found
-from components.memory import release_free_memory
+from components.memory import objects_frozen
 
 
 class Executor(stock_executor.Executor):
@@ -21,11 +21,8 @@ class Executor(stock_executor.Executor):
         key = standard_component_specs.BASELINE_MODEL_KEY
         input_dict = dict(input_dict)
         input_dict[key] = [m for m in input_dict.get(key, []) if is_found(m)]
-        release_free_memory()
-        try:
+        with objects_frozen():
             return super().Do(input_dict, output_dict, exec_properties)
-        finally:
-            release_free_memory()
 
 
 class Evaluator(_StockEvaluator):

@@ -1,13 +1,23 @@
-"""Handing freed memory back between components.
+"""Memory between and within components.
 
-LocalDagRunner runs every component in one process. TensorFlow's tensors and Beam's buffers are
-freed into glibc malloc's arenas, which keep pages they could give back; the Trainer (its
-cache) and the Evaluator (which grows with the eval rows) are the two biggest users, so their
-executors call this when they finish (the Evaluator also as it starts), and the next
-component starts from what is really in use."""
+LocalDagRunner runs every component in one process, which matters twice:
+
+- Garbage in cycles waits for a full collection. Python runs one only when the objects that
+  survived since the last one number a quarter of all long-lived objects, and TensorFlow, Beam
+  and TFX leave about 600k of those, so a full collection comes about every 150k survivors.
+  TFMA's per-example extracts are such garbage (each split batch sits in a cycle until then):
+  with 200k eval rows the Evaluator's RSS grew linearly by 0.5 GB, all of it extracts a
+  collection would have freed. `objects_frozen` moves the objects alive when a component starts
+  into Python's permanent generation, so full collections come after a quarter of the new
+  objects only and walk only those (about 1 s over the 1M-row run's Evaluator, not 0.45 s each).
+- Tensors and Beam's buffers are freed into glibc malloc's arenas, which keep pages they could
+  give back; `release_free_memory` at the end of the big users (Trainer, Evaluator) lets the
+  next component start from what is really in use.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 
@@ -19,3 +29,20 @@ def release_free_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to trim
         pass
+
+
+@contextlib.contextmanager
+def objects_frozen():
+    """Runs the body with the objects alive at its start out of the cycle collector's way (see
+    the module docstring); afterwards they are collectable again and freed memory is released.
+    What is garbage at the start is collected first, not frozen."""
+    release_free_memory()
+    gc.freeze()
+    # The collector paces full collections by the survivors of the last one; that count still
+    # includes what is now frozen until a collection runs, which now walks nothing.
+    gc.collect()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        release_free_memory()
