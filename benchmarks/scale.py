@@ -31,6 +31,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -120,8 +121,6 @@ def _run(cmd, cwd) -> tuple[float, float, float, str]:
     """(wall seconds, peak RSS in GB of it and what it waited for, peak of the RSS summed over
     its process tree sampled every 0.2 s, stdout) of one command. The two peaks differ when it
     runs worker processes: ru_maxrss is the largest single process's."""
-    import threading
-
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
     tic = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
