@@ -41,7 +41,10 @@ def _slice_value(key) -> str:
 
 def read_metrics(uri: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """The candidate's metrics on the whole eval split (baseline diffs included), and
-    {"island=Biscoe": {metric: value}} for each slice of each sliced column: one read."""
+    {"island=Biscoe": {metric: value}} for each slice of each sliced column: one read.
+
+    A binarized metric (a binary label's auc, precision, ...: one class id, the positive class,
+    pipeline/evaluation.py) goes by its plain name."""
     import tensorflow_model_analysis as tfma
 
     overall, slices = {}, {}
@@ -59,3 +62,34 @@ def read_metrics(uri: str) -> tuple[dict[str, float], dict[str, dict[str, float]
         else:
             overall = values
     return overall, dict(sorted(slices.items()))
+
+
+def read_plots(uri: str) -> dict:
+    """The candidate's plots on the whole eval split: {"calibration": [(lower, upper, examples,
+    mean label, mean prediction), ...] per bucket with examples (binary label), "confusion":
+    {(actual class id, predicted class id): examples} (more classes)}."""
+    import tensorflow_model_analysis as tfma
+
+    found: dict = {}
+    for per_slice in tfma.load_plots(uri):
+        if per_slice.slice_key.single_slice_keys:
+            continue
+        for kv in per_slice.plot_keys_and_values:
+            if kv.key.model_name and kv.key.model_name != "candidate":
+                continue
+            plot = kv.value
+            if plot.HasField("calibration_histogram_buckets"):
+                found["calibration"] = [
+                    (b.lower_threshold_inclusive, b.upper_threshold_exclusive,
+                     b.num_weighted_examples.value,
+                     b.total_weighted_label.value / b.num_weighted_examples.value,
+                     b.total_weighted_refined_prediction.value / b.num_weighted_examples.value)
+                    for b in plot.calibration_histogram_buckets.buckets
+                    if b.num_weighted_examples.value > 0]
+            if plot.HasField("multi_class_confusion_matrix_at_thresholds"):
+                matrices = plot.multi_class_confusion_matrix_at_thresholds.matrices
+                if matrices:
+                    found["confusion"] = {
+                        (e.actual_class_id, e.predicted_class_id): e.num_weighted_examples
+                        for e in matrices[0].entries}
+    return found

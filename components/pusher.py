@@ -23,6 +23,7 @@ from components import evaluator, serving_check, serving_dir
 PUSHED_KEY = "pushed"
 DESTINATION_KEY = "pushed_destination"
 NOTE_KEY = "push_note"
+GATE_KEY = "gate"
 
 
 class PusherSpec(ComponentSpec):
@@ -33,6 +34,9 @@ class PusherSpec(ComponentSpec):
         # recent model as their baseline (components/latest_model.py).
         "metric_name": ExecutionParameter(type=str),
         "higher_is_better": ExecutionParameter(type=int),
+        # The run's gate as JSON (pipeline/evaluation.py, Gate.to_dict): echoed on the output
+        # as `gate`, so a report of this run, read back later, says what the model had to beat.
+        "gate": ExecutionParameter(type=str),
     }
     INPUTS = {
         "model": ChannelParameter(type=standard_artifacts.Model),
@@ -63,6 +67,7 @@ class Executor(base_executor.BaseExecutor):
         blessing = artifact_utils.get_single_instance(input_dict["model_blessing"])
         out = artifact_utils.get_single_instance(output_dict["pushed_model"])
         out.set_int_custom_property(PUSHED_KEY, 0)
+        out.set_string_custom_property(GATE_KEY, exec_properties.get("gate") or "")
         if not blessing.get_int_custom_property("blessed"):
             out.set_string_custom_property(NOTE_KEY, "not blessed")
             logging.info("Model %s is not blessed; not pushed.", model.uri)
@@ -93,9 +98,10 @@ class Pusher(base_component.BaseComponent):
 
     def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel,
                  examples: types.BaseChannel, evaluation: types.BaseChannel, serving_dir: str,
-                 metric_name: str, higher_is_better: bool, keep_versions: int = 0):
+                 metric_name: str, higher_is_better: bool, keep_versions: int = 0,
+                 gate: str = ""):
         super().__init__(spec=PusherSpec(
             model=model, model_blessing=model_blessing, examples=examples, evaluation=evaluation,
             serving_dir=serving_dir, keep_versions=keep_versions, metric_name=metric_name,
-            higher_is_better=int(higher_is_better),
+            higher_is_better=int(higher_is_better), gate=gate,
             pushed_model=types.Channel(type=standard_artifacts.PushedModel)))

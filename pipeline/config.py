@@ -24,6 +24,11 @@ class ConfigError(ValueError):
     """A config file, key or flag that cannot be used; the message names it."""
 
 
+# Keys that were replaced: the error says by what.
+REPLACED_KEYS = {"eval.min_accuracy": 'eval.bounds = {accuracy = ...} (with eval.metric = "accuracy")',
+                 "eval.max_rmse": 'eval.bounds = {rmse = ...}'}
+
+
 @dataclasses.dataclass
 class DataConfig:
     path: str = str(BUNDLED_DATA)  # a CSV file, or a directory of CSVs
@@ -45,15 +50,26 @@ class DataConfig:
     # (trainer_module/config.py, task_for_label: a float or an integer label with more than 50
     # distinct values is a regression). A Kubeflow compile of remote data must name it.
     task: str = "auto"
+    # What a column is to the model, overriding what the check before the run reads from the
+    # data: {column = "feature" | "id" | "constant" | "timestamp"}. Ids and constants are left
+    # out; a timestamp (ISO 8601 text) becomes year, month, day, day of week and hour.
+    columns: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
 class EvalConfig:
-    min_accuracy: float = 0.8  # classification: absolute threshold on the candidate
-    # Regression: the candidate's RMSE must be at most this. 0: the label's standard deviation
-    # on the data (what predicting the mean scores), computed before a local run; a compile of
-    # remote data must set it.
-    max_rmse: float = 0.0
+    # The metric the Evaluator gates on and the Pusher records: auto (auc for a binary label,
+    # accuracy for more classes, rmse for a regression), or accuracy | auc | log_loss (classes),
+    # rmse | mae | r2 (regression). See pipeline/evaluation.py.
+    metric: str = "auto"
+    # Explicit bounds by metric, e.g. {accuracy = 0.8} or {rmse = 12.5}: these win. A gated
+    # metric without one must beat the naive baseline measured from the data before the run
+    # (always the majority class; a constant score, AUC 0.5; predicting the class shares; the
+    # label's mean) by `margin`. Remote data has no such measure: name the bound.
+    bounds: dict[str, float] = dataclasses.field(default_factory=dict)
+    # How far past the naive baseline a model must be: absolute for accuracy, auc, log_loss and
+    # r2; a share of it for rmse (0.01: 1 % below the label's standard deviation).
+    margin: float = 0.01
     # How much worse than the baseline is still blessed. The baseline is the best, by its eval
     # metric at push time, of the newest `baseline_window` pushed models (1: the last pushed), so
     # the allowed drop cannot add up push after push.
@@ -143,6 +159,8 @@ def _merge(obj: Any, values: dict[str, Any], where: str) -> None:
     for key, value in values.items():
         name = key.replace("-", "_")
         dotted = f"{where}.{key}" if where else key
+        if dotted in REPLACED_KEYS:
+            raise ConfigError(f"config key '{dotted}' was replaced by {REPLACED_KEYS[dotted]}")
         if name not in fields:
             raise ConfigError(f"unknown config key '{dotted}' (known: {', '.join(sorted(fields))})")
         current = getattr(obj, name)
@@ -174,6 +192,9 @@ def _coerce(value: Any, current: Any, dotted: str) -> Any:
             pass
     elif kind is str:
         return str(value)
+    elif kind is dict:
+        if isinstance(value, dict):  # its values are checked where they are used
+            return {str(k): v for k, v in value.items()}
     elif kind is list:
         if isinstance(value, list):
             return value
@@ -248,8 +269,10 @@ def validate(config: Config) -> None:
                           f"{config.data.span_pattern!r}")
     if config.eval.baseline_window < 1:
         raise ConfigError("eval.baseline_window must be at least 1")
-    if config.eval.max_rmse < 0 or config.push.keep_versions < 0:
-        raise ConfigError("eval.max_rmse and push.keep_versions must be 0 or more")
+    if config.push.keep_versions < 0:
+        raise ConfigError("push.keep_versions must be 0 or more")
+    if config.eval.margin < 0:
+        raise ConfigError("eval.margin must be 0 or more")
     if config.run.lock_wait_seconds < 0 or config.run.timeout_minutes < 0:
         raise ConfigError("run.lock_wait_seconds and run.timeout_minutes must be 0 or more")
     if "/" in config.data.span_marker:

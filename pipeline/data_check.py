@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from components import csv_format, spans
+from pipeline import column_roles
 from trainer_module import config as trainer_config, features
 
 
@@ -32,6 +33,11 @@ class DataInfo:
     task_reason: str  # why: from the label's type and values, or the user's choice
     spans: tuple[int, ...] = ()  # the spans this run reads, when the data comes in spans
     label_std: float | None = None  # a numeric label's standard deviation (None: text)
+    # How many rows hold each label value (as its text), for a label of at most
+    # LABEL_VALUES_COUNTED values: the classes and their shares.
+    label_counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    # Every column but the label: what it is to the model, and why (pipeline/column_roles.py).
+    roles: dict[str, column_roles.Role] = dataclasses.field(default_factory=dict)
 
     def rmse_bound(self) -> float | None:
         """The default regression bound: the RMSE of always predicting the label's mean."""
@@ -86,8 +92,9 @@ def _files(path: str, span_pattern: str, span_window: int,
 
 def check(path: str, label: str, missing_values: list[str], span_pattern: str = "",
           span_window: int = 1, task: str = "auto",
-          span_marker: str = spans.DEFAULT_MARKER) -> DataInfo:
-    """task: auto (decide from the label column) or classification | regression (the user's)."""
+          span_marker: str = spans.DEFAULT_MARKER, columns: dict[str, str] | None = None) -> DataInfo:
+    """task: auto (decide from the label column) or classification | regression (the user's).
+    columns: {column: role} that override the roles read from the data (data.columns)."""
     path = os.path.abspath(os.path.expanduser(path))
     if not os.path.exists(path):
         raise csv_format.CsvError(f"{path}: no such file or directory")
@@ -95,8 +102,9 @@ def check(path: str, label: str, missing_values: list[str], span_pattern: str = 
     missing = csv_format.missing_tokens(missing_values)
     header = None
     rows, profiles = 0, None
-    labels: set = set()  # the label's distinct values (counted up to LABEL_VALUES_COUNTED)
+    labels: dict[str, int] = {}  # the label's values and rows (up to LABEL_VALUES_COUNTED values)
     moments = _Moments()
+    profile = None
     for file in files:
         file_header, data_offset = csv_format.read_header(file)
         if header is None:
@@ -108,6 +116,7 @@ def check(path: str, label: str, missing_values: list[str], span_pattern: str = 
             if label not in header:
                 raise csv_format.CsvError(
                     f"{file}: label column '{label}' is not in the header ({', '.join(header)})")
+            profile = column_roles.Profile(header)
         elif file_header != header:
             raise csv_format.CsvError(f"{file}: its header differs from {files[0]}'s")
         for read in csv_format.plan_reads(file, data_offset):
@@ -116,24 +125,36 @@ def check(path: str, label: str, missing_values: list[str], span_pattern: str = 
                 cleaned = csv_format.clean(batch, missing)
                 profiles = csv_format.merge_profiles(
                     p for p in (profiles, csv_format.profile_batch(cleaned)) if p)
+                profile.add(cleaned)
                 values = cleaned.column(header.index(label))
                 moments.add(values)
                 if len(labels) < LABEL_VALUES_COUNTED:
-                    labels.update(pc.unique(values.drop_null()).to_pylist())
+                    counts = pc.value_counts(values.drop_null())
+                    for value, count in zip(counts.field("values").to_pylist(),
+                                            counts.field("counts").to_pylist()):
+                        labels[value] = labels.get(value, 0) + count
     if not rows:
         raise csv_format.CsvError(f"{files[0]}: the CSV has a header but no data rows")
     where = files[0] if len(files) == 1 else path
-    columns = csv_format.column_types(header, profiles, where, files, missing_values)
-    if len(columns) < 2:
+    types = csv_format.column_types(header, profiles, where, files, missing_values)
+    if len(types) < 2:
         raise csv_format.CsvError(f"{where}: no feature columns besides the label '{label}'")
     if task == "auto":
-        task, why = trainer_config.task_for_label(columns[label], len(labels))
+        task, why = trainer_config.task_for_label(types[label], len(labels))
     else:
         why = "set by --task or data.task"
-    if task == trainer_config.REGRESSION and columns[label] == csv_format.STRING:
+    if task == trainer_config.REGRESSION and types[label] == csv_format.STRING:
         raise csv_format.CsvError(f"{where}: label column '{label}' holds text, and a regression "
                                   "needs numbers (use --task classification)")
-    std = moments.std() if columns[label] != csv_format.STRING else None
-    return DataInfo(input_base, pattern, tuple(files), columns, rows, task, why, tuple(chosen),
-                    std)
+    std = moments.std() if types[label] != csv_format.STRING else None
+    try:
+        roles = profile.roles(types, label, columns or {}, where)
+    except ValueError as err:
+        raise csv_format.CsvError(str(err)) from None
+    if not any(r.role in (trainer_config.FEATURE, trainer_config.TIMESTAMP) for r in roles.values()):
+        raise csv_format.CsvError(f"{where}: every column but the label is an id or a constant "
+                                  "(set data.columns to keep one as a feature)")
+    counts = labels if task == trainer_config.CLASSIFICATION else {}
+    return DataInfo(input_base, pattern, tuple(files), types, rows, task, why, tuple(chosen),
+                    std, dict(sorted(counts.items(), key=lambda kv: -kv[1])), roles)
 

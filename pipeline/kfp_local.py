@@ -276,16 +276,13 @@ def task_outputs(task_dir: str) -> list[run_report.Output]:
             for artifact in artifact_list.get("artifacts", [])]
 
 
-def run_config(config, task: str, on_task=lambda record: None) -> LocalRun:
-    """Compiles the pipeline for this config (config: absolutized) and runs the spec here.
+def run_config(config, on_task=lambda record: None) -> LocalRun:
+    """Compiles the pipeline for this config (config: absolutized) and runs the spec here;
+    compile takes the same decisions from the same data (pipeline/preflight.py).
 
     The spec and the config it was compiled from go to <pipeline root>/kfp-local/."""
-    import copy
-
     from pipeline import kubeflow_runner
 
-    config = copy.deepcopy(config)
-    config.data.task = task  # decided by the data check; compile need not read the data again
     spec = os.path.join(config.paths.pipeline_root, "kfp-local", "pipeline.yaml")
     try:
         kubeflow_runner.compile_in_fresh_process(config, spec)

@@ -159,12 +159,12 @@ def parameter_defaults(config: Config, input_base: str) -> dict[str, str | int |
     return {pipeline_lib.DATA_ROOT_PARAMETER: input_base, **pipeline_lib.run_parameter_values(config)}
 
 
-def compile_pipeline(config: Config, task: str, image: str | None = None) -> Compiled:
-    """config: absolutized; task: classification | regression."""
+def compile_pipeline(config: Config, decisions, image: str | None = None) -> Compiled:
+    """config: absolutized; decisions: pipeline/preflight.py's for it."""
     trainer_resources, trainer_k8s = _trainer_placement(config)
     other = _resources(config.kubeflow.component_cpu, config.kubeflow.component_memory)
     input_base, pattern = csv_format.locate(config.data.path, config.data.span_pattern)
-    tfx_pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, task, kubeflow=True)
+    tfx_pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, decisions, kubeflow=True)
     image = image_name(config, image)
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(

@@ -4,8 +4,8 @@ Transform -> Trainer -> Evaluator -> Pusher, with LatestPushedModel as the Evalu
 from __future__ import annotations
 
 import dataclasses
+import json
 
-from tensorflow_model_analysis.proto import config_pb2 as tfma
 from tfx.components import SchemaGen, StatisticsGen, Transform
 from tfx.orchestration import metadata, pipeline as tfx_pipeline
 from tfx.orchestration.data_types import RuntimeParameter
@@ -17,9 +17,10 @@ from components.example_validator import ExampleValidator
 from components.latest_model import LatestPushedModel
 from components.pusher import Pusher
 from components.trainer import Trainer
-from pipeline.config import Config, ConfigError
-from trainer_module import features
-from trainer_module.config import CLASSIFICATION, REGRESSION, RUN_PARAMETERS, TrainSpec, TransformSpec
+from pipeline import evaluation
+from pipeline.config import Config
+from pipeline.preflight import Decisions
+from trainer_module.config import RUN_PARAMETERS, TrainSpec
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
 RUN_FN = "trainer_module.run.run_fn"
@@ -52,48 +53,6 @@ NEVER_CACHED_KUBEFLOW = (EXAMPLE_GEN_NODE, BASELINE_NODE)
 TRANSFORM_SETTINGS = {"disable_statistics": True, "materialize": False}
 
 
-# The metric the Evaluator gates on, by task, as TFMA names it, and whether higher is better.
-GATING_METRIC = {REGRESSION: ("root_mean_squared_error", False),
-                 CLASSIFICATION: ("sparse_categorical_accuracy", True)}
-
-
-def eval_config(config: Config, label: str, task: str) -> tfma.EvalConfig:
-    label_key = features.transformed_name(label)
-    if task == REGRESSION:
-        if not config.eval.max_rmse:
-            raise ConfigError("eval.max_rmse: a regression model needs an absolute bound to be "
-                              "blessed (a local run sets it from the label's spread; set it for "
-                              "remote data)")
-        threshold = tfma.MetricThreshold(
-            value_threshold=tfma.GenericValueThreshold(upper_bound={"value": config.eval.max_rmse}),
-            change_threshold=tfma.GenericChangeThreshold(
-                direction=tfma.MetricDirection.LOWER_IS_BETTER,
-                absolute={"value": config.eval.max_regression}))
-        metric = tfma.MetricConfig(class_name="RootMeanSquaredError", threshold=threshold)
-        prediction_key = "predictions"
-    else:
-        threshold = tfma.MetricThreshold(
-            value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.eval.min_accuracy}),
-            change_threshold=tfma.GenericChangeThreshold(
-                direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                absolute={"value": -config.eval.max_regression}))
-        metric = tfma.MetricConfig(class_name="SparseCategoricalAccuracy", threshold=threshold)
-        prediction_key = "probabilities"
-    if config.eval.slices:
-        # A MetricConfig's threshold holds on every slice; the gate is on the whole eval split.
-        threshold = metric.threshold
-        metric.ClearField("threshold")
-        metric.per_slice_thresholds.append(tfma.PerSliceMetricThreshold(
-            slicing_specs=[tfma.SlicingSpec()], threshold=threshold))
-    return tfma.EvalConfig(
-        model_specs=[tfma.ModelSpec(signature_name="serving_default", label_key=label_key,
-                                    prediction_key=prediction_key,
-                                    preprocessing_function_names=["transform_features"])],
-        slicing_specs=[tfma.SlicingSpec()] + [tfma.SlicingSpec(feature_keys=[column])
-                                              for column in config.eval.slices],
-        metrics_specs=[tfma.MetricsSpec(metrics=[metric, tfma.MetricConfig(class_name="ExampleCount")])])
-
-
 DATA_ROOT_PARAMETER = "data_root"
 
 
@@ -110,14 +69,15 @@ def run_parameter_values(config: Config) -> dict:
     return {name: kind(getattr(config.trainer, name)) for name, kind in RUN_PARAMETERS.items()}
 
 
-def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
+def create_pipeline(config: Config, input_base: str, pattern: str, decisions: Decisions,
                     kubeflow: bool = False) -> tfx_pipeline.Pipeline:
-    """input_base/pattern: the CSV files. task: decided once (pipeline/data_check.py); Transform,
-    Trainer and the eval config all take it from here.
+    """input_base/pattern: the CSV files. decisions: taken once before the run
+    (pipeline/preflight.py): the task, the columns' roles and the gate; Transform, Trainer and
+    the eval config all take them from here.
 
     kubeflow: the data root and the trainer's RUN_PARAMETERS become runtime parameters a run
     can override, and there is no local ML Metadata connection."""
-    label = config.data.label
+    label, task, gate = config.data.label, decisions.task, decisions.gate
     trainer_parameters = run_parameter_values(config)
     if kubeflow:
         input_base = RuntimeParameter(name=DATA_ROOT_PARAMETER, ptype=str, default=input_base)
@@ -144,7 +104,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
     transform = Transform(
         examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
-        custom_config=TransformSpec(label, task).to_custom_config(),
+        custom_config=decisions.transform_spec(label).to_custom_config(),
         **TRANSFORM_SETTINGS).with_id(TRANSFORM_NODE)
     latest = LatestPushedModel(serving_dir=config.paths.serving_dir,
                                window=config.eval.baseline_window).with_id(BASELINE_NODE)
@@ -163,14 +123,17 @@ def create_pipeline(config: Config, input_base: str, pattern: str, task: str,
     trainer.add_upstream_node(example_validator)
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
-        baseline_model=latest.outputs["model"], eval_config=eval_config(config, label, task),
+        baseline_model=latest.outputs["model"],
+        eval_config=evaluation.eval_config(gate, label, config.eval.slices,
+                                           config.eval.max_regression),
     ).with_id(EVALUATOR_NODE)
-    metric_name, higher_is_better = GATING_METRIC[task]
     pusher = Pusher(
         model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
         examples=example_gen.outputs["examples"], evaluation=evaluator.outputs["evaluation"],
         serving_dir=config.paths.serving_dir, keep_versions=config.push.keep_versions,
-        metric_name=metric_name, higher_is_better=higher_is_better).with_id(PUSHER_NODE)
+        metric_name=gate.tfma_name(),
+        higher_is_better=evaluation.METRICS[gate.metric].higher_is_better,
+        gate=json.dumps(gate.to_dict())).with_id(PUSHER_NODE)
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.paths.pipeline_root,

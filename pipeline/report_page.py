@@ -7,8 +7,10 @@ It reads the run's own artifacts, found through the RunReport (either runner):
   StatisticsGen; the schema (SchemaGen); anomalies (ExampleValidator);
 - the training: the scaling plan the Trainer used and its curve (loss, accuracy, learning rate
   by step) from the TensorBoard events it wrote;
-- the evaluation: metrics overall and per slice, the thresholds from TFMA's own eval config, the
-  baseline, blessed or why not, and where the model went.
+- the evaluation: each gated metric beside its naive baseline (always the majority class, a
+  constant score, the label's mean), metrics overall and per slice, a calibration plot (binary
+  label) or a confusion matrix and per-class recall (more classes), the thresholds from TFMA's
+  own eval config, the baseline model, blessed or why not, and where the model went.
 
 Plots are matplotlib's, embedded as inline SVG: the page loads nothing, and opens offline.
 """
@@ -297,14 +299,77 @@ def _slice_plot(report: RunReport, metric: str) -> str:
     return _svg(fig)
 
 
+def _gate_table(report: RunReport) -> str:
+    """Each gated metric: its value, its naive baseline, the bound it had to reach."""
+    rows = []
+    for bound in report.gate.bounds if report.gate else ():
+        value = report.metrics.get(report.gate.tfma_name(bound.metric))
+        naive = (f"{bound.baseline:.4f} ({_e(bound.baseline_words)})"
+                 if bound.baseline is not None else "not measured")
+        need = ("at least " if bound.higher_is_better else "at most ") + f"{bound.value:.4g}"
+        rows.append(f"<tr><td>{_e(bound.metric)}"
+                    f"{' (gating)' if bound.metric == report.gate.metric else ''}</td>"
+                    f"<td class=n data-gate-metric='{_e(bound.metric)}'>"
+                    f"{'' if value is None else f'{value:.4f}'}</td><td>{naive}</td>"
+                    f"<td>{need}{' (eval.bounds)' if bound.explicit else ''}</td></tr>")
+    if not rows:
+        return ""
+    return ("<h3>Against the naive baseline</h3><table><tr><th>metric</th><th>model</th>"
+            "<th>naive baseline</th><th>needed</th></tr>" + "".join(rows) + "</table>")
+
+
+def _calibration_plot(report: RunReport) -> str:
+    buckets = report.plots.get("calibration")
+    if not buckets:
+        return ""
+    positive = report.class_name(1)
+    fig, ax = _figure(4.2, 3.6)
+    ax.plot([0, 1], [0, 1], color="#999", linestyle="--", linewidth=1)
+    ax.scatter([b[4] for b in buckets], [b[3] for b in buckets],
+               s=[12 + 200 * b[2] / max(x[2] for x in buckets) for b in buckets], color="#4c78a8")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel(f"mean predicted P({positive})")
+    ax.set_ylabel(f"share that is {positive}")
+    return (f"<h3>Calibration (positive class '{_e(positive)}')</h3>"
+            "<p class=muted>Eval examples in ten buckets of predicted probability; dot size: "
+            "examples; on the dashed line the predictions are calibrated.</p>" + _svg(fig))
+
+
+def _confusion(report: RunReport) -> str:
+    matrix = report.plots.get("confusion")
+    if not matrix:
+        return ""
+    ids = sorted({c for pair in matrix for c in pair if c >= 0})
+    names = [report.class_name(c) for c in ids]
+    recall = report.per_class_recall()
+    table = ("<h3>Confusion matrix</h3><table><tr><th>actual \\ predicted</th>"
+             + "".join(f"<th>{_e(n)}</th>" for n in names) + "<th>recall</th></tr>" + "".join(
+                 f"<tr><th>{_e(report.class_name(a))}</th>" + "".join(
+                     f"<td class=n>{matrix.get((a, p), 0):.0f}</td>" for p in ids)
+                 + f"<td class=n data-recall='{_e(report.class_name(a))}'>"
+                 f"{recall.get(report.class_name(a), 0.0):.4f}</td></tr>" for a in ids)
+             + "</table>")
+    fig, ax = _figure(0.5 * len(ids) + 2.5, 0.5 * len(ids) + 2)
+    counts = [[matrix.get((a, p), 0) for p in ids] for a in ids]
+    ax.imshow(counts, cmap="Blues")
+    ax.set_xticks(range(len(ids)), names, rotation=45, ha="right")
+    ax.set_yticks(range(len(ids)), names)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("actual")
+    return table + _svg(fig)
+
+
 def _evaluation_section(report: RunReport) -> str:
     parts = ["<h2 id=evaluation>Evaluation</h2>"]
     parts.append(f"<p>Baseline: {_e(report.baseline) if report.baseline else 'none (first model)'}"
                  "</p>")
+    parts.append(_gate_table(report))
     if report.metrics:
         parts.append("<table><tr><th>metric</th><th>value</th></tr>" + "".join(
             f"<tr><td>{_e(k)}</td><td class=n data-metric='{_e(k)}'>{v:.4f}</td></tr>"
             for k, v in sorted(report.metrics.items())) + "</table>")
+    parts.append(_calibration_plot(report) + _confusion(report))
     thresholds = _thresholds(report)
     if thresholds:
         parts.append("<p>Thresholds (TFMA's eval config):</p><ul>"
@@ -317,7 +382,7 @@ def _evaluation_section(report: RunReport) -> str:
                 f"<td class=n data-slice='{_e(s)}' data-slice-metric='{_e(n)}'>"
                 f"{m[n]:.4f}</td>" if n in m else "<td></td>" for n in names) + "</tr>"
             for s, m in report.slice_metrics.items()) + "</table>")
-        gate = next((k for k in report.metrics if "accuracy" in k or "squared_error" in k), None)
+        gate = report.gate.tfma_name() if report.gate else None
         if gate:
             parts.append(_slice_plot(report, gate))
     return "".join(parts)

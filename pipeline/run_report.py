@@ -14,7 +14,10 @@ from typing import Any
 
 from components import evaluator, latest_model, pusher
 from components.csv_example_gen import SPANS_KEY
-from pipeline.pipeline import BASELINE_NODE, EVALUATOR_NODE, EXAMPLE_GEN_NODE, PUSHER_NODE, TRAINER_NODE
+from pipeline import evaluation
+from pipeline.pipeline import (BASELINE_NODE, EVALUATOR_NODE, EXAMPLE_GEN_NODE, PUSHER_NODE,
+                               TRAINER_NODE, TRANSFORM_NODE)
+from trainer_module import features
 from trainer_module.run import SUMMARY_FILE
 
 
@@ -55,6 +58,46 @@ class RunReport:
     started: float = 0.0  # Unix time the run began
     push_note: str = ""  # the Pusher's word: pushed as version N, or why not
     artifacts: dict[str, str] = dataclasses.field(default_factory=dict)  # "Node.key": its URI
+    gate: evaluation.Gate | None = None  # what a model had to reach (pipeline/evaluation.py)
+    classes: list[str] = dataclasses.field(default_factory=list)  # the label vocabulary, in order
+    plots: dict = dataclasses.field(default_factory=dict)  # components/evaluator.read_plots
+
+    def class_name(self, class_id: int) -> str:
+        return self.classes[class_id] if 0 <= class_id < len(self.classes) else str(class_id)
+
+    def per_class_recall(self) -> dict[str, float]:
+        """{class: recall} from the confusion matrix (more than two classes)."""
+        matrix = self.plots.get("confusion") or {}
+        actual: dict[int, float] = {}
+        for (truth, _), count in matrix.items():
+            actual[truth] = actual.get(truth, 0.0) + count
+        return {self.class_name(c): matrix.get((c, c), 0.0) / n
+                for c, n in sorted(actual.items()) if n and c >= 0}
+
+    def gate_lines(self) -> list[str]:
+        """Each gated metric beside its naive baseline: "accuracy 0.6641 vs 0.6190 for always
+        'no' (needs at least 0.6290)"; the positive class of a binary label; per-class recall."""
+        if not self.gate:
+            return []
+        lines = []
+        for bound in self.gate.bounds:
+            value = self.metrics.get(self.gate.tfma_name(bound.metric))
+            if value is None:
+                continue
+            versus = (f" vs {bound.baseline:.4f} for {bound.baseline_words}"
+                      if bound.baseline is not None else "")
+            need = "at least" if bound.higher_is_better else "at most"
+            lines.append(f"  {bound.metric} {value:.4f}{versus} (needs {need} {bound.value:.4g}"
+                         f"{', eval.bounds' if bound.explicit else ''})"
+                         + ("  <- gating metric" if bound.metric == self.gate.metric else ""))
+        if self.gate.binary and len(self.classes) == 2:
+            shown = [f"{name} {self.metrics[name]:.4f}" for name in ("precision", "recall")
+                     if name in self.metrics]
+            lines.append(f"  positive class '{self.classes[1]}': " + ", ".join(shown))
+        recall = self.per_class_recall()
+        if recall:
+            lines.append("  recall by class: " + ", ".join(f"{k} {v:.4f}" for k, v in recall.items()))
+        return ["Eval against the naive baseline:"] + lines if lines else []
 
     def describe(self, with_nodes: bool = True) -> str:
         lines = [f"Task: {self.task}"] if self.task else []
@@ -73,6 +116,7 @@ class RunReport:
                          f"({t.get('plan', {}).get('budget') or 'budget not recorded'})"
                          + (f", warm-started from {t.get('base_model')}" if t.get("warm_started") else ""))
         lines.append(f"Baseline: {self.baseline}" if self.baseline else "Baseline: none (first model)")
+        lines += self.gate_lines()
         if self.metrics:
             lines.append("Eval metrics: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.metrics.items())))
         if self.slice_metrics:
@@ -96,17 +140,20 @@ class RunReport:
 
 def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunReport:
     """The report of a run whose nodes had these outputs ({node id: its output artifacts})."""
-    metrics, blessed, pushed_to = {}, None, None
+    metrics, blessed, pushed_to, plots = {}, None, None, {}
     failures: list[str] = []
     slice_metrics: dict[str, dict[str, float]] = {}
     for out in outputs.get(EVALUATOR_NODE, []):
         if out.key == "evaluation":
             metrics, slice_metrics = evaluator.read_metrics(out.uri)
+            plots = evaluator.read_plots(out.uri)
             failures = _read_failures(out.uri)
         elif out.key == "blessing":
             blessed = bool(int(out.properties.get("blessed", 0)))
-    push_note = ""
+    push_note, gate = "", None
     for out in outputs.get(PUSHER_NODE, []):
+        if out.properties.get(pusher.GATE_KEY):
+            gate = evaluation.Gate.from_dict(json.loads(out.properties[pusher.GATE_KEY]))
         if int(out.properties.get(pusher.PUSHED_KEY, 0)):
             pushed_to = out.properties.get(pusher.DESTINATION_KEY)
         push_note = out.properties.get(pusher.NOTE_KEY) or ""
@@ -122,10 +169,17 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
         if out.key == "model_run" and os.path.exists(summary):
             with open(summary) as handle:
                 training = json.load(handle)
+    classes = []
+    for out in outputs.get(TRANSFORM_NODE, []):
+        vocab = os.path.join(out.uri, "transform_fn", "assets", features.LABEL_VOCAB)
+        if out.key == "transform_graph" and os.path.exists(vocab):
+            with open(vocab, encoding="utf-8") as handle:
+                classes = [line.rstrip("\n") for line in handle]
     return RunReport(nodes, metrics, blessed, pushed_to, spans, baseline, training,
                      failures=failures, slice_metrics=slice_metrics, push_note=push_note,
                      artifacts={f"{node}.{out.key}": out.uri
-                                for node, outs in outputs.items() for out in outs})
+                                for node, outs in outputs.items() for out in outs},
+                     gate=gate, classes=classes, plots=plots)
 
 
 def bound_in_words(threshold) -> str:

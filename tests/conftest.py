@@ -62,7 +62,7 @@ def compiled(tmp_path_factory):
     config.write_text(
         'beam_args = ["--runner=DataflowRunner", "--region=europe-west4"]\n'
         '[data]\npath = "gs://lockstep-test/data"\nspan_pattern = "span-{SPAN}/*.csv"\n'
-        'task = "classification"\n[trainer]\ntpu_slice = "v5e-4"\nper_replica_batch = 128\n'
+        'task = "classification"\n[eval]\nbounds = {accuracy = 0.8}\n[trainer]\ntpu_slice = "v5e-4"\nper_replica_batch = 128\n'
         '[paths]\nserving_dir = "gs://lockstep-test/serving"\n')
     output = root / "out" / "pipeline.yaml"
     result = lockstep("compile", "--config", config, "--pipeline-root", root / "pipeline_root",
@@ -72,14 +72,17 @@ def compiled(tmp_path_factory):
 
 
 def eval_examples(files, label):
-    """Raw serialized tf.Examples of ExampleGen's eval split, label removed, and the labels."""
+    """Raw serialized tf.Examples of ExampleGen's eval split, label removed, and the labels
+    (None where the example has none)."""
     assert files
     serialized, labels = [], []
     for record in tf.data.TFRecordDataset(sorted(map(str, files)), compression_type="GZIP"):
         example = tf.train.Example.FromString(record.numpy())
         value = example.features.feature[label]
-        labels.append(value.bytes_list.value[0].decode() if value.bytes_list.value
-                      else value.int64_list.value[0])
+        kind = value.WhichOneof("kind")
+        values = getattr(value, kind).value if kind else []
+        labels.append(None if not values else
+                      values[0].decode() if kind == "bytes_list" else values[0])
         del example.features.feature[label]
         serialized.append(example.SerializeToString())
     return serialized, labels

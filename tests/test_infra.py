@@ -92,7 +92,7 @@ def test_an_image_digest_pins_every_task(tmp_path):
     digest = "sha256:" + "ab" * 32
     config = tmp_path / "c.toml"
     config.write_text(f'[data]\npath = "gs://b/d"\ntask = "classification"\n'
-                      f'[kubeflow]\nimage = "r.example/lockstep"\nimage_tag = "dev"\n'
+                      f'[eval]\nbounds = {{accuracy = 0.8}}\n[kubeflow]\nimage = "r.example/lockstep"\nimage_tag = "dev"\n'
                       f'image_digest = "{digest}"\n')
     result = lockstep("compile", "--config", config, "--output", tmp_path / "p.yaml")
     assert result.returncode == 0, result.stderr

@@ -86,9 +86,13 @@ def test_spec_caching_parameters_and_root(compiled):
 def test_gpu_trainer_and_multi_host_slice(tmp_path):
     from pipeline import kubeflow_runner
 
+    from pipeline import preflight
+
     config = config_lib.load(None, {"kubeflow.gpus": 2, "kubeflow.gpu_type": "nvidia-tesla-t4",
-                                    "data.path": "gs://b/d", "paths.pipeline_root": "gs://b/r"})
-    compiled = kubeflow_runner.compile_pipeline(config, "classification", "img:1")
+                                    "data.path": "gs://b/d", "paths.pipeline_root": "gs://b/r",
+                                    "data.task": "classification",
+                                    "eval.bounds": {"accuracy": 0.8}})
+    compiled = kubeflow_runner.compile_pipeline(config, preflight.decide(config), "img:1")
     label = compiled.executor_label("Trainer")
     accelerator = _executors(compiled.pipeline_spec)[label]["container"]["resources"]["accelerator"]
     assert (accelerator["resourceType"], accelerator["resourceCount"]) == ("nvidia.com/gpu", "2")
@@ -98,7 +102,7 @@ def test_gpu_trainer_and_multi_host_slice(tmp_path):
 
     multi = config_lib.load(None, {"trainer.tpu_slice": "v5e-16", "data.path": "gs://b/d"})
     try:
-        kubeflow_runner.compile_pipeline(multi, "classification")
+        kubeflow_runner.compile_pipeline(multi, preflight.decide(config))
         raise AssertionError("a multi-host slice compiled")
     except kubeflow_runner.CompileError as err:
         assert "v5e-16 spans 4 hosts" in str(err)
@@ -118,7 +122,7 @@ def test_compile_errors_are_one_line(tmp_path):
 REGRESSION_GPU = (
     '[data]\npath = "gs://b/data"\nlabel = "body_mass_g"\ntask = "regression"\n'
     'span_pattern = "day={SPAN}/part-*.csv"\nspan_window = 3\n[trainer]\nwarm_start = true\n'
-    'global_batch = 256\nhidden_units = [64, 32]\n[eval]\nmax_rmse = 400.0\n'
+    'global_batch = 256\nhidden_units = [64, 32]\n[eval]\nbounds = {rmse = 400.0}\n'
     '[paths]\npipeline_root = "gs://b/root"\nserving_dir = "gs://b/serving"\n'
     '[kubeflow]\ngpus = 1\ngpu_type = "nvidia-l4"\nimage = "r/lockstep"\nimage_tag = "dev"\n')
 
@@ -126,7 +130,7 @@ REGRESSION_GPU = (
 def test_compiling_with_import_stand_ins_gives_the_same_spec(compiled, tmp_path):
     """`lockstep compile` replaces TensorFlow & co. by stand-ins (pipeline/import_stubs.py): its
     output must be byte-identical to a compile with the real packages (this process has them)."""
-    from pipeline import kubeflow_runner
+    from pipeline import kubeflow_runner, preflight
 
     other = tmp_path / "regression.toml"
     other.write_text(REGRESSION_GPU)
@@ -137,7 +141,7 @@ def test_compiling_with_import_stand_ins_gives_the_same_spec(compiled, tmp_path)
              {"paths.pipeline_root": str(compiled["root"] / "pipeline_root")}),
             (other, tmp_path / "r.yaml", {})):
         config = config_lib.absolutize(config_lib.load(config_file, overrides))
-        real = kubeflow_runner.compile_pipeline(config, config.data.task)
+        real = kubeflow_runner.compile_pipeline(config, preflight.decide(config))
         assert output.read_text() == real.to_yaml()
 
 
@@ -165,7 +169,7 @@ def _variants() -> dict[str, str]:
     from trainer_module import slices
 
     base = ('[data]\npath = "gs://b/data"\ntask = "classification"\n'
-            '[paths]\npipeline_root = "gs://b/root"\nserving_dir = "gs://b/serving"\n')
+            '[eval]\nbounds = {accuracy = 0.8}\n[paths]\npipeline_root = "gs://b/root"\nserving_dir = "gs://b/serving"\n')
     variants = {"cpu": base, "gpu": base + '[kubeflow]\ngpus = 2\ngpu_type = "nvidia-l4"\n'}
     for name, tpu in slices.PRESETS.items():
         if tpu.single_host:
@@ -182,7 +186,7 @@ def test_every_variant_loads_in_kfp_and_stand_ins_compile_it_identically(tmp_pat
 
     from kfp import components
 
-    from pipeline import kubeflow_runner
+    from pipeline import kubeflow_runner, preflight
     from trainer_module import slices
 
     variants = _variants()
@@ -204,7 +208,8 @@ def test_every_variant_loads_in_kfp_and_stand_ins_compile_it_identically(tmp_pat
         text = Path(output).read_text()
         assert text.startswith("pipelineInfo:") and "schemaVersion: 2.1.0" in text, name
         config = config_lib.absolutize(config_lib.load(config_path))
-        assert text == kubeflow_runner.compile_pipeline(config, "classification").to_yaml(), name
+        decisions = preflight.decide(config)
+        assert text == kubeflow_runner.compile_pipeline(config, decisions).to_yaml(), name
         loaded = components.load_component_from_file(output)  # KFP's own SDK
         assert loaded.name == "lockstep" and set(loaded.pipeline_spec.root.dag.tasks) == {
             "CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",

@@ -69,6 +69,10 @@ def test_second_run_is_cached_and_compares_with_the_first_model(penguins_run):
     islands = runs[1]["slice_metrics"]
     assert sorted(islands) == ["island=Biscoe", "island=Dream", "island=Torgersen"], islands
     assert sum(m["example_count"] for m in islands.values()) == runs[1]["metrics"]["example_count"]
+    # The gate it ran under, and recall per class from TFMA's confusion matrix.
+    assert runs[1]["gate"]["metric"] == "accuracy"
+    assert runs[1]["gate"]["bounds"][0]["baseline_words"] == "always 'Adelie'"
+    assert set(runs[1]["recall_by_class"]) == {"Adelie", "Gentoo", "Chinstrap"}
     assert "Eval by slice: island=Biscoe example_count" not in penguins_run.first.stdout
     assert "Eval by slice: island=Biscoe n=" in penguins_run.first.stdout
     text = lockstep("runs", "--pipeline-root", penguins_run.pipeline_root).stdout.splitlines()

@@ -86,7 +86,14 @@ def test_the_report_of_a_run_shows_what_the_summary_says(penguins_run, tmp_path)
     # Every section is there, with its plots (matplotlib's inline SVG).
     for section in ("components", "data", "schema", "anomalies", "training", "evaluation"):
         assert f'id="{section}"' in dom, section
-    assert dom.count("<svg") >= 8 + 1 + 1  # a histogram per feature, the curve, the slices
+    assert dom.count("<svg") >= 8 + 1 + 1 + 1  # histograms, the curve, the slices, confusion
+    # The gate against the naive baseline, and recall per class from the confusion matrix.
+    gate = re.search(r"^  accuracy ([\d.]+) vs ([\d.]+) for always 'Adelie'", out, re.M)
+    assert f'data-gate-metric="accuracy">{gate.group(1)}<' in dom
+    assert "Against the naive baseline" in dom and "Confusion matrix" in dom
+    recall = re.search(r"^  recall by class: (.*)$", out, re.M).group(1)
+    for name, value in re.findall(r"(\w+) ([\d.]+)", recall):
+        assert f'data-recall="{name}">{value}<' in dom, name
     assert "data-final-loss" in dom and "Thresholds (TFMA's eval config)" in dom
 
 

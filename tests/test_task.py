@@ -28,8 +28,9 @@ def _custom_configs(spec_path):
         tasks[node]["inputs"]["parameters"]["custom_config"]["runtimeValue"]["constant"])
     eval_config = json.loads(tasks["Evaluator"]["inputs"]["parameters"]["eval_config"][
         "runtimeValue"]["constant"])
-    metric = eval_config["metrics_specs"][0]["metrics"][0]["class_name"]
-    return constant("Transform")["task"], constant("Trainer")["task"], metric
+    gated = [m["class_name"] for spec in eval_config["metrics_specs"] for m in spec["metrics"]
+             if "threshold" in m]
+    return constant("Transform")["task"], constant("Trainer")["task"], gated[0]
 
 
 @pytest.mark.parametrize("values, flag, expected", [

@@ -60,8 +60,9 @@ def test_an_unknown_run_parameter_fails():
 
 
 def test_transform_spec_is_strict_too():
-    assert TransformSpec.from_custom_config({"label": "y", "task": REGRESSION}) == TransformSpec(
-        "y", REGRESSION)
+    written = {"label": "y", "task": REGRESSION, "excluded": ["id"], "timestamps": ["t"]}
+    assert TransformSpec.from_custom_config(written) == TransformSpec("y", REGRESSION, ("id",), ("t",))
+    assert TransformSpec("y", REGRESSION, ("id",), ("t",)).to_custom_config() == written
     with pytest.raises(TrainerConfigError, match="missing key"):
         TransformSpec.from_custom_config({"label": "y"})
 
@@ -75,47 +76,69 @@ def test_the_task_rule_for_a_label_column():
     assert why == f"integer label with 3412 distinct values, more than {MAX_INTEGER_CLASSES}"
 
 
+def _gate(task, counts=None, std=None, **values):
+    from pipeline import evaluation
+
+    config = config_lib.load(None, {f"eval.{k}": v for k, v in values.items()})
+    return evaluation.decide(config.eval, task, counts, std), config
+
+
 def test_eval_config_per_task():
-    config = config_lib.load(None, {"eval.min_accuracy": 0.7, "eval.max_rmse": 12.5})
-    classification = pipeline_lib.eval_config(config, "species", CLASSIFICATION)
+    from pipeline import evaluation
+
+    gate, config = _gate(CLASSIFICATION, {"a": 5, "b": 3, "c": 2}, bounds={"accuracy": 0.7})
+    classification = evaluation.eval_config(gate, "species", [], config.eval.max_regression)
     [spec] = classification.model_specs
-    assert (spec.label_key, spec.prediction_key) == ("species_xf", "probabilities")
-    metric = classification.metrics_specs[0].metrics[0]
-    assert metric.class_name == "SparseCategoricalAccuracy"
+    assert (spec.label_key, spec.prediction_key, spec.example_weight_key) == (
+        "species_xf", "probabilities", "lockstep_label_weight")
+    metrics = {m.class_name: m for m in classification.metrics_specs[0].metrics}
+    assert {"SparseCategoricalAccuracy", "SparseCategoricalCrossentropy",
+            "MultiClassConfusionMatrixPlot"} <= set(metrics)
+    metric = metrics["SparseCategoricalAccuracy"]
     assert metric.threshold.value_threshold.lower_bound.value == 0.7
     assert metric.threshold.change_threshold.absolute.value == -0.01
-    regression = pipeline_lib.eval_config(config, "price", REGRESSION)
+    binary, _ = _gate(CLASSIFICATION, {"no": 6, "yes": 4})
+    config = evaluation.eval_config(binary, "y", [], 0.01)
+    binarized = config.metrics_specs[1]
+    assert list(binarized.binarize.class_ids.values) == [1]
+    auc = next(m for m in binarized.metrics if m.class_name == "ExactAUC")
+    assert auc.threshold.value_threshold.lower_bound.value == 0.51
+    assert auc.threshold.change_threshold.absolute.value == -0.01
+    gate, config = _gate(REGRESSION, std=20.0, bounds={"rmse": 12.5})
+    regression = evaluation.eval_config(gate, "price", [], config.eval.max_regression)
     assert regression.model_specs[0].prediction_key == "predictions"
-    metric = regression.metrics_specs[0].metrics[0]
-    assert metric.class_name == "RootMeanSquaredError"
-    assert metric.threshold.value_threshold.upper_bound.value == 12.5
-    # A regression is never without an absolute bound: a first model must meet it.
-    with pytest.raises(config_lib.ConfigError, match="eval.max_rmse: a regression model needs"):
-        pipeline_lib.eval_config(config_lib.load(None), "price", REGRESSION)
+    metrics = {m.class_name: m for m in regression.metrics_specs[0].metrics}
+    assert metrics["RootMeanSquaredError"].threshold.value_threshold.upper_bound.value == 12.5
+    assert metrics["RSquared"].module == "components.metrics"
 
 
 def test_a_regression_bound_defaults_to_the_label_spread(tmp_path):
     from conftest import lockstep
 
-    rows = ["x,y"] + [f"{i},{i * 10}" for i in range(200)]
+    rows = ["x,y"] + [f"{i}.5,{i * 10}" for i in range(200)]
     (tmp_path / "d.csv").write_text("\n".join(rows) + "\n")
     data = data_check.check(str(tmp_path / "d.csv"), "y", ["", "NA"])
     assert data.task == REGRESSION
-    assert abs(data.rmse_bound() - np.std(np.arange(200) * 10.0)) < 1e-6
+    assert abs(data.label_std - np.std(np.arange(200) * 10.0)) < 1e-6
     result = lockstep("compile", "--data", tmp_path / "d.csv", "--label", "y",
                       "--output", tmp_path / "p.yaml")
     assert result.returncode == 0, result.stderr
-    assert f'upper_bound\\": {data.rmse_bound()}\\n' in (tmp_path / "p.yaml").read_text()
+    bound = round(data.label_std * 0.99, 6)  # the mean's RMSE, less the margin
+    assert f'upper_bound\\": {bound}\\n' in (tmp_path / "p.yaml").read_text()
     remote = lockstep("compile", "--data", "gs://b/d", "--label", "y", "--task", "regression",
                       "--output", tmp_path / "q.yaml")
-    assert remote.returncode == 2 and "eval.max_rmse: a regression model needs" in remote.stderr
+    assert remote.returncode == 2
+    assert "eval.bounds.rmse: no naive baseline for rmse was measured" in remote.stderr
 
 
 def test_eval_slices_keep_the_gate_on_the_whole_eval_split():
-    config = config_lib.load(None, {"eval.slices": ["island", "sex"]})
-    sliced = pipeline_lib.eval_config(config, "species", CLASSIFICATION)
+    from pipeline import evaluation
+
+    gate, _ = _gate(CLASSIFICATION, {"a": 5, "b": 3, "c": 2}, bounds={"accuracy": 0.8})
+    sliced = evaluation.eval_config(gate, "species", ["island", "sex"], 0.01)
     assert [list(s.feature_keys) for s in sliced.slicing_specs] == [[], ["island"], ["sex"]]
-    metric = sliced.metrics_specs[0].metrics[0]
+    metric = next(m for m in sliced.metrics_specs[0].metrics
+                  if m.class_name == "SparseCategoricalAccuracy")
     assert not metric.HasField("threshold")
     [gate] = metric.per_slice_thresholds
     assert [list(s.feature_keys) for s in gate.slicing_specs] == [[]]

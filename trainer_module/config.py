@@ -33,6 +33,12 @@ STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "cpu")
 MAX_INTEGER_CLASSES = 50
 
 LABEL_KEY, TASK_KEY, TRAINER_KEY = "label", "task", "trainer"
+EXCLUDED_KEY, TIMESTAMPS_KEY = "excluded", "timestamps"
+# What a column is to the model, decided once before the run (pipeline/column_roles.py) or by
+# `data.columns`: a feature as it is; an id or a constant, left out; a timestamp, parsed into its
+# parts (trainer_module/features.py, TIMESTAMP_PARTS).
+FEATURE, ID, CONSTANT, TIMESTAMP = "feature", "id", "constant", "timestamp"
+ROLES = (FEATURE, ID, CONSTANT, TIMESTAMP)
 # The Python logger the Trainer's progress records go to (step, total, loss, examples/s), about
 # once a second: a console can draw them (pipeline/console.py); elsewhere they are log lines.
 PROGRESS_LOGGER = "lockstep.progress"
@@ -172,20 +178,32 @@ def _check_keys(values: dict, known: tuple[str, ...], what: str) -> None:
                 + ([f"missing key(s) {', '.join(missing)}"] if missing else [])))
 
 
+def _names(values: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
+        raise TrainerConfigError(f"Transform custom_config: {what} must be a list of column names")
+    return tuple(values)
+
+
 @dataclasses.dataclass(frozen=True)
 class TransformSpec:
-    """What preprocessing_fn reads from Transform's custom_config."""
+    """What preprocessing_fn reads from Transform's custom_config: the label, the task, the
+    columns left out (ids, constants) and the timestamp columns (parsed into parts)."""
 
     label: str
     task: str
+    excluded: tuple[str, ...] = ()
+    timestamps: tuple[str, ...] = ()
 
     def to_custom_config(self) -> dict[str, Any]:
-        return {LABEL_KEY: self.label, TASK_KEY: check_task(self.task)}
+        return {LABEL_KEY: self.label, TASK_KEY: check_task(self.task),
+                EXCLUDED_KEY: sorted(self.excluded), TIMESTAMPS_KEY: sorted(self.timestamps)}
 
     @classmethod
     def from_custom_config(cls, values: dict[str, Any]) -> "TransformSpec":
-        _check_keys(values, (LABEL_KEY, TASK_KEY), "Transform")
-        return cls(values[LABEL_KEY], check_task(values[TASK_KEY]))
+        _check_keys(values, (LABEL_KEY, TASK_KEY, EXCLUDED_KEY, TIMESTAMPS_KEY), "Transform")
+        return cls(values[LABEL_KEY], check_task(values[TASK_KEY]),
+                   _names(values[EXCLUDED_KEY], EXCLUDED_KEY),
+                   _names(values[TIMESTAMPS_KEY], TIMESTAMPS_KEY))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """Export: a SavedModel whose `serving_default` takes serialized raw tf.Examples (the transform
-graph inside) and whose `transform_features` gives TFMA the transformed features."""
+graph inside) and whose `transform_features` gives TFMA the transformed features, with the label
+of an unlabeled example (NaN, or class -1) set to 0 and its weight (`features.EVAL_WEIGHT`) to 0:
+TFMA's metrics then count the labeled examples alone, as a person scoring the served model does."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
     raw_spec = tf_transform_output.raw_feature_spec()
     serving_spec = {k: v for k, v in raw_spec.items() if k != label_key}
     input_names = list(model.input_names)
+    label_out = features.transformed_name(label_key)
     class_names = None
     if task == config.CLASSIFICATION:
         class_names = tf.constant(tf_transform_output.vocabulary_by_name(features.LABEL_VOCAB))
@@ -32,7 +35,12 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
     def transform_features(serialized):
-        return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
+        transformed = dict(model.tft_layer(tf.io.parse_example(serialized, raw_spec)))
+        label = transformed[label_out]
+        labeled = tf.math.is_finite(label) if label.dtype.is_floating else label >= 0
+        transformed[label_out] = tf.where(labeled, label, tf.zeros_like(label))
+        transformed[features.EVAL_WEIGHT] = tf.cast(labeled, tf.float32)
+        return transformed
 
     model.save(path, save_format="tf", signatures={
         "serving_default": serve, "transform_features": transform_features})

@@ -44,3 +44,24 @@ def missing_flag_name(key: str) -> str:
 
 def vocab_name(key: str) -> str:
     return f"vocab_{safe_name(key)}"
+
+
+# A timestamp column: every present cell an ISO 8601 date, optionally with a time of day and a
+# zone, `-` or `/` between the date's fields (2013-01-01, 2013/01/01 05:15, 2013-01-01T10:00:00Z,
+# 2013-01-01 10:00:00.250+02:00). Fields sit at fixed places, so a graph reads them with substr.
+# One RE2 pattern: the check before the run (Arrow) and the transform graph (TensorFlow) agree.
+TIMESTAMP_PATTERN = (r"^[0-9]{4}([-/])[0-9]{2}([-/])[0-9]{2}"
+                     r"([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]+)?)?)?(Z|[+-][0-9]{2}:?[0-9]{2})?$")
+# The numeric parts a model can use, each a feature of its own (z-scored, with a missing flag).
+# The time is the wall-clock time written in the cell; a zone suffix is not applied.
+TIMESTAMP_PARTS = ("year", "month", "day", "day_of_week", "hour")
+
+
+def timestamp_part(column: str, part: str) -> str:
+    """The name a timestamp column's part goes by, as if it were a numeric column."""
+    return f"{column}__{part}"
+
+
+# TFMA's example weight in the eval signature: 1 for an example with a label, 0 without, so an
+# unlabeled example counts in no metric (as it counts in no training step).
+EVAL_WEIGHT = "lockstep_label_weight"

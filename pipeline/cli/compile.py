@@ -8,7 +8,6 @@ import sys
 import time
 
 from pipeline.cli.common import add_config_arg, load_config
-from pipeline.cli.errors import UsageError
 
 
 def add_parser(sub) -> None:
@@ -35,27 +34,7 @@ def add_parser(sub) -> None:
     comp.set_defaults(func=command)
 
 
-def task_for_compile(config) -> str:
-    """The task without reading remote data: from config, else from the local data. A
-    regression's default bound (eval.max_rmse) comes from local data too."""
-    from pipeline import config as config_lib, data_check
-
-    remote = config_lib.is_uri(config.data.path)
-    if config.data.task == "auto" and remote:
-        raise UsageError(f"data.path {config.data.path} is remote and compile reads no remote "
-                         "data: set data.task to classification or regression")
-    if remote or (config.data.task == "classification"
-                  or (config.data.task == "regression" and config.eval.max_rmse)):
-        return config.data.task
-    data = data_check.check(config.data.path, config.data.label, config.data.missing_values,
-                            config.data.span_pattern, config.data.span_window, config.data.task,
-                            config.data.span_marker)
-    if data.task == "regression" and not config.eval.max_rmse:
-        config.eval.max_rmse = data.rmse_bound() or 0.0
-    return data.task
-
-
-def _compile_with_stand_ins(config, task: str, image: str | None):
+def _compile_with_stand_ins(config, decisions, image: str | None):
     """compile_pipeline with TensorFlow & co. replaced by stand-ins (pipeline/import_stubs.py).
     Returns None when the stand-ins failed and compiling must happen again for real; a
     CompileError (or any ConfigError) is the user's and propagates."""
@@ -66,7 +45,7 @@ def _compile_with_stand_ins(config, task: str, image: str | None):
     try:
         from pipeline import kubeflow_runner
 
-        return kubeflow_runner.compile_pipeline(config, task, image)
+        return kubeflow_runner.compile_pipeline(config, decisions, image)
     except ConfigError:
         raise
     except Exception as err:  # noqa: BLE001  any failure of a stand-in: compile for real
@@ -86,9 +65,13 @@ def command(args) -> int:
                                 "paths.pipeline_root": args.pipeline_root,
                                 "paths.serving_dir": args.serving_dir,
                                 "trainer.tpu_slice": args.slice})
-    task = task_for_compile(config)
+    from pipeline import preflight
+
+    # Local data is read, as before a run, for the task, the columns' roles and the gate's
+    # baselines; remote data is not: they come from the config.
+    decisions = preflight.decide(config, preflight.check_local(config))
     tic = time.perf_counter()
-    compiled = _compile_with_stand_ins(config, task, args.image)
+    compiled = _compile_with_stand_ins(config, decisions, args.image)
     if compiled is None:  # a fresh process, without the stand-ins
         env = dict(os.environ, **{import_stubs.DISABLE_ENV: "1"})
         return subprocess.run([sys.executable, "-m", "pipeline.cli", *args.argv], env=env).returncode

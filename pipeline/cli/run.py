@@ -81,7 +81,7 @@ def _write_page(report, config, log_path: str) -> str | None:
         return None
 
 
-def _run_kfp_local(config, task: str, console):
+def _run_kfp_local(config, console):
     """Compiles the spec and runs it under kfp.local (pipeline/kfp_local.py), a line per task."""
     from pipeline import kfp_local
 
@@ -92,33 +92,24 @@ def _run_kfp_local(config, task: str, console):
         console.line(f"  {record.task:<20} {'done' if record.succeeded else 'FAILED':<7} "
                      f"{record.seconds:6.1f}s (start-up {record.start_seconds:.1f}s)")
 
-    return kfp_local.run_config(config, task, on_task=task_line).report()
+    return kfp_local.run_config(config, on_task=task_line).report()
 
 
 def command(args) -> int:
     from absl import logging as absl_logging
 
-    from pipeline import data_check
+    from pipeline import preflight
 
     config = load_config(args, _overrides(args))
-    data = data_check.check(config.data.path, config.data.label, config.data.missing_values,
-                            config.data.span_pattern, config.data.span_window, config.data.task,
-                            config.data.span_marker)
+    data = preflight.check_local(config)
+    decisions = preflight.decide(config, data)
     absl_logging.set_verbosity(absl_logging.INFO)  # all of it to the log file (or, -v, here)
-    for column in config.eval.slices:
-        if column not in data.columns:
-            from pipeline.config import ConfigError
-
-            raise ConfigError(f"eval.slices: '{column}' is not a column of {config.data.path} "
-                              f"(columns: {', '.join(data.columns)})")
     spans = f" of span(s) {', '.join(map(str, data.spans))}" if data.spans else ""
     task = f"{data.task} ({data.task_reason})"
     print(f"lockstep: {data.rows} rows from {len(data.files)} CSV file(s){spans}, label "
-          f"'{config.data.label}', {len(data.columns) - 1} features; task {task}", flush=True)
-    if data.task == "regression" and not config.eval.max_rmse:
-        config.eval.max_rmse = data.rmse_bound() or 0.0
-        print(f"lockstep: eval.max_rmse not set: a model must beat predicting the label's mean, "
-              f"RMSE {config.eval.max_rmse:g} (the label's standard deviation)", flush=True)
+          f"'{config.data.label}', {len(data.columns) - 1} columns; task {task}", flush=True)
+    for line in decisions.column_lines() + [decisions.gate_line()]:
+        print(line, flush=True)
     from pipeline import run_lock
     from pipeline.cli import errors
     from pipeline.console import Console
@@ -141,9 +132,9 @@ def command(args) -> int:
             from pipeline import local_runner
 
             if args.orchestrator == "kfp-local":
-                report = _run_kfp_local(config, data.task, console)
+                report = _run_kfp_local(config, console)
             else:
-                report = local_runner.run(config, data.input_base, data.pattern, data.task)
+                report = local_runner.run(config, data.input_base, data.pattern, decisions)
     except Exception as err:  # noqa: BLE001  a component failed: its error, whatever it is
         if errors.status_of(err) is not None:
             raise

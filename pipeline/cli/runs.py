@@ -29,6 +29,8 @@ def _row(report) -> dict:
         "unfinished": {n: s for n, s in nodes.items() if s not in ("executed", "cached")},
         "metrics": report.metrics,
         "slice_metrics": report.slice_metrics,
+        "gate": report.gate.to_dict() if report.gate else None,
+        "recall_by_class": report.per_class_recall(),
         "blessed": report.blessed,
         "pushed_to": report.pushed_to,
         "push_note": report.push_note,

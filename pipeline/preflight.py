@@ -1,0 +1,78 @@
+"""The decisions taken once before a run, from the config and (when it is read) the data: the
+task, what each column is to the model, and the evaluation's gate. They are recorded here, typed,
+never written back into the user's config; the pipeline definition takes them whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pipeline import column_roles, evaluation
+from pipeline.config import Config, ConfigError, is_uri
+from trainer_module.config import CONSTANT, FEATURE, ID, TIMESTAMP, TransformSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Decisions:
+    task: str
+    task_reason: str
+    gate: evaluation.Gate
+    roles: dict[str, column_roles.Role] = dataclasses.field(default_factory=dict)
+
+    def transform_spec(self, label: str) -> TransformSpec:
+        return TransformSpec(label, self.task, tuple(column_roles.excluded(self.roles)),
+                             tuple(column_roles.timestamps(self.roles)))
+
+    def column_lines(self) -> list[str]:
+        """What the run says first about the columns: those that are not plain features."""
+        lines = []
+        for role, verb in ((ID, "left out as ids"), (CONSTANT, "left out as constants"),
+                           (TIMESTAMP, "parsed as timestamps")):
+            named = [f"'{name}' ({r.why})" for name, r in self.roles.items() if r.role == role]
+            if named:
+                lines.append(f"lockstep: columns {verb}: {'; '.join(named)}")
+        features = sum(r.role in (FEATURE, TIMESTAMP) for r in self.roles.values())
+        if lines:
+            lines.append(f"lockstep: {features} of {len(self.roles)} columns are features "
+                         "(data.columns overrides: {column = \"feature\"})")
+        return lines
+
+    def gate_line(self) -> str:
+        return ("lockstep: a model is blessed with "
+                + "; ".join(f"{b.metric} {b.words()}" for b in self.gate.bounds)
+                + f" on the eval split (gating metric {self.gate.metric})")
+
+
+def decide(config: Config, data=None) -> Decisions:
+    """data: the check's DataInfo (pipeline/data_check.py), or None when the data is not read
+    (remote data at compile: the task, the roles and the bounds come from the config alone)."""
+    if data is None:
+        if config.data.task == "auto":
+            raise ConfigError(f"data.path {config.data.path} is remote and compile reads no "
+                              "remote data: set data.task to classification or regression")
+        roles = {name: column_roles.Role(role, "set by data.columns")
+                 for name, role in config.data.columns.items()}
+        task, reason = config.data.task, "set by --task or data.task"
+        gate = evaluation.decide(config.eval, task, where=config.data.path)
+    else:
+        roles, task, reason = data.roles, data.task, data.task_reason
+        gate = evaluation.decide(config.eval, task, data.label_counts, data.label_std,
+                                 where=config.data.path)
+    for column in config.eval.slices:
+        if data is not None and column not in data.columns:
+            raise ConfigError(f"eval.slices: '{column}' is not a column of {config.data.path} "
+                              f"(columns: {', '.join(data.columns)})")
+    return Decisions(task, reason, gate, roles)
+
+
+def check_local(config: Config):
+    """The check before a run of local data (pipeline/data_check.py), with this config's data
+    settings; None for remote data, which is not read here."""
+    if is_uri(config.data.path):
+        return None
+    from pipeline import data_check
+
+    d = config.data
+    return data_check.check(d.path, d.label, d.missing_values, d.span_pattern, d.span_window,
+                            d.task, d.span_marker, d.columns)
+
