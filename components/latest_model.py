@@ -1,12 +1,12 @@
 """LatestPushedModel: the baseline, found by looking in the serving directory, not by a Resolver.
 
 TFX's Resolver (LatestBlessedModelStrategy) compiles for Kubeflow but open-source KFP cannot run it.
-This component runs the same everywhere: it lists the Pusher's serving directory, keeps the
-complete versions (their push record written last, a SavedModel that parses:
-components/serving_dir.py), and of the newest `window` takes the one whose eval metric at push
-time was best, so the Evaluator's allowed drop is measured against the best recent model, not the
-last one, and cannot drift down push after push (window 1: the latest). It emits that version as a
-Model artifact. With none pushed yet it emits an empty Model marked `found = 0`, which the
+This component runs the same everywhere: it lists the Pusher's serving directory and takes the
+newest complete version (its push record written last, a SavedModel that parses:
+components/serving_dir.py), the model a server is serving. The Evaluator scores it beside the
+candidate on the current eval split, so the candidate must not be worse than what serves now, on
+the same rows; a metric recorded at an old push was measured on other data and chooses nothing.
+It emits that version as a Model artifact. With none pushed yet it emits an empty Model marked `found = 0`, which the
 Evaluator treats as "no baseline" and the Trainer as "no warm start".
 
 Its output depends on the world outside the pipeline, so the runners turn caching off for it.
@@ -28,9 +28,9 @@ FOUND_KEY = "found"
 SOURCE_KEY = "pushed_destination"
 
 
-def baseline_version(serving_dir: str, window: int = 1) -> str | None:
-    """The best of the newest `window` complete versions under serving_dir, or None."""
-    version = serving_dir_lib.best_recent(serving_dir, window)
+def baseline_version(serving_dir: str) -> str | None:
+    """The serving (newest complete) version under serving_dir, or None."""
+    version = serving_dir_lib.serving_version(serving_dir)
     return version.path if version else None
 
 
@@ -39,8 +39,7 @@ def is_found(model_artifact) -> bool:
 
 
 class LatestPushedModelSpec(ComponentSpec):
-    PARAMETERS = {"serving_dir": ExecutionParameter(type=str),
-                  "window": ExecutionParameter(type=int)}
+    PARAMETERS = {"serving_dir": ExecutionParameter(type=str)}
     INPUTS = {}
     OUTPUTS = {"model": ChannelParameter(type=standard_artifacts.Model)}
 
@@ -48,8 +47,7 @@ class LatestPushedModelSpec(ComponentSpec):
 class Executor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         model = artifact_utils.get_single_instance(output_dict["model"])
-        source = baseline_version(exec_properties["serving_dir"],
-                                  exec_properties.get("window") or 1)
+        source = baseline_version(exec_properties["serving_dir"])
         if source is None:
             logging.info("No pushed model under %s yet.", exec_properties["serving_dir"])
             model.set_int_custom_property(FOUND_KEY, 0)
@@ -65,7 +63,7 @@ class LatestPushedModel(base_component.BaseComponent):
     SPEC_CLASS = LatestPushedModelSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
 
-    def __init__(self, serving_dir: str, window: int = 1):
+    def __init__(self, serving_dir: str):
         super().__init__(spec=LatestPushedModelSpec(
-            serving_dir=serving_dir, window=window,
+            serving_dir=serving_dir,
             model=types.Channel(type=standard_artifacts.Model)))

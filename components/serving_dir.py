@@ -117,21 +117,12 @@ def versions(serving_dir: str, complete_only: bool = True, newest: int = 0) -> l
     return found[::-1]
 
 
-def best_recent(serving_dir: str, window: int = 1) -> Version | None:
-    """Of the newest `window` complete versions, the one whose recorded eval metric is best (the
-    newest on a tie or when none recorded one); None when nothing was pushed."""
-    recent = versions(serving_dir, newest=max(window, 1))
-    if not recent:
-        return None
-
-    def score(version: Version):
-        metric = version.record.get("metric") or {}
-        value = metric.get("value")
-        if value is None:
-            return (0, 0.0, version.number)
-        return (1, value if metric.get("higher_is_better", True) else -value, version.number)
-
-    return max(recent, key=score)
+def serving_version(serving_dir: str) -> Version | None:
+    """The newest complete version: the one a model server (TF Serving's latest-version policy)
+    serves, whatever eval metric any version recorded at push, since each was measured on its own
+    eval data. None when nothing was pushed."""
+    found = versions(serving_dir, newest=1)
+    return found[0] if found else None
 
 
 def content_hash(model_dir: str) -> str:

@@ -26,7 +26,9 @@ class ConfigError(ValueError):
 
 # Keys that were replaced: the error says by what.
 REPLACED_KEYS = {"eval.min_accuracy": 'eval.bounds = {accuracy = ...} (with eval.metric = "accuracy")',
-                 "eval.max_rmse": 'eval.bounds = {rmse = ...}'}
+                 "eval.max_rmse": 'eval.bounds = {rmse = ...}',
+                 "eval.baseline_window": "the serving model: the baseline is the newest pushed "
+                                         "version, scored on the same eval split"}
 
 
 @dataclasses.dataclass
@@ -70,11 +72,9 @@ class EvalConfig:
     # How far past the naive baseline a model must be: absolute for accuracy, auc, log_loss and
     # r2; a share of it for rmse (0.01: 1 % below the label's standard deviation).
     margin: float = 0.01
-    # How much worse than the baseline is still blessed. The baseline is the best, by its eval
-    # metric at push time, of the newest `baseline_window` pushed models (1: the last pushed), so
-    # the allowed drop cannot add up push after push.
+    # How much worse than the serving model (the newest pushed version, scored on the same eval
+    # split) the gating metric may be and still be blessed.
     max_regression: float = 0.01
-    baseline_window: int = 5
     # Columns to slice the evaluation by (e.g. ["island"]): TFMA's metrics for each value, in the
     # run summary and `lockstep runs --json`. Thresholds stay on the whole eval split.
     slices: list[str] = dataclasses.field(default_factory=list)
@@ -267,8 +267,6 @@ def validate(config: Config) -> None:
     if config.data.span_pattern and config.data.span_pattern.count("{SPAN}") != 1:
         raise ConfigError(f"data.span_pattern must contain {{SPAN}} once, got "
                           f"{config.data.span_pattern!r}")
-    if config.eval.baseline_window < 1:
-        raise ConfigError("eval.baseline_window must be at least 1")
     if config.push.keep_versions < 0:
         raise ConfigError("push.keep_versions must be 0 or more")
     if config.eval.margin < 0:

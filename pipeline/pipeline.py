@@ -106,8 +106,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
         preprocessing_fn=PREPROCESSING_FN,
         custom_config=decisions.transform_spec(label).to_custom_config(),
         **TRANSFORM_SETTINGS).with_id(TRANSFORM_NODE)
-    latest = LatestPushedModel(serving_dir=config.paths.serving_dir,
-                               window=config.eval.baseline_window).with_id(BASELINE_NODE)
+    latest = LatestPushedModel(serving_dir=config.paths.serving_dir).with_id(BASELINE_NODE)
     trainer_inputs = {}
     if config.trainer.warm_start:
         trainer_inputs["base_model"] = latest.outputs["model"]

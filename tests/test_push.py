@@ -120,7 +120,7 @@ def test_a_push_killed_at_random_points_never_leaves_a_partial_version(tmp_path)
             version = str(serving / str(number))
             assert serving_dir.is_complete(version), os.listdir(version)
             tf.saved_model.load(version)
-        assert serving_dir.best_recent(str(serving)) is not None
+        assert serving_dir.serving_version(str(serving)) is not None
     # A later push sweeps what the killed ones left and publishes.
     last = serving_dir.push(_model(tmp_path / "last", 99.0), str(serving), check=_check(files))
     assert last.pushed
@@ -186,7 +186,7 @@ def test_keep_removes_the_oldest_versions(tmp_path):
     assert [str(serving / str(n)) for n in _numbered(serving)] == [p.destination for p in pushed[2:]]
 
 
-def test_the_baseline_is_the_best_recent_complete_version(tmp_path):
+def test_the_baseline_is_the_serving_version_whatever_metrics_were_recorded(tmp_path):
     serving = tmp_path / "serving"
     for i, accuracy in enumerate([0.90, 0.95, 0.93]):
         serving_dir.push(_model(tmp_path / f"m{i}", float(i)), str(serving),
@@ -201,14 +201,10 @@ def test_the_baseline_is_the_best_recent_complete_version(tmp_path):
         (bad / "saved_model.pb").write_bytes(pb[: len(pb) // 2])
         if with_record:
             (bad / serving_dir.PUSH_RECORD).write_text(json.dumps({"metric": {"value": 1.0}}))
-    assert serving_dir.best_recent(str(serving), window=5).number == numbers[1]  # 0.95
-    assert serving_dir.best_recent(str(serving), window=1).number == numbers[2]  # the last
-    # A lower-is-better metric (RMSE) picks the lowest.
-    rmse = tmp_path / "rmse"
-    for i, value in enumerate([3.0, 2.0, 2.5]):
-        serving_dir.push(_model(tmp_path / f"r{i}", float(i)), str(rmse),
-                         metric={"name": "rmse", "value": value, "higher_is_better": False})
-    assert serving_dir.best_recent(str(rmse), window=3).record["metric"]["value"] == 2.0
+    # The last complete push serves, though an older one recorded a better metric (0.95): each
+    # was measured on the eval data of its own run.
+    assert serving_dir.serving_version(str(serving)).number == numbers[2]
+    assert serving_dir.serving_version(str(tmp_path / "none")) is None
 
 
 def test_a_push_killed_after_its_rename_is_not_pushed_again(tmp_path):
