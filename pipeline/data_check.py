@@ -155,6 +155,9 @@ def check(path: str, label: str, missing_values: list[str], span_pattern: str = 
         raise csv_format.CsvError(f"{where}: every column but the label is an id or a constant "
                                   "(set data.columns to keep one as a feature)")
     counts = labels if task == trainer_config.CLASSIFICATION else {}
+    if task == trainer_config.CLASSIFICATION and len(counts) < 2:
+        raise csv_format.CsvError(f"{where}: label column '{label}' has one value "
+                                  f"({next(iter(counts), '')!r}): there is nothing to classify")
     return DataInfo(input_base, pattern, tuple(files), types, rows, task, why, tuple(chosen),
                     std, dict(sorted(counts.items(), key=lambda kv: -kv[1])), roles)
 

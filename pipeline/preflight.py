@@ -9,7 +9,7 @@ import dataclasses
 
 from pipeline import column_roles, evaluation
 from pipeline.config import Config, ConfigError, is_uri
-from trainer_module.config import CONSTANT, FEATURE, ID, TIMESTAMP, TransformSpec
+from trainer_module.config import CONSTANT, FEATURE, ID, ROLES, TIMESTAMP, TransformSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +52,10 @@ def decide(config: Config, data=None) -> Decisions:
                               "remote data: set data.task to classification or regression")
         roles = {name: column_roles.Role(role, "set by data.columns")
                  for name, role in config.data.columns.items()}
+        for name, role in config.data.columns.items():
+            if role not in ROLES:
+                raise ConfigError(f"data.columns.{name}: the role must be {', '.join(ROLES[:-1])} "
+                                  f"or {ROLES[-1]}, got {role!r}")
         task, reason = config.data.task, "set by --task or data.task"
         gate = evaluation.decide(config.eval, task, where=config.data.path)
     else:

@@ -90,6 +90,12 @@ class RunReport:
             lines.append(f"  {bound.metric} {value:.4f}{versus} (needs {need} {bound.value:.4g}"
                          f"{', eval.bounds' if bound.explicit else ''})"
                          + ("  <- gating metric" if bound.metric == self.gate.metric else ""))
+        name = self.gate.tfma_name()
+        diff = self.metrics.get(f"{name} (baseline diff)")
+        if diff is not None and name in self.metrics:
+            serving = self.metrics[name] - diff
+            lines.append(f"  {self.gate.metric} {self.metrics[name]:.4f} vs {serving:.4f} for the "
+                         f"serving model on the same rows ({diff:+.4f})")
         if self.gate.binary and len(self.classes) == 2:
             shown = [f"{name} {self.metrics[name]:.4f}" for name in ("precision", "recall")
                      if name in self.metrics]
@@ -115,7 +121,8 @@ class RunReport:
                          f"{t.get('plan', {}).get('global_batch')} "
                          f"({t.get('plan', {}).get('budget') or 'budget not recorded'})"
                          + (f", warm-started from {t.get('base_model')}" if t.get("warm_started") else ""))
-        lines.append(f"Baseline: {self.baseline}" if self.baseline else "Baseline: none (first model)")
+        lines.append(f"Baseline: the serving model, {self.baseline}" if self.baseline
+                     else "Baseline: none (first model)")
         lines += self.gate_lines()
         if self.metrics:
             lines.append("Eval metrics: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.metrics.items())))

@@ -90,3 +90,11 @@ def test_timestamp_parts_in_the_graph_equal_pythons_calendar():
         assert got == [date.year, date.month, date.day, date.weekday(), hour], cell
         assert present[i] == 1.0
     assert present.numpy()[5:].tolist() == [0.0, 0.0]  # not a timestamp: a missing value
+
+
+def test_a_label_with_one_value_is_refused(tmp_path):
+    (tmp_path / "d.csv").write_text("x,y\n" + "".join(f"{i * 0.5},only\n" for i in range(30)))
+    with pytest.raises(data_check.csv_format.CsvError,
+                       match="label column 'y' has one value \\('only'\\): there is nothing to "
+                             "classify"):
+        data_check.check(str(tmp_path / "d.csv"), "y", [""])

@@ -1,6 +1,7 @@
 """Retraining on new data: spans resolved by the ExampleGen executor, warm start, and the
 Evaluator's baseline, through two real `lockstep run`s."""
 
+import re
 import shutil
 
 import pytest
@@ -78,7 +79,10 @@ def test_new_span_reingests_warm_starts_and_compares_with_the_last_model(tmp_pat
     assert "rows from 1 CSV file(s) of span(s) 2," in out
     assert f"warm-started from {model_1}" not in out  # the Trainer reads its own copy ...
     assert "warm-started from " in out  # ... of the last pushed model
-    assert f"Baseline: {model_1}" in out
+    assert f"Baseline: the serving model, {model_1}" in out
+    # The gating metric beside the serving model's, both on this run's eval rows.
+    assert re.search(r"^  accuracy [\d.]+ vs [\d.]+ for the serving model on the same rows "
+                     r"\([-+][\d.]+\)$", out, re.M), out
     assert "Blessed: yes" in out
 
     again = run.run("--config", config)  # no new span: ingestion served from TFX's cache
