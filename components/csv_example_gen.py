@@ -30,6 +30,7 @@ import apache_beam as beam
 import tensorflow as tf
 from google.protobuf import any_pb2, json_format, struct_pb2
 from tfx.components.example_gen import component as example_gen_component
+from tfx.components.example_gen import driver as example_gen_driver
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
 from tfx.dsl.components.base import executor_spec
@@ -42,6 +43,7 @@ from tfx.components.util import examples_utils
 from components import csv_format, spans
 
 SPANS_KEY = "spans"
+DATA_FINGERPRINT_KEY = "data_fingerprint"  # spans.fingerprint of the chosen spans' files
 SHARD_NAME = "data_tfrecord"  # TFX's name for ExampleGen's files
 TEMP_PREFIX = ".tmp-"
 # zlib's fastest level: at its default (6) compressing took 45 % of ExampleGen's time; level 1
@@ -255,9 +257,9 @@ class Executor(BaseExampleGenExecutor):
         for directory in split_dirs:
             fileio.makedirs(directory)
         options = read_custom_config(exec_properties)
-        chosen = []
+        chosen, files = [], []
         if options.get("span_pattern"):
-            chosen, _ = _select_spans(
+            chosen, files = _select_spans(
                 exec_properties[standard_component_specs.INPUT_BASE_KEY], options)
         exec_properties["_beam_pipeline_args"] = self._beam_pipeline_args or []
         if output_config.split_config.splits:
@@ -280,12 +282,31 @@ class Executor(BaseExampleGenExecutor):
             # this run trained on; `spans` lists every span of a rolling window.
             examples.span = chosen[-1]
             examples.set_string_custom_property(SPANS_KEY, ",".join(map(str, chosen)))
+            examples.set_string_custom_property(DATA_FINGERPRINT_KEY, spans.fingerprint(files))
+
+
+class SpanDriver(example_gen_driver.FileBasedDriver):
+    """TFX's file-based ExampleGen driver, whose fingerprint (the cache key of the ExampleGen and
+    so of everything after it) covers the complete spans this run reads, not every file under
+    the pattern: a span still being uploaded changes nothing. LocalDagRunner runs it; open-source
+    KFP runs no driver and never caches the ExampleGen (pipeline/pipeline.py)."""
+
+    def resolve_exec_properties(self, exec_properties, pipeline_info, component_info):
+        exec_properties = super().resolve_exec_properties(exec_properties, pipeline_info,
+                                                          component_info)
+        options = read_custom_config(exec_properties)
+        if options.get("span_pattern"):
+            _, files = _select_spans(exec_properties[standard_component_specs.INPUT_BASE_KEY],
+                                     options)
+            exec_properties[example_gen_utils.FINGERPRINT_PROPERTY_NAME] = spans.fingerprint(files)
+        return exec_properties
 
 
 class CsvExampleGen(example_gen_component.FileBasedExampleGen):
     """FileBasedExampleGen over CSV with missing-value tokens; label and tokens via custom_config."""
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+    DRIVER_CLASS = SpanDriver
 
     def __init__(self, input_base: str, label: str, missing_values: list[str],
                  span_pattern: str = "", span_window: int = 1,

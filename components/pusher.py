@@ -19,6 +19,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from tfx.utils import path_utils
 
 from components import evaluator, serving_check, serving_dir
+from components.csv_example_gen import DATA_FINGERPRINT_KEY, SPANS_KEY
 
 PUSHED_KEY = "pushed"
 DESTINATION_KEY = "pushed_destination"
@@ -73,7 +74,13 @@ class Executor(base_executor.BaseExecutor):
             logging.info("Model %s is not blessed; not pushed.", model.uri)
             return
         target = exec_properties["serving_dir"]
-        files = eval_example_files(artifact_utils.get_single_instance(input_dict["examples"]))
+        examples = artifact_utils.get_single_instance(input_dict["examples"])
+        files = eval_example_files(examples)
+        trained_on = {}
+        if examples.has_custom_property(SPANS_KEY):
+            trained_on = {
+                "spans": [int(s) for s in examples.get_string_custom_property(SPANS_KEY).split(",")],
+                "fingerprint": examples.get_string_custom_property(DATA_FINGERPRINT_KEY)}
         name = exec_properties["metric_name"]
         value = gating_metric(
             artifact_utils.get_single_instance(input_dict["evaluation"]).uri, name)
@@ -83,7 +90,8 @@ class Executor(base_executor.BaseExecutor):
         result = serving_dir.push(
             path_utils.serving_model_path(model.uri), target, model_uri=model.uri,
             metric=metric, check=lambda path: serving_check.run(path, files),
-            keep=exec_properties.get("keep_versions") or 0, run_id=run_id or "")
+            keep=exec_properties.get("keep_versions") or 0, run_id=run_id or "",
+            data=trained_on)
         out.set_int_custom_property(PUSHED_KEY, int(result.pushed))
         out.set_string_custom_property(NOTE_KEY, result.note)
         if result.destination:

@@ -256,9 +256,11 @@ def _pushed_before(serving_dir: str, entry: str, digest: str) -> dict | None:
 
 
 def push(source: str, serving_dir: str, *, model_uri: str = "", metric: dict | None = None,
-         check: Callable[[str], None] | None = None, keep: int = 0, run_id: str = "") -> PushResult:
+         check: Callable[[str], None] | None = None, keep: int = 0, run_id: str = "",
+         data: dict | None = None) -> PushResult:
     """Pushes the SavedModel at `source` as a new version, unless this content was pushed before.
 
+    data: what the model was trained on ({"spans": [...], "fingerprint": ...}), recorded.
     check(path): raises if the copy at `path` does not load and serve; nothing is published then.
     keep: keep the newest `keep` versions and remove older ones (0: keep all)."""
     fileio = _fileio()
@@ -278,7 +280,7 @@ def push(source: str, serving_dir: str, *, model_uri: str = "", metric: dict | N
         final = _join(serving_dir, str(number))
         record = {"version": number, "sha256": digest, "model": model_uri, "run_id": run_id,
                   "pushed_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
-                      timespec="seconds"), "metric": metric or {}}
+                      timespec="seconds"), "metric": metric or {}, "data": data or {}}
         if is_uri(serving_dir):
             _copy(source, final)
             if check:

@@ -87,3 +87,23 @@ def select(input_base: str, span_pattern: str, window: int = 1, glob: Glob = _fi
                         f"writer adds that file (data.span_marker)")
     chosen = sorted(spans)[-window:]
     return chosen, [path for span in chosen for path in spans[span]]
+
+
+def _fileio_stat(path: str) -> tuple[int, int]:
+    from tfx.dsl.io import fileio
+
+    stat = fileio.stat(path)
+    return stat.length, stat.mtime_nsec
+
+
+def fingerprint(files: Iterable[str], stat: Callable[[str], tuple[int, int]] = _fileio_stat) -> str:
+    """What the chosen files are: each path, size and modification time, hashed. A new, changed
+    or removed file of a chosen span changes it; a span still being uploaded (not chosen, no
+    marker yet) does not. The ExampleGen's cache key and the push record both use it."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        size, mtime = stat(path)
+        digest.update(f"{path}\t{size}\t{mtime}\n".encode())
+    return "spans-sha256:" + digest.hexdigest()

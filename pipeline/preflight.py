@@ -80,3 +80,20 @@ def check_local(config: Config):
     return data_check.check(d.path, d.label, d.missing_values, d.span_pattern, d.span_window,
                             d.task, d.span_marker, d.columns)
 
+
+
+def nothing_new(config: Config, data) -> str | None:
+    """For data in spans: the one line to say, when the complete spans this run would read are
+    exactly those the serving model was trained on (the same files, unchanged), else None. A span
+    still being uploaded is not read, so it is nothing new."""
+    if data is None or not data.spans:
+        return None
+    from components import serving_dir, spans
+
+    version = serving_dir.serving_version(config.paths.serving_dir)
+    trained = (version.record.get("data") or {}) if version else {}
+    if not trained.get("fingerprint") or trained["fingerprint"] != spans.fingerprint(data.files):
+        return None
+    return (f"lockstep: no new complete span since the serving model (version {version.number}, "
+            f"trained on span(s) {', '.join(map(str, trained['spans']))}): nothing to train or "
+            "push (--force runs anyway)")

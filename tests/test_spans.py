@@ -1,5 +1,6 @@
-"""Retraining on new data: spans resolved by the ExampleGen executor, warm start, and the
-Evaluator's baseline, through two real `lockstep run`s."""
+"""Retraining on new data: spans resolved by the ExampleGen executor, warm start, the serving
+model as the Evaluator's baseline, and no new model without a new complete span, through real
+`lockstep run`s."""
 
 import re
 import shutil
@@ -85,9 +86,30 @@ def test_new_span_reingests_warm_starts_and_compares_with_the_last_model(tmp_pat
                      r"\([-+][\d.]+\)$", out, re.M), out
     assert "Blessed: yes" in out
 
-    again = run.run("--config", config)  # no new span: ingestion served from TFX's cache
+    (model_2,) = set(run.pushed_versions()) - {model_1}
+    # More of span 3 arrives, still without its marker: nothing new for the pipeline.
+    (data / "span-3" / "more.csv").write_text(PENGUINS.read_text())
+    again = run.run("--config", config)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "CsvExampleGen        cached" in again.stdout and "Data: span 2" in again.stdout
+    assert again.stdout.strip().endswith(
+        f"lockstep: no new complete span since the serving model (version {model_2.name}, "
+        "trained on span(s) 2): nothing to train or push (--force runs anyway)"), again.stdout
+    assert "Trainer" not in again.stdout and set(run.pushed_versions()) == {model_1, model_2}
+    # Forced, it runs, and the half-uploaded span is in no cache key: ingestion is cached.
+    forced = run.run("--config", config, "--force")
+    assert forced.returncode == 0, forced.stderr[-3000:]
+    assert "CsvExampleGen        cached" in forced.stdout and "Data: span 2" in forced.stdout
+
+
+def test_the_fingerprint_of_a_span_selection(tmp_path):
+    for span in (1, 2):
+        _write_span(tmp_path, span, slice(0, 10), complete=span == 1)
+    _, files = spans.select(str(tmp_path), "span-{SPAN}/*.csv", window=2)
+    before = spans.fingerprint(files)
+    (tmp_path / "span-2" / "more.csv").write_text("x\n")  # the partial span grows
+    assert spans.fingerprint(spans.select(str(tmp_path), "span-{SPAN}/*.csv", window=2)[1]) == before
+    (tmp_path / "span-1" / "penguins.csv").write_text("changed\n")  # a chosen file changes
+    assert spans.fingerprint(files) != before
 
 
 def test_missing_span_is_one_line(tmp_path):

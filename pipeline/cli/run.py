@@ -18,6 +18,8 @@ def add_parser(sub) -> None:
     run.add_argument("--pipeline-root", help="where artifacts and ML Metadata go")
     run.add_argument("--serving-dir", help="where blessed models are pushed, one version dir each")
     run.add_argument("--no-cache", action="store_true", help="execute every component again")
+    run.add_argument("--force", action="store_true",
+                     help="run even when no new complete span arrived since the serving model")
     run.add_argument("--emulate-replicas", type=int, help="train on N emulated CPU replicas")
     run.add_argument("--train-steps", type=int, help="fixed train steps (default: from the example budget)")
     run.add_argument("-v", "--verbose", action="store_true", help="log TFX and trainer progress")
@@ -110,6 +112,10 @@ def command(args) -> int:
           f"'{config.data.label}', {len(data.columns) - 1} columns; task {task}", flush=True)
     for line in decisions.column_lines() + [decisions.gate_line()]:
         print(line, flush=True)
+    unchanged = None if args.force else preflight.nothing_new(config, data)
+    if unchanged:
+        print(unchanged)
+        return 0
     from pipeline import run_lock
     from pipeline.cli import errors
     from pipeline.console import Console
