@@ -56,6 +56,11 @@ class DataConfig:
     # data: {column = "feature" | "id" | "constant" | "timestamp"}. Ids and constants are left
     # out; a timestamp (ISO 8601 text) becomes year, month, day, day of week and hour.
     columns: dict[str, str] = dataclasses.field(default_factory=dict)
+    # Data in spans: the newest complete span is compared with the complete span before it
+    # (pipeline/drift.py: JSD of a numeric column's histograms, L-infinity of a text column's
+    # value shares); a feature past its bound stops the run before anything runs. 0: no check.
+    max_drift: float = 0.25
+    feature_drift: dict[str, float] = dataclasses.field(default_factory=dict)  # {col = bound}
 
 
 @dataclasses.dataclass
@@ -269,6 +274,8 @@ def validate(config: Config) -> None:
                           f"{config.data.span_pattern!r}")
     if config.push.keep_versions < 0:
         raise ConfigError("push.keep_versions must be 0 or more")
+    if config.data.max_drift < 0:
+        raise ConfigError("data.max_drift must be 0 (no check) or more")
     if config.eval.margin < 0:
         raise ConfigError("eval.margin must be 0 or more")
     if config.run.lock_wait_seconds < 0 or config.run.timeout_minutes < 0:

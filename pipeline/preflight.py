@@ -97,3 +97,31 @@ def nothing_new(config: Config, data) -> str | None:
     return (f"lockstep: no new complete span since the serving model (version {version.number}, "
             f"trained on span(s) {', '.join(map(str, trained['spans']))}): nothing to train or "
             "push (--force runs anyway)")
+
+
+def check_drift(config: Config, data) -> str | None:
+    """For data in spans: the line that says how far the newest complete span moved from the one
+    before it (None when there is no earlier span or data.max_drift is 0). Raises DriftError,
+    naming the columns and scores, when a feature moved past its bound."""
+    if data is None or not data.spans or not config.data.max_drift:
+        return None
+    from pipeline import drift
+
+    d = config.data
+    found = drift.between_spans(data, d.label, d.missing_values, d.span_pattern, d.span_marker,
+                                d.max_drift, d.feature_drift)
+    if found is None:
+        return None
+    (previous, newest), drifts = found
+    beyond = [x for x in drifts if x.beyond]
+    if beyond:
+        raise DriftError(f"data drift from span {previous} to span {newest}: "
+                         + ", ".join(x.words() for x in beyond)
+                         + " (data.max_drift, data.feature_drift); nothing was run")
+    top = ", ".join(f"{x.column} {x.measure} {x.score:.3f}" for x in drifts[:3])
+    return (f"lockstep: drift from span {previous} to span {newest} within "
+            f"{d.max_drift:g}: largest {top or 'none measured'}")
+
+
+class DriftError(ValueError):
+    """A feature's distribution moved past its bound between spans; the message names it."""

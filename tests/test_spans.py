@@ -124,3 +124,48 @@ def test_missing_span_is_one_line(tmp_path):
     assert result.stderr.strip() == (f"lockstep: error: {tmp_path / 'data'}/span-{{SPAN}}/*.csv: "
                                      "no span matches (expected e.g. span-1/*.csv)")
     assert not (tmp_path / "root").exists()
+
+
+def _births_like(directory, span, rng, weekday=None):
+    directory = directory / f"span-{span}"
+    directory.mkdir(parents=True)
+    days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+    rows = ["year,state,wday,temperature,births"]
+    for i in range(700):
+        rows.append(f"{2000 + span},{['AK', 'AL', 'AR'][i % 3]},{weekday or days[i % 7]},"
+                    f"{rng.normal(15, 5):.2f},{int(rng.integers(50, 300))}")
+    (directory / "b.csv").write_text("\n".join(rows) + "\n")
+    (directory / spans.DEFAULT_MARKER).write_text("")
+
+
+def test_drift_between_spans_stops_a_broken_export_before_anything_runs(tmp_path):
+    import numpy as np
+
+    from conftest import lockstep
+    from pipeline import config as config_lib, preflight
+
+    rng = np.random.default_rng(0)
+    data = tmp_path / "data"
+    for span in (1, 2):
+        _births_like(data, span, rng)
+    settings = {"data.path": str(data), "data.label": "births",
+                "data.span_pattern": "span-{SPAN}/*.csv"}
+    config = config_lib.load(None, settings)
+    line = preflight.check_drift(config, preflight.check_local(config))
+    # The year names the span (one value in each): not measured; the rest barely moved.
+    assert line.startswith("lockstep: drift from span 1 to span 2 within 0.25: largest ")
+    assert "year" not in line
+    _births_like(data, 3, rng, weekday="Mon")  # an upstream export that lost its weekdays
+    (tmp_path / "c.toml").write_text(
+        f'[data]\npath = "{data}"\nlabel = "births"\nspan_pattern = "span-{{SPAN}}/*.csv"\n')
+    result = lockstep("run", "--config", tmp_path / "c.toml", "--pipeline-root", tmp_path / "root")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "lockstep: error: data drift from span 2 to span 3: wday (L-inf 0.857 > 0.25) "
+        "(data.max_drift, data.feature_drift); nothing was run")
+    assert not (tmp_path / "root").exists()
+    # A bound of its own for that column, or none at all, lets it through.
+    config = config_lib.load(None, {**settings, "data.feature_drift": {"wday": 0.9}})
+    assert "span 2 to span 3 within" in preflight.check_drift(config, preflight.check_local(config))
+    config = config_lib.load(None, {**settings, "data.max_drift": 0})
+    assert preflight.check_drift(config, preflight.check_local(config)) is None

@@ -28,13 +28,14 @@ def _statuses() -> list[tuple[type[BaseException], int]]:
     from components.csv_format import CsvError
     from components.spans import SpanError
     from pipeline.config import ConfigError
+    from pipeline.preflight import DriftError
     from pipeline.local_schedule import ScheduleError
     from pipeline.run_lock import Locked
     from trainer_module.config import TrainerConfigError
     from trainer_module.scaling import ScalingError
     from trainer_module.slices import SliceError
 
-    return [(UsageError, 2), (ConfigError, 2), (CsvError, 2), (SpanError, 2),
+    return [(UsageError, 2), (ConfigError, 2), (CsvError, 2), (DriftError, 2), (SpanError, 2),
             (TrainerConfigError, 2), (ScalingError, 2), (SliceError, 2), (ScheduleError, 2),
             (Locked, LOCKED)]
 

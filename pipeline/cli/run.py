@@ -112,6 +112,9 @@ def command(args) -> int:
           f"'{config.data.label}', {len(data.columns) - 1} columns; task {task}", flush=True)
     for line in decisions.column_lines() + [decisions.gate_line()]:
         print(line, flush=True)
+    drift_line = preflight.check_drift(config, data)  # Arrow only: before TensorFlow loads
+    if drift_line:
+        print(drift_line, flush=True)
     unchanged = None if args.force else preflight.nothing_new(config, data)
     if unchanged:
         print(unchanged)
