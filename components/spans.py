@@ -89,14 +89,20 @@ def select(input_base: str, span_pattern: str, window: int = 1, glob: Glob = _fi
     return chosen, [path for span in chosen for path in spans[span]]
 
 
-def _fileio_stat(path: str) -> tuple[int, int]:
+def _stat(path: str) -> tuple[int, int]:
+    """(size, modification time in whole seconds): a local file without TensorFlow."""
+    if "://" not in path:
+        import os
+
+        stat = os.stat(path)
+        return stat.st_size, int(stat.st_mtime)
     from tfx.dsl.io import fileio
 
     stat = fileio.stat(path)
-    return stat.length, stat.mtime_nsec
+    return stat.length, stat.mtime_nsec // 10**9
 
 
-def fingerprint(files: Iterable[str], stat: Callable[[str], tuple[int, int]] = _fileio_stat) -> str:
+def fingerprint(files: Iterable[str], stat: Callable[[str], tuple[int, int]] = _stat) -> str:
     """What the chosen files are: each path, size and modification time, hashed. A new, changed
     or removed file of a chosen span changes it; a span still being uploaded (not chosen, no
     marker yet) does not. The ExampleGen's cache key and the push record both use it."""

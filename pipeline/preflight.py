@@ -88,13 +88,13 @@ def nothing_new(config: Config, data) -> str | None:
     still being uploaded is not read, so it is nothing new."""
     if data is None or not data.spans:
         return None
-    from components import serving_dir, spans
+    from components import spans
 
-    version = serving_dir.serving_version(config.paths.serving_dir)
-    trained = (version.record.get("data") or {}) if version else {}
+    number, record = _serving_record(config.paths.serving_dir)
+    trained = (record or {}).get("data") or {}
     if not trained.get("fingerprint") or trained["fingerprint"] != spans.fingerprint(data.files):
         return None
-    return (f"lockstep: no new complete span since the serving model (version {version.number}, "
+    return (f"lockstep: no new complete span since the serving model (version {number}, "
             f"trained on span(s) {', '.join(map(str, trained['spans']))}): nothing to train or "
             "push (--force runs anyway)")
 
@@ -121,6 +121,30 @@ def check_drift(config: Config, data) -> str | None:
     top = ", ".join(f"{x.column} {x.measure} {x.score:.3f}" for x in drifts[:3])
     return (f"lockstep: drift from span {previous} to span {newest} within "
             f"{d.max_drift:g}: largest {top or 'none measured'}")
+
+
+def _serving_record(serving: str) -> tuple[int | None, dict | None]:
+    """The serving version's number and push record. A local serving dir is read with the
+    standard library (the check runs before TensorFlow loads, which would talk on the terminal):
+    the newest version with its record, which a push writes last. Remote: components/serving_dir."""
+    from components import serving_dir
+
+    if is_uri(serving):
+        version = serving_dir.serving_version(serving)
+        return (version.number, version.record) if version else (None, None)
+    import json
+    import os
+
+    if not os.path.isdir(serving):
+        return None, None
+    for name in sorted((n for n in os.listdir(serving) if n.isdigit()), key=int, reverse=True):
+        path = os.path.join(serving, name, serving_dir.PUSH_RECORD)
+        try:
+            with open(path) as handle:
+                return int(name), json.load(handle)
+        except (OSError, ValueError):
+            continue
+    return None, None
 
 
 class DriftError(ValueError):
