@@ -181,19 +181,61 @@ def validate_cron(cron: str) -> str:
 
 def schedule(target: Target, package: str, name: str, cron: str, params: dict[str, Any],
              max_concurrency: int = 1, catch_up: bool = False,
-             pipeline_root: str | None = None) -> str:
+             pipeline_root: str | None = None, client=None, description: str | None = None) -> str:
     """Creates a recurring run; returns its id."""
     cron = validate_cron(cron)
     if max_concurrency < 1:
         raise KfpError(f"--max-concurrency must be at least 1, got {max_concurrency}")
-    client = connect(target)
+    client = client or connect(target)
     experiment_id = _experiment_id(client, target)
     job = _call(target, "create the recurring run", lambda: client.create_recurring_run(
         experiment_id=experiment_id, job_name=name, cron_expression=cron,
         max_concurrency=max_concurrency, no_catchup=not catch_up, pipeline_package_path=package,
         params=params, pipeline_root=pipeline_root,
-        service_account=target.service_account or None))
+        service_account=target.service_account or None, description=description))
     return job.recurring_run_id
+
+
+APPLIED = "lockstep-apply "  # a recurring run's description: this, then the digest of its definition
+
+
+def _definition_digest(target: Target, package: str, cron: str, params: dict[str, Any],
+                       max_concurrency: int, catch_up: bool, pipeline_root: str | None) -> str:
+    import hashlib
+    import json
+
+    with open(package, "rb") as handle:
+        spec = handle.read()
+    settings = json.dumps({"cron": validate_cron(cron), "params": params,
+                           "max_concurrency": max_concurrency, "catch_up": catch_up,
+                           "pipeline_root": pipeline_root, "experiment": target.experiment,
+                           "service_account": target.service_account}, sort_keys=True)
+    return "sha256:" + hashlib.sha256(spec + b"\0" + settings.encode()).hexdigest()
+
+
+def apply_schedule(target: Target, package: str, name: str, cron: str, params: dict[str, Any],
+                   max_concurrency: int = 1, catch_up: bool = False,
+                   pipeline_root: str | None = None) -> tuple[str, str, list[str]]:
+    """Makes the recurring run named `name` match this definition (spec, parameters, cron,
+    concurrency, catch-up, root, experiment, service account), KFP having no update: none, it is
+    created; one carrying the same definition's digest, nothing happens; otherwise the old one is
+    paused, the new one created, then the old one deleted, so the schedule is never doubled and
+    never missing. Returns (created | unchanged | replaced, the id in force, the ids removed)."""
+    digest = _definition_digest(target, package, cron, params, max_concurrency, catch_up,
+                                pipeline_root)
+    client = connect(target)
+    named = [s for s in list_schedules(target, client) if s.name == name]
+    same = [s for s in named if s.description == APPLIED + digest]
+    if same and len(named) == 1:
+        return "unchanged", same[0].id, []
+    for old in named:
+        if old.status != "DISABLED":
+            change_schedule(target, "pause", old.id, client)
+    new_id = schedule(target, package, name, cron, params, max_concurrency, catch_up,
+                      pipeline_root, client, description=APPLIED + digest)
+    for old in named:
+        change_schedule(target, "delete", old.id, client)
+    return ("replaced" if named else "created"), new_id, [s.id for s in named]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,10 +245,11 @@ class Schedule:
     status: str
     cron: str
     max_concurrency: str
+    description: str = ""
 
 
-def list_schedules(target: Target) -> list[Schedule]:
-    client = connect(target)
+def list_schedules(target: Target, client=None) -> list[Schedule]:
+    client = client or connect(target)
     out, token = [], ""
     while True:
         page = _call(target, "list recurring runs", lambda: client.list_recurring_runs(
@@ -214,14 +257,14 @@ def list_schedules(target: Target) -> list[Schedule]:
         for job in page.recurring_runs or []:
             cron = job.trigger.cron_schedule.cron if job.trigger and job.trigger.cron_schedule else ""
             out.append(Schedule(job.recurring_run_id, job.display_name, str(job.status or ""),
-                                cron, str(job.max_concurrency or "")))
+                                cron, str(job.max_concurrency or ""), job.description or ""))
         token = page.next_page_token
         if not token:
             return out
 
 
-def change_schedule(target: Target, action: str, schedule_id: str) -> None:
-    client = connect(target)
+def change_schedule(target: Target, action: str, schedule_id: str, client=None) -> None:
+    client = client or connect(target)
     fn = {"pause": client.disable_recurring_run, "resume": client.enable_recurring_run,
           "delete": client.delete_recurring_run}[action]
     _call(target, f"{action} recurring run {schedule_id}", lambda: fn(schedule_id))

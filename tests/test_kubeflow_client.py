@@ -63,6 +63,32 @@ def test_schedule_sends_cron_concurrency_and_no_catchup(kfp, compiled):
     assert not kfp.recurring
 
 
+def test_schedule_apply_creates_leaves_or_replaces(kfp, compiled):
+    """Schedules kept as code: apply makes the cluster's recurring run of that name match."""
+    apply = lambda *extra: lockstep(  # noqa: E731
+        "schedule", "--apply", "--name", "nightly", "--host", kfp.host,
+        "--package", compiled["output"], *extra)
+    first = apply("--cron", "0 0 3 * * *")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == "lockstep: recurring run 'nightly' created: rr-1"
+    same = apply("--cron", "0 0 3 * * *")
+    assert same.stdout.strip() == "lockstep: recurring run 'nightly' unchanged: rr-1"
+    assert len(kfp.bodies("POST", "/recurringruns")) == 1
+    changed = apply("--cron", "0 30 4 * * *", "--param", "epochs=3")
+    assert changed.returncode == 0, changed.stderr
+    assert changed.stdout.strip() == ("lockstep: recurring run 'nightly' replaced: rr-2 "
+                                      "(replaced rr-1)")
+    # The old one was paused before the new one was created, and deleted after.
+    calls = [(r["method"], r["path"].rsplit("/", 1)[-1]) for r in kfp.requests
+             if "/recurringruns" in r["path"] and r["method"] != "GET"]
+    assert calls[-3:] == [("POST", "rr-1:disable"), ("POST", "recurringruns"), ("DELETE", "rr-1")]
+    [job] = kfp.recurring.values()
+    assert job["trigger"]["cron_schedule"]["cron"] == "0 30 4 * * *"
+    assert job["runtime_config"]["parameters"] == {"epochs": 3.0}
+    assert apply("--cron", "0 30 4 * * *", "--param", "epochs=3").stdout.strip().endswith(
+        "unchanged: rr-2")
+
+
 def test_token_from_kfp_service_account_token_file(kfp, compiled, tmp_path):
     token = tmp_path / "token"
     token.write_text("from-file\n")

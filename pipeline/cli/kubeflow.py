@@ -55,6 +55,9 @@ def add_parsers(sub) -> None:
                        help="runs of this schedule at once (default 1)")
     sched.add_argument("--catch-up", action="store_true",
                        help="run the missed intervals after a pause (default: no catch-up)")
+    sched.add_argument("--apply", action="store_true",
+                       help="make the recurring run of this name match: create it, leave it, or "
+                            "replace it (pause the old, create the new, delete the old)")
     sched.add_argument("--local", action="store_true", help="install a local crontab entry")
     sched.add_argument("--remove", action="store_true", help="with --local: remove the entry")
     sched.set_defaults(func=schedule_command)
@@ -151,6 +154,13 @@ def schedule_command(args) -> int:
         params = _params(args, package)
         target = _target(args, config)
         name = args.name or f"{config.pipeline_name}-retrain"
+        if args.apply:
+            action, job_id, removed = kubeflow_client.apply_schedule(
+                target, package, name, args.cron, params, args.max_concurrency, args.catch_up,
+                args.pipeline_root)
+            print(f"lockstep: recurring run '{name}' {action}: {job_id}"
+                  + (f" (replaced {', '.join(removed)})" if removed else ""))
+            return 0
         job_id = kubeflow_client.schedule(target, package, name, args.cron, params,
                                           args.max_concurrency, args.catch_up, args.pipeline_root)
     print(f"lockstep: recurring run {job_id} ({name}): cron '{args.cron}' UTC, max concurrency "
