@@ -67,15 +67,16 @@ def report(config: Config, run_id: str | None = None) -> run_report.RunReport:
         return _report(m.store, run)
 
 
-def history(config: Config) -> list[run_report.RunReport]:
-    """Every run of the pipeline in this pipeline root's ML Metadata, newest first."""
+def history(config: Config, limit: int | None = None) -> list[run_report.RunReport]:
+    """The runs of the pipeline in this pipeline root's ML Metadata, newest first (the newest
+    `limit` of them)."""
     if not os.path.exists(config.metadata_path):
         return []
     connection = metadata.sqlite_metadata_connection_config(config.metadata_path)
     with metadata.Metadata(connection) as m:
         runs = sorted(m.store.get_contexts_by_type("pipeline_run"),
                       key=lambda c: c.create_time_since_epoch, reverse=True)
-        return [_report(m.store, run) for run in runs]
+        return [_report(m.store, run) for run in runs[:limit]]
 
 
 def _report(store, run) -> run_report.RunReport:

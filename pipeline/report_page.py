@@ -388,6 +388,36 @@ def _evaluation_section(report: RunReport) -> str:
     return "".join(parts)
 
 
+def _trend_section(report: RunReport, history: list[RunReport]) -> str:
+    """The gating metric of each run's model and of the serving model on that run's eval rows,
+    newest first, and the two over time."""
+    points = [(r, r.versus_serving()) for r in history]
+    points = [(r, v) for r, v in points if v and report.gate and v["metric"] == report.gate.metric]
+    if len(points) < 2:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(r.run_id)}</td><td class=n data-trend-model='{_e(r.run_id)}'>"
+        f"{v['model']:.4f}</td><td class=n>"
+        f"{'' if v['serving'] is None else format(v['serving'], '.4f')}</td>"
+        f"<td>{'pushed' if r.pushed_to else 'not pushed'}</td></tr>" for r, v in points)
+    metric = points[0][1]["metric"]
+    fig, ax = _figure(6, 2.6)
+    ordered = points[::-1]
+    ax.plot(range(len(ordered)), [v["model"] for _, v in ordered], marker="o", color="#4c78a8",
+            label="the run's model")
+    served = [(i, v["serving"]) for i, (_, v) in enumerate(ordered) if v["serving"] is not None]
+    if served:
+        ax.plot([i for i, _ in served], [s for _, s in served], marker="s", color="#e45756",
+                label="the serving model, on the same rows")
+    ax.set_xlabel("run (oldest to newest)")
+    ax.set_ylabel(metric)
+    ax.legend(loc="best")
+    return ("<h2 id=trend>Trend</h2><p class=muted>Each run's model and the model serving when it "
+            f"ran, scored on that run's eval split ({_e(metric)}), newest first.</p>"
+            f"<table><tr><th>run</th><th>model</th><th>serving model</th><th></th></tr>{rows}"
+            "</table>" + _svg(fig))
+
+
 # ------------------------------------------------------------------------------------------ page
 
 def _verdict(report: RunReport) -> str:
@@ -413,7 +443,8 @@ def _components(report: RunReport) -> str:
                 for n in report.nodes) + "</table>")
 
 
-def render(report: RunReport) -> str:
+def render(report: RunReport, history: list[RunReport] = ()) -> str:
+    """history: the pipeline root's runs, newest first (this one among them), for the trend."""
     started = (datetime.datetime.fromtimestamp(report.started, datetime.timezone.utc)
                .strftime("%Y-%m-%d %H:%M:%S UTC") if report.started else "")
     head = (f"<!doctype html><html lang=en><head><meta charset=utf-8>"
@@ -423,7 +454,7 @@ def render(report: RunReport) -> str:
              "</p>")
     sections = [_verdict(report), _components(report), _data_section(report),
                 _schema_section(report), _anomalies_section(report), _training_section(report),
-                _evaluation_section(report)]
+                _evaluation_section(report), _trend_section(report, list(history))]
     return head + title + "".join(sections) + "</body></html>\n"
 
 
@@ -431,14 +462,14 @@ def file_name(run_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", run_id or "run") + ".html"
 
 
-def write(report: RunReport, directory: str) -> str:
+def write(report: RunReport, directory: str, history: list[RunReport] = ()) -> str:
     """Writes the page under directory (a temporary name, then a rename); returns its path."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, file_name(report.run_id))
     temporary = path + ".tmp"
     try:
         with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(render(report))
+            handle.write(render(report, history))
         os.replace(temporary, path)
     finally:
         if os.path.exists(temporary):

@@ -74,6 +74,17 @@ class RunReport:
         return {self.class_name(c): matrix.get((c, c), 0.0) / n
                 for c, n in sorted(actual.items()) if n and c >= 0}
 
+    def versus_serving(self) -> dict | None:
+        """{metric, model, serving}: the gating metric of this run's model and of the serving
+        model it was compared with, both on this run's eval split (serving None: first model)."""
+        if not self.gate or self.gate.tfma_name() not in self.metrics:
+            return None
+        name = self.gate.tfma_name()
+        diff = self.metrics.get(f"{name} (baseline diff)")
+        model = self.metrics[name]
+        return {"metric": self.gate.metric, "model": model,
+                "serving": None if diff is None else model - diff}
+
     def gate_lines(self) -> list[str]:
         """Each gated metric beside its naive baseline: "accuracy 0.6641 vs 0.6190 for always
         'no' (needs at least 0.6290)"; the positive class of a binary label; per-class recall."""
@@ -90,12 +101,11 @@ class RunReport:
             lines.append(f"  {bound.metric} {value:.4f}{versus} (needs {need} {bound.value:.4g}"
                          f"{', eval.bounds' if bound.explicit else ''})"
                          + ("  <- gating metric" if bound.metric == self.gate.metric else ""))
-        name = self.gate.tfma_name()
-        diff = self.metrics.get(f"{name} (baseline diff)")
-        if diff is not None and name in self.metrics:
-            serving = self.metrics[name] - diff
-            lines.append(f"  {self.gate.metric} {self.metrics[name]:.4f} vs {serving:.4f} for the "
-                         f"serving model on the same rows ({diff:+.4f})")
+        versus = self.versus_serving()
+        if versus and versus["serving"] is not None:
+            lines.append(f"  {versus['metric']} {versus['model']:.4f} vs {versus['serving']:.4f} "
+                         f"for the serving model on the same rows "
+                         f"({versus['model'] - versus['serving']:+.4f})")
         if self.gate.binary and len(self.classes) == 2:
             shown = [f"{name} {self.metrics[name]:.4f}" for name in ("precision", "recall")
                      if name in self.metrics]

@@ -99,6 +99,23 @@ def test_new_span_reingests_warm_starts_and_compares_with_the_last_model(tmp_pat
     forced = run.run("--config", config, "--force")
     assert forced.returncode == 0, forced.stderr[-3000:]
     assert "CsvExampleGen        cached" in forced.stdout and "Data: span 2" in forced.stdout
+    # The trend: each run's model beside the model serving when it ran, on that run's rows.
+    from conftest import lockstep
+    import json
+
+    runs = json.loads(lockstep("runs", "--pipeline-root", run.pipeline_root, "--json").stdout)
+    assert [r["versus_serving"]["serving"] is None for r in runs] == [False, False, True]
+    assert runs[1]["versus_serving"]["metric"] == "accuracy"
+    for r in runs:  # a pushed model is never worse than the one it replaced beyond the allowed drop
+        versus = r["versus_serving"]
+        if r["pushed_to"] and versus["serving"] is not None:
+            assert versus["model"] >= versus["serving"] - 0.01, r
+    page = re.search(r"^Report: (.*)$", forced.stdout, re.M).group(1)
+    text = open(page).read()
+    # Span 1 holds two species (a binary label, gated on AUC); later spans three (accuracy): the
+    # trend shows the runs gated on this run's metric.
+    assert runs[2]["gate"]["metric"] == "auc" and runs[0]["gate"]["metric"] == "accuracy"
+    assert "<h2 id=trend>Trend</h2>" in text and text.count("data-trend-model=") == 2
 
 
 def test_the_fingerprint_of_a_span_selection(tmp_path):

@@ -32,7 +32,8 @@ def command(args) -> int:
             report = local_runner.report(config, args.run)
         except LookupError as err:
             raise UsageError(str(err)) from None
-        path = report_page.write(report, args.output or report_directory(config))
+        history = [r for r in local_runner.history(config) if r.started <= report.started]
+        path = report_page.write(report, args.output or report_directory(config), history[:20])
     print(f"lockstep: wrote {path}")
     return 0
 

@@ -69,6 +69,9 @@ def _watchdog(minutes: float):
     return timer
 
 
+TREND_RUNS = 20  # runs in a report's trend
+
+
 def _write_page(report, config, log_path: str) -> str | None:
     """The run's HTML report; a failure to write it is logged, not fatal (the run is done)."""
     from pipeline import report_page
@@ -77,7 +80,12 @@ def _write_page(report, config, log_path: str) -> str | None:
 
     try:
         with Console(log_path):  # matplotlib's and TensorFlow's chatter, to the run's log
-            return report_page.write(report, report_directory(config))
+            history = []
+            if os.path.exists(config.metadata_path):  # the trend over past runs (local runs)
+                from pipeline import local_runner
+
+                history = local_runner.history(config, TREND_RUNS)
+            return report_page.write(report, report_directory(config), history)
     except Exception as err:  # noqa: BLE001  the run's result stands without its page
         print(f"lockstep: the run report could not be written: {type(err).__name__}: {err}")
         return None

@@ -31,6 +31,7 @@ def _row(report) -> dict:
         "slice_metrics": report.slice_metrics,
         "gate": report.gate.to_dict() if report.gate else None,
         "recall_by_class": report.per_class_recall(),
+        "versus_serving": report.versus_serving(),
         "blessed": report.blessed,
         "pushed_to": report.pushed_to,
         "push_note": report.push_note,
@@ -47,7 +48,7 @@ def command(args) -> int:
     with Console(os.devnull):  # TFMA's and TensorFlow's import chatter
         from pipeline import local_runner
 
-        rows = [_row(r) for r in local_runner.history(config)[:max(args.limit, 0)]]
+        rows = [_row(r) for r in local_runner.history(config, max(args.limit, 0))]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -64,6 +65,9 @@ def command(args) -> int:
         outcome = ("pushed " + row["pushed_to"] if row["pushed_to"] else
                    f"blessed, not pushed ({row['push_note'] or 'no push'})" if row["blessed"] else
                    "not blessed" if row["blessed"] is False else "no verdict")
+        versus = row["versus_serving"]
+        if versus and versus["serving"] is not None:
+            metric += f"  ({versus['metric']} of the serving model on these rows {versus['serving']:.4f})"
         print(f"{row['started']}  {row['data'] or '?'}{span}  {work}  {metric}  {outcome}  "
               f"({row['run_id']})")
     return 0
