@@ -135,7 +135,7 @@ def test_another_csv_with_another_label_and_a_string_feature(tmp_path):
     run = PipelineRun(tmp_path)
     result = run.run("--data", tmp_path / "grades.csv", "--label", "grade")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "label 'grade', 3 features; task classification (integer label, 3 classes)" in result.stdout
+    assert "label 'grade', 3 columns; task classification (integer label, 3 classes)" in result.stdout
     assert "Task: classification (integer label, 3 classes)" in result.stdout
     assert "Blessed: yes" in result.stdout
     [version] = run.pushed_versions()
