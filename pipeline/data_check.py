@@ -39,10 +39,6 @@ class DataInfo:
     # Every column but the label: what it is to the model, and why (pipeline/column_roles.py).
     roles: dict[str, column_roles.Role] = dataclasses.field(default_factory=dict)
 
-    def rmse_bound(self) -> float | None:
-        """The default regression bound: the RMSE of always predicting the label's mean."""
-        return round(self.label_std, 6) if self.label_std else None
-
 
 class _Moments:
     """Count, sum and sum of squares of a numeric column, batch by batch (vectorized)."""

@@ -84,9 +84,6 @@ class Gate:
     def tfma_name(self, metric: str | None = None) -> str:
         return tfma_name(metric or self.metric, self.binary)
 
-    def bound(self, metric: str) -> Bound | None:
-        return next((b for b in self.bounds if b.metric == metric), None)
-
     def to_dict(self) -> dict:
         return {"task": self.task, "metric": self.metric, "classes": list(self.classes),
                 "bounds": [dataclasses.asdict(b) for b in self.bounds]}
