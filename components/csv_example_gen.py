@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import bisect
 import concurrent.futures
+import hashlib
 import itertools
+import json
 import os
 import threading
 import uuid
@@ -44,7 +46,12 @@ from components import csv_format, spans
 
 SPANS_KEY = "spans"
 DATA_FINGERPRINT_KEY = "data_fingerprint"  # spans.fingerprint of the chosen spans' files
+# {span: its identity}, JSON: a digest of everything that decides a span's records (its files, the
+# column types, the missing tokens, the split), so equal identities mean equal records. Transform
+# keys its analyzer cache on it (components/transform.py).
+SPAN_DATASETS_KEY = "span_datasets"
 SHARD_NAME = "data_tfrecord"  # TFX's name for ExampleGen's files
+COLUMN_TYPES_FILE = "column_types.json"  # beside the split dirs: the types every record was encoded with
 TEMP_PREFIX = ".tmp-"
 # zlib's fastest level: at its default (6) compressing took 45 % of ExampleGen's time; level 1
 # is about 3x faster for files some 10-20 % larger, read back as fast.
@@ -140,9 +147,10 @@ class _Encode(beam.DoFn):
     directory and yields (split, its path); `_Finalize` names the files once all are written."""
 
     def __init__(self, header: list[str], missing_values: list[str], buckets: list[int],
-                 shard_dirs: list[str]):
+                 shard_dirs: list[str], span_of: dict[str, int] | None = None):
         self._header, self._missing_values = header, missing_values
         self._buckets, self._shard_dirs = buckets, shard_dirs
+        self._span_of = span_of or {}
 
     def setup(self):
         self._missing = csv_format.missing_tokens(self._missing_values)
@@ -162,11 +170,13 @@ class _Encode(beam.DoFn):
                 cleaned = csv_format.clean(batch, self._missing)
                 yield from self._encoder.encode(csv_format.typed_batch(cleaned, types))
             return
-        for written in _threaded(lambda batch: self._encode_and_write(batch, types),
+        span = self._span_of.get(read.path)
+        for written in _threaded(lambda batch: self._encode_and_write(batch, types, span),
                                  csv_format.record_batches(read, self._header)):
             yield from written
 
-    def _encode_and_write(self, batch, types: dict[str, str]) -> list[tuple[int, str]]:
+    def _encode_and_write(self, batch, types: dict[str, str],
+                          span: int | None) -> list[tuple[int, int | None, str]]:
         cleaned = csv_format.clean(batch, self._missing)
         records = self._encoder.encode(csv_format.typed_batch(cleaned, types))
         parts = [records]
@@ -175,7 +185,7 @@ class _Encode(beam.DoFn):
             buckets = csv_format.split_buckets(cleaned, self._buckets[-1])
             for record, bucket in zip(records, buckets):
                 parts[bisect.bisect(self._buckets, bucket)].append(record)
-        return [(split, self._write(self._shard_dirs[split], part))
+        return [(split, span, self._write(self._shard_dirs[split], part))
                 for split, part in enumerate(parts) if part]
 
     @staticmethod
@@ -188,16 +198,43 @@ class _Encode(beam.DoFn):
         return path
 
 
-def _finalize(written: list[tuple[int, str]], shard_dirs: list[str]) -> None:
-    """Renames each split's written files to data_tfrecord-NNNNN-of-NNNNN.gz and removes
-    temporary files of attempts that did not finish (a retried bundle on a distributed runner)."""
+def shard_prefix(span: int | None) -> str:
+    """The name every file of one span starts with in a split dir (data_tfrecord-span00003-), so a
+    span's records can be read on their own (Transform's analyzer cache, per span)."""
+    return f"{SHARD_NAME}-" if span is None else f"{SHARD_NAME}-span{span:05d}-"
+
+
+def _finalize(written: list[tuple[int, int | None, str]], shard_dirs: list[str]) -> None:
+    """Renames each split's written files to data_tfrecord[-spanSSSSS]-NNNNN-of-NNNNN.gz and
+    removes temporary files of attempts that did not finish (a retried bundle on a distributed
+    runner)."""
     for split, directory in enumerate(shard_dirs):
-        mine = sorted(path for s, path in written if s == split)
-        for index, path in enumerate(mine):
-            fileio.rename(path, f"{directory}/{SHARD_NAME}-{index:05d}-of-{len(mine):05d}.gz",
-                          overwrite=True)
+        for span in sorted({sp for s, sp, _ in written if s == split}, key=lambda sp: sp or 0):
+            mine = sorted(path for s, sp, path in written if s == split and sp == span)
+            for index, path in enumerate(mine):
+                fileio.rename(path, f"{directory}/{shard_prefix(span)}"
+                                    f"{index:05d}-of-{len(mine):05d}.gz", overwrite=True)
         for stale in fileio.glob(f"{directory}/{TEMP_PREFIX}*"):
             fileio.remove(stale)
+
+
+def _write_types(types: dict[str, str], directory: str) -> None:
+    with fileio.open(f"{directory}/{COLUMN_TYPES_FILE}", "w") as out:
+        out.write(json.dumps(types, sort_keys=True))
+
+
+def span_identities(chosen: list[int], files: list[str], span_pattern_full: str,
+                    encoding: dict[str, Any]) -> dict[int, str]:
+    """{span: identity}: sha256 over the span number, its files (path, size, mtime) and
+    `encoding` (column types, missing tokens, label, split config): what decides its records."""
+    by_span = spans.group(files, span_pattern_full)
+    identities = {}
+    for span in chosen:
+        digest = hashlib.sha256(json.dumps(
+            {"span": span, "files": spans.fingerprint(by_span.get(span, [])),
+             "encoding": encoding}, sort_keys=True).encode())
+        identities[span] = f"span{span:05d}-{digest.hexdigest()[:32]}"
+    return identities
 
 
 @beam.ptransform_fn
@@ -207,9 +244,12 @@ def _CsvRecords(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_
     written files, one PCollection of (split index, path)."""
     input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
     options = read_custom_config(exec_properties)
+    span_of = {}
     if options.get("span_pattern"):
         pattern = f"{input_base.rstrip('/')}/{options['span_pattern']}"
         _, files = _select_spans(input_base, options)
+        span_of = {path: span for span, paths in spans.group(files, pattern).items()
+                   for path in paths}
     else:
         pattern = f"{input_base.rstrip('/')}/{split_pattern}"
         files = sorted(fileio.glob(pattern))
@@ -232,8 +272,12 @@ def _CsvRecords(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_
              | "Merge" >> beam.CombineGlobally(_MergeProfiles())
              | "Types" >> beam.Map(lambda profiles: csv_format.column_types(
                  header, profiles, where, files, missing)))
-    return reads | "Encode" >> beam.ParDo(_Encode(header, missing, list(buckets), list(shard_dirs)),
-                                          types=beam.pvalue.AsSingleton(types))
+    if shard_dirs:
+        _ = types | "KeepTypes" >> beam.Map(_write_types,
+                                            directory=shard_dirs[0].rsplit("/", 1)[0])
+    return reads | "Encode" >> beam.ParDo(
+        _Encode(header, missing, list(buckets), list(shard_dirs), span_of),
+        types=beam.pvalue.AsSingleton(types))
 
 
 class Executor(BaseExampleGenExecutor):
@@ -283,6 +327,15 @@ class Executor(BaseExampleGenExecutor):
             examples.span = chosen[-1]
             examples.set_string_custom_property(SPANS_KEY, ",".join(map(str, chosen)))
             examples.set_string_custom_property(DATA_FINGERPRINT_KEY, spans.fingerprint(files))
+            with fileio.open(f"{examples.uri}/{COLUMN_TYPES_FILE}") as handle:
+                types = json.load(handle)
+            encoding = {"types": types, "options": options,
+                        "output_config": exec_properties[
+                            standard_component_specs.OUTPUT_CONFIG_KEY]}
+            full = (f"{exec_properties[standard_component_specs.INPUT_BASE_KEY].rstrip('/')}/"
+                    f"{options['span_pattern']}")
+            examples.set_string_custom_property(SPAN_DATASETS_KEY, json.dumps(
+                span_identities(chosen, files, full, encoding)))
 
 
 class SpanDriver(example_gen_driver.FileBasedDriver):

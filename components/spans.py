@@ -58,16 +58,21 @@ def is_complete(files: list[str], marker: str, exists: Exists = _fileio_exists) 
                for directory in sorted({path.rsplit("/", 1)[0] for path in files}))
 
 
-def find(input_base: str, span_pattern: str, glob: Glob = _fileio_glob) -> dict[int, list[str]]:
-    """{span number: its files}, for every file under input_base that matches the pattern."""
-    full = f"{input_base.rstrip('/')}/{span_pattern}"
-    regex = _regex(full)
+def group(paths: Iterable[str], full_pattern: str) -> dict[int, list[str]]:
+    """{span number: its paths, sorted}, for the paths that match full_pattern (with {SPAN})."""
+    regex = _regex(full_pattern)
     spans: dict[int, list[str]] = {}
-    for path in sorted(glob(as_glob(full))):
+    for path in sorted(paths):
         match = regex.match(path)
         if match:
             spans.setdefault(int(match.group(1)), []).append(path)
     return spans
+
+
+def find(input_base: str, span_pattern: str, glob: Glob = _fileio_glob) -> dict[int, list[str]]:
+    """{span number: its files}, for every file under input_base that matches the pattern."""
+    full = f"{input_base.rstrip('/')}/{span_pattern}"
+    return group(glob(as_glob(full)), full)
 
 
 def select(input_base: str, span_pattern: str, window: int = 1, glob: Glob = _fileio_glob,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from tfx.components import SchemaGen, StatisticsGen, Transform
+from tfx.components import SchemaGen, StatisticsGen
 from tfx.orchestration import metadata, pipeline as tfx_pipeline
 from tfx.orchestration.data_types import RuntimeParameter
 from tfx.proto import example_gen_pb2
@@ -17,6 +17,7 @@ from components.example_validator import ExampleValidator
 from components.latest_model import LatestPushedModel
 from components.pusher import Pusher
 from components.trainer import Trainer
+from components.transform import Transform
 from pipeline import evaluation
 from pipeline.config import Config
 from pipeline.preflight import Decisions
@@ -54,6 +55,11 @@ TRANSFORM_SETTINGS = {"disable_statistics": True, "materialize": False}
 
 
 DATA_ROOT_PARAMETER = "data_root"
+
+
+def analyzer_cache_dir(config: Config) -> str:
+    """Where Transform keeps its analyzer cache across runs (components/transform.py)."""
+    return f"{config.paths.pipeline_root.rstrip('/')}/analyzer_cache"
 
 
 def train_spec(config: Config, label: str, task: str) -> TrainSpec:
@@ -105,6 +111,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
         examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
         custom_config=decisions.transform_spec(label).to_custom_config(),
+        analyzer_cache_dir=analyzer_cache_dir(config) if config.data.span_pattern else "",
         **TRANSFORM_SETTINGS).with_id(TRANSFORM_NODE)
     latest = LatestPushedModel(serving_dir=config.paths.serving_dir).with_id(BASELINE_NODE)
     trainer_inputs = {}

@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from components import evaluator, latest_model, pusher
+from components import evaluator, latest_model, pusher, transform
 from components.csv_example_gen import SPANS_KEY
 from pipeline import evaluation
 from pipeline.pipeline import (BASELINE_NODE, EVALUATOR_NODE, EXAMPLE_GEN_NODE, PUSHER_NODE,
@@ -61,6 +61,10 @@ class RunReport:
     gate: evaluation.Gate | None = None  # what a model had to reach (pipeline/evaluation.py)
     classes: list[str] = dataclasses.field(default_factory=list)  # the label vocabulary, in order
     plots: dict = dataclasses.field(default_factory=dict)  # components/evaluator.read_plots
+    # Transform's analysis of a span window: the spans it analyzed and those from its cache
+    analyzed_spans: list[int] = dataclasses.field(default_factory=list)
+    cached_spans: list[int] = dataclasses.field(default_factory=list)
+    drift: dict = dataclasses.field(default_factory=dict)  # preflight.DriftCheck.to_dict()
 
     def class_name(self, class_id: int) -> str:
         return self.classes[class_id] if 0 <= class_id < len(self.classes) else str(class_id)
@@ -123,7 +127,12 @@ class RunReport:
                 start = f"  (start-up {n.start_seconds:.1f}s)" if n.start_seconds is not None else ""
                 lines.append(f"  {n.node:<20} {n.state:<9} {n.seconds:6.1f}s{start}")
         if self.spans:
-            lines.append("Data: span " + ", ".join(map(str, self.spans)))
+            analysis = ""
+            if self.analyzed_spans or self.cached_spans:
+                analysis = (f" (Transform analyzed {_span_list(self.analyzed_spans) or 'nothing'}"
+                            + (f"; {_span_list(self.cached_spans)} from its analyzer cache"
+                               if self.cached_spans else "") + ")")
+            lines.append("Data: span " + ", ".join(map(str, self.spans)) + analysis)
         if self.training:
             t = self.training
             lines.append(f"Trainer: {t.get('strategy')} on {t.get('replicas')} replica(s), "
@@ -153,6 +162,16 @@ class RunReport:
         else:
             lines.append("Model not pushed" + (f": {self.push_note}" if self.push_note else ""))
         return "\n".join(lines)
+
+
+def _span_list(spans: list[int]) -> str:
+    if not spans:
+        return ""
+    return ("span " if len(spans) == 1 else "spans ") + ", ".join(map(str, spans))
+
+
+def _ints(value) -> list[int]:
+    return [int(x) for x in str(value or "").split(",") if x.strip()]
 
 
 def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunReport:
@@ -186,8 +205,11 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
         if out.key == "model_run" and os.path.exists(summary):
             with open(summary) as handle:
                 training = json.load(handle)
-    classes = []
+    classes, analyzed, cached = [], [], []
     for out in outputs.get(TRANSFORM_NODE, []):
+        if out.key == "transform_graph":
+            analyzed = _ints(out.properties.get(transform.ANALYZED_SPANS_KEY))
+            cached = _ints(out.properties.get(transform.CACHED_SPANS_KEY))
         vocab = os.path.join(out.uri, "transform_fn", "assets", features.LABEL_VOCAB)
         if out.key == "transform_graph" and os.path.exists(vocab):
             with open(vocab, encoding="utf-8") as handle:
@@ -196,7 +218,8 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
                      failures=failures, slice_metrics=slice_metrics, push_note=push_note,
                      artifacts={f"{node}.{out.key}": out.uri
                                 for node, outs in outputs.items() for out in outs},
-                     gate=gate, classes=classes, plots=plots)
+                     gate=gate, classes=classes, plots=plots, analyzed_spans=analyzed,
+                     cached_spans=cached)
 
 
 def bound_in_words(threshold) -> str:

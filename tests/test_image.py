@@ -48,7 +48,7 @@ def test_image_runs_the_spec_command_as_uid_1000_with_legacy_keras(image):
              "print(os.getuid(), os.environ['TF_USE_LEGACY_KERAS'])")
     executors = ["components.csv_example_gen.Executor", "components.trainer.Executor",
                  "components.evaluator.Executor", "components.latest_model.Executor",
-                 "tfx.components.transform.executor.Executor",
+                 "components.transform.Executor",
                  "tfx.components.pusher.executor.Executor"]
     result = _engine("run", "--rm", "--entrypoint", "python", image["name"], "-c", probe,
                      *executors, check=False)
