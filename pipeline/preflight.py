@@ -99,10 +99,30 @@ def nothing_new(config: Config, data) -> str | None:
             "push (--force runs anyway)")
 
 
-def check_drift(config: Config, data) -> str | None:
-    """For data in spans: the line that says how far the newest complete span moved from the one
-    before it (None when there is no earlier span or data.max_drift is 0). Raises DriftError,
-    naming the columns and scores, when a feature moved past its bound."""
+@dataclasses.dataclass(frozen=True)
+class DriftCheck:
+    """How far the newest complete span moved from the one before it, column by column
+    (pipeline/drift.py), largest first; what the run says and the report shows."""
+
+    previous: int
+    newest: int
+    drifts: tuple  # drift.Drift
+    max_drift: float
+
+    def line(self) -> str:
+        top = ", ".join(f"{x.column} {x.measure} {x.score:.3f}" for x in self.drifts[:3])
+        return (f"lockstep: drift from span {self.previous} to span {self.newest} within "
+                f"{self.max_drift:g}: largest {top or 'none measured'}")
+
+    def to_dict(self) -> dict:
+        return {"previous": self.previous, "newest": self.newest, "max_drift": self.max_drift,
+                "columns": [dataclasses.asdict(x) for x in self.drifts]}
+
+
+def check_drift(config: Config, data) -> DriftCheck | None:
+    """For data in spans: how far the newest complete span moved from the one before it (None
+    when there is no earlier span or data.max_drift is 0). Raises DriftError, naming the columns
+    and scores, when a feature moved past its bound."""
     if data is None or not data.spans or not config.data.max_drift:
         return None
     from pipeline import drift
@@ -118,9 +138,7 @@ def check_drift(config: Config, data) -> str | None:
         raise DriftError(f"data drift from span {previous} to span {newest}: "
                          + ", ".join(x.words() for x in beyond)
                          + " (data.max_drift, data.feature_drift); nothing was run")
-    top = ", ".join(f"{x.column} {x.measure} {x.score:.3f}" for x in drifts[:3])
-    return (f"lockstep: drift from span {previous} to span {newest} within "
-            f"{d.max_drift:g}: largest {top or 'none measured'}")
+    return DriftCheck(previous, newest, tuple(drifts), d.max_drift)
 
 
 def _serving_record(serving: str) -> tuple[int | None, dict | None]:

@@ -141,11 +141,31 @@ def _feature_rows(dataset) -> list[str]:
     return rows
 
 
+def _drift_table(drift: dict) -> str:
+    """Each measured column's drift from the previous span to the newest, largest first."""
+    if not drift:
+        return ""
+    rows = "".join(
+        f"<tr data-drift='{_e(c['column'])}'><td>{_e(c['column'])}</td><td>{_e(c['measure'])}</td>"
+        f"<td class=n>{c['score']:.3f}</td><td class=n>{c['bound']:g}</td></tr>"
+        for c in drift["columns"])
+    return (f"<p>Drift from span {drift['previous']} to span {drift['newest']}, per feature "
+            "(JSD over 20 buckets for a number, L-infinity over the values' shares for text; "
+            "bounds: data.max_drift, data.feature_drift):</p><table><tr><th>feature</th>"
+            f"<th>measure</th><th>score</th><th>bound</th></tr>{rows}</table>")
+
+
 def _data_section(report: RunReport) -> str:
     parts = ["<h2 id=data>Data</h2>"]
     if report.data:
         spans = f", span {', '.join(map(str, report.spans))}" if report.spans else ""
         parts.append(f"<p>From <code>{_e(report.data)}</code>{spans}.</p>")
+    if report.analyzed_spans or report.cached_spans:
+        parts.append(f"<p data-analysis>Transform analyzed span(s) "
+                     f"{_e(', '.join(map(str, report.analyzed_spans)) or 'none')}; from its "
+                     f"analyzer cache: {_e(', '.join(map(str, report.cached_spans)) or 'none')}."
+                     "</p>")
+    parts.append(_drift_table(report.drift))
     uri = report.artifacts.get(f"{pipeline_lib.STATISTICS_NODE}.statistics")
     if not uri or not os.path.isdir(uri):
         return "".join(parts) + "<p class=muted>No statistics recorded.</p>"

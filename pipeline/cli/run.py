@@ -120,9 +120,9 @@ def command(args) -> int:
           f"'{config.data.label}', {len(data.columns) - 1} columns; task {task}", flush=True)
     for line in decisions.column_lines() + [decisions.gate_line()]:
         print(line, flush=True)
-    drift_line = preflight.check_drift(config, data)  # Arrow only: before TensorFlow loads
-    if drift_line:
-        print(drift_line, flush=True)
+    drift = preflight.check_drift(config, data)  # Arrow only: before TensorFlow loads
+    if drift:
+        print(drift.line(), flush=True)
     unchanged = None if args.force else preflight.nothing_new(config, data)
     if unchanged:
         print(unchanged)
@@ -159,6 +159,7 @@ def command(args) -> int:
         raise errors.PipelineFailed(f"pipeline run failed: {type(err).__name__}: "
                                     f"{lines[-1] if lines else ''}") from err
     report.task = task
+    report.drift = drift.to_dict() if drift else {}
     print(report.describe(with_nodes=False))  # the components had their lines as they ran
     page = _write_page(report, config, log_path)
     if page:
