@@ -57,17 +57,22 @@ def test_a_half_uploaded_span_is_not_used(tmp_path):
 
 
 @pytest.mark.slow
-def test_new_span_reingests_warm_starts_and_compares_with_the_last_model(tmp_path):
+def test_spans_arriving_over_runs_never_make_the_serving_model_worse(tmp_path):
+    """Spans arrive over several runs, a window of two: a new span is ingested, the spans seen
+    before come from Transform's analyzer cache, the Trainer warm-starts from and the Evaluator
+    compares with the serving model; a half-uploaded span changes nothing; a broken export
+    (drifted) stops the run before anything runs."""
     data = tmp_path / "data"
     _write_span(data, 1, slice(0, 200))
     config = tmp_path / "spans.toml"
     config.write_text(f'[data]\npath = "{data}"\nspan_pattern = "span-{{SPAN}}/*.csv"\n'
-                      '[trainer]\nwarm_start = true\n')
+                      'span_window = 2\n[trainer]\nwarm_start = true\n')
     run = PipelineRun(tmp_path)
 
     first = run.run("--config", config)
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "of span(s) 1," in first.stdout and "Data: span 1" in first.stdout
+    assert "of span(s) 1," in first.stdout
+    assert "Data: span 1 (Transform analyzed span 1)" in first.stdout
     assert "Baseline: none (first model)" in first.stdout
     (model_1,) = run.pushed_versions()
 
@@ -76,8 +81,11 @@ def test_new_span_reingests_warm_starts_and_compares_with_the_last_model(tmp_pat
     second = run.run("--config", config)
     assert second.returncode == 0, second.stderr[-3000:]
     out = second.stdout
-    assert "CsvExampleGen        executed" in out and "Data: span 2" in out
-    assert "rows from 1 CSV file(s) of span(s) 2," in out
+    assert "CsvExampleGen        executed" in out
+    assert "rows from 2 CSV file(s) of span(s) 1, 2," in out
+    # Span 1's records are the same as last run: its analysis comes from the cache.
+    assert "Data: span 1, 2 (Transform analyzed span 2; span 1 from its analyzer cache)" in out
+    assert re.search(r"^lockstep: drift from span 1 to span 2 within 0.25: largest ", out, re.M)
     assert f"warm-started from {model_1}" not in out  # the Trainer reads its own copy ...
     assert "warm-started from " in out  # ... of the last pushed model
     assert f"Baseline: the serving model, {model_1}" in out
@@ -85,6 +93,9 @@ def test_new_span_reingests_warm_starts_and_compares_with_the_last_model(tmp_pat
     assert re.search(r"^  accuracy [\d.]+ vs [\d.]+ for the serving model on the same rows "
                      r"\([-+][\d.]+\)$", out, re.M), out
     assert "Blessed: yes" in out
+    page = open(re.search(r"^Report: (.*)$", out, re.M).group(1)).read()
+    assert "<tr data-drift='body_mass_g'><td>body_mass_g</td><td>JSD</td>" in page
+    assert "<p data-analysis>Transform analyzed span(s) 2; from its analyzer cache: 1.</p>" in page
 
     (model_2,) = set(run.pushed_versions()) - {model_1}
     # More of span 3 arrives, still without its marker: nothing new for the pipeline.
@@ -93,12 +104,33 @@ def test_new_span_reingests_warm_starts_and_compares_with_the_last_model(tmp_pat
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.strip().endswith(
         f"lockstep: no new complete span since the serving model (version {model_2.name}, "
-        "trained on span(s) 2): nothing to train or push (--force runs anyway)"), again.stdout
+        "trained on span(s) 1, 2): nothing to train or push (--force runs anyway)"), again.stdout
     assert "Trainer" not in again.stdout and set(run.pushed_versions()) == {model_1, model_2}
     # Forced, it runs, and the half-uploaded span is in no cache key: ingestion is cached.
     forced = run.run("--config", config, "--force")
     assert forced.returncode == 0, forced.stderr[-3000:]
-    assert "CsvExampleGen        cached" in forced.stdout and "Data: span 2" in forced.stdout
+    assert "CsvExampleGen        cached" in forced.stdout
+    assert "Data: span 1, 2 (Transform analyzed span 2; span 1 " in forced.stdout
+
+    # Span 3 completes, but from a broken export: body mass in milligrams. The run stops
+    # before anything runs, naming the feature; the serving model stays.
+    shutil.rmtree(data / "span-3")
+    lines = PENGUINS.read_text().splitlines()
+    mass = lines[0].split(",").index("body_mass_g")
+    rows = [line.split(",") for line in lines[1:]]
+    for row in rows:
+        row[mass] = str(int(row[mass]) * 1000) if row[mass] not in ("", "NA") else row[mass]
+    _write_span(data, 3, slice(0, 0))
+    (data / "span-3" / "penguins.csv").write_text(
+        "\n".join([lines[0]] + [",".join(r) for r in rows]) + "\n")
+    serving = set(run.pushed_versions())
+    drifted = run.run("--config", config)
+    assert drifted.returncode == 2, drifted.stdout + drifted.stderr
+    assert re.fullmatch(r"lockstep: error: data drift from span 2 to span 3: body_mass_g "
+                        r"\(JSD [\d.]+ > 0.25\) \(data.max_drift, data.feature_drift\); "
+                        r"nothing was run", drifted.stderr.strip()), drifted.stderr
+    assert set(run.pushed_versions()) == serving
+
     # The trend: each run's model beside the model serving when it ran, on that run's rows.
     from conftest import lockstep
     import json
@@ -112,8 +144,8 @@ def test_new_span_reingests_warm_starts_and_compares_with_the_last_model(tmp_pat
             assert versus["model"] >= versus["serving"] - 0.01, r
     page = re.search(r"^Report: (.*)$", forced.stdout, re.M).group(1)
     text = open(page).read()
-    # Span 1 holds two species (a binary label, gated on AUC); later spans three (accuracy): the
-    # trend shows the runs gated on this run's metric.
+    # Span 1 holds two species (a binary label, gated on AUC); later windows three (accuracy):
+    # the trend shows the runs gated on this run's metric.
     assert runs[2]["gate"]["metric"] == "auc" and runs[0]["gate"]["metric"] == "accuracy"
     assert "<h2 id=trend>Trend</h2>" in text and text.count("data-trend-model=") == 2
 
@@ -168,7 +200,7 @@ def test_drift_between_spans_stops_a_broken_export_before_anything_runs(tmp_path
     settings = {"data.path": str(data), "data.label": "births",
                 "data.span_pattern": "span-{SPAN}/*.csv"}
     config = config_lib.load(None, settings)
-    line = preflight.check_drift(config, preflight.check_local(config))
+    line = preflight.check_drift(config, preflight.check_local(config)).line()
     # The year names the span (one value in each): not measured; the rest barely moved.
     assert line.startswith("lockstep: drift from span 1 to span 2 within 0.25: largest ")
     assert "year" not in line
@@ -183,6 +215,7 @@ def test_drift_between_spans_stops_a_broken_export_before_anything_runs(tmp_path
     assert not (tmp_path / "root").exists()
     # A bound of its own for that column, or none at all, lets it through.
     config = config_lib.load(None, {**settings, "data.feature_drift": {"wday": 0.9}})
-    assert "span 2 to span 3 within" in preflight.check_drift(config, preflight.check_local(config))
+    assert "span 2 to span 3 within" in preflight.check_drift(
+        config, preflight.check_local(config)).line()
     config = config_lib.load(None, {**settings, "data.max_drift": 0})
     assert preflight.check_drift(config, preflight.check_local(config)) is None
