@@ -272,7 +272,7 @@ def _CsvRecords(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_
              | "Merge" >> beam.CombineGlobally(_MergeProfiles())
              | "Types" >> beam.Map(lambda profiles: csv_format.column_types(
                  header, profiles, where, files, missing)))
-    if shard_dirs:
+    if shard_dirs and span_of:  # read back only for the spans' identities (Executor.Do)
         _ = types | "KeepTypes" >> beam.Map(_write_types,
                                             directory=shard_dirs[0].rsplit("/", 1)[0])
     return reads | "Encode" >> beam.ParDo(
