@@ -40,7 +40,7 @@ def _run_spec(spec: Path, root: Path, command: list[str] | None) -> tuple[float,
     """Wall seconds of kfp.local over the spec (its task command swapped if given) and the tasks."""
     import yaml
 
-    from pipeline import kfp_local
+    from pipeline.local import kfp_local
 
     docs = list(yaml.safe_load_all(spec.read_text()))
     if command:

@@ -19,7 +19,7 @@ TensorFlow itself stays (TFX's artifact types and file I/O import it): about 5.5
 task's start on a 2-core machine.
 
 One line on stdout marks the moment the executor's `Do` begins (START_MARKER and the Unix time),
-so a runner can split a task's time into start-up and work (pipeline/kfp_local.py does).
+so a runner can split a task's time into start-up and work (pipeline/local/kfp_local.py does).
 Nothing here changes what an executor computes.
 """
 
@@ -32,7 +32,7 @@ import time
 import types
 
 START_MARKER = "lockstep-task: executor Do begins at"
-# What the compiled spec runs in every task (pipeline/kubeflow_runner.py), and the image's ENTRYPOINT.
+# What the compiled spec runs in every task (pipeline/compiler.py), and the image's ENTRYPOINT.
 COMMAND = ("python", "-m", "components.entrypoint")
 # The base classes TFX's entrypoint asks a task's executor class about (issubclass), by module.
 # Importing a subclass imports its base's module; a module not imported by then gets a

@@ -107,7 +107,7 @@ def podman_socket(image, tmp_path_factory):
 
 
 def test_compiled_pipeline_runs_task_by_task_in_the_image(image, podman_socket, tmp_path):
-    from pipeline import kfp_local
+    from pipeline.local import kfp_local
 
     root = tmp_path / "root"  # what the containers see: data, artifacts and the serving dir
     (root / "data").mkdir(parents=True)

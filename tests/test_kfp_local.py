@@ -59,7 +59,7 @@ def test_kfp_local_runs_every_task_to_a_model_that_serves(kfp_local_run):
 
 
 def test_a_failing_task_is_named_in_one_line(kfp_local_run, tmp_path):
-    from pipeline import kfp_local
+    from pipeline.local import kfp_local
 
     spec = kfp_local_run.pipeline_root / "kfp-local" / "pipeline.yaml"
     docs = list(yaml.safe_load_all(spec.read_text()))

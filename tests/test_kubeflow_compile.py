@@ -84,7 +84,7 @@ def test_spec_caching_parameters_and_root(compiled):
 
 
 def test_gpu_trainer_and_multi_host_slice(tmp_path):
-    from pipeline import kubeflow_runner
+    from pipeline.kubeflow import compiler
 
     from pipeline import preflight
 
@@ -92,7 +92,7 @@ def test_gpu_trainer_and_multi_host_slice(tmp_path):
                                     "data.path": "gs://b/d", "paths.pipeline_root": "gs://b/r",
                                     "data.task": "classification",
                                     "eval.bounds": {"accuracy": 0.8}})
-    compiled = kubeflow_runner.compile_pipeline(config, preflight.decide(config), "img:1")
+    compiled = compiler.compile_pipeline(config, preflight.decide(config), "img:1")
     label = compiled.executor_label("Trainer")
     accelerator = _executors(compiled.pipeline_spec)[label]["container"]["resources"]["accelerator"]
     assert (accelerator["resourceType"], accelerator["resourceCount"]) == ("nvidia.com/gpu", "2")
@@ -102,9 +102,9 @@ def test_gpu_trainer_and_multi_host_slice(tmp_path):
 
     multi = config_lib.load(None, {"trainer.tpu_slice": "v5e-16", "data.path": "gs://b/d"})
     try:
-        kubeflow_runner.compile_pipeline(multi, preflight.decide(config))
+        compiler.compile_pipeline(multi, preflight.decide(config))
         raise AssertionError("a multi-host slice compiled")
-    except kubeflow_runner.CompileError as err:
+    except compiler.CompileError as err:
         assert "v5e-16 spans 4 hosts" in str(err)
 
 
@@ -128,9 +128,10 @@ REGRESSION_GPU = (
 
 
 def test_compiling_with_import_stand_ins_gives_the_same_spec(compiled, tmp_path):
-    """`lockstep compile` replaces TensorFlow & co. by stand-ins (pipeline/import_stubs.py): its
+    """`lockstep compile` replaces TensorFlow & co. by stand-ins (pipeline/kubeflow/import_stubs.py): its
     output must be byte-identical to a compile with the real packages (this process has them)."""
-    from pipeline import kubeflow_runner, preflight
+    from pipeline import preflight
+    from pipeline.kubeflow import compiler
 
     other = tmp_path / "regression.toml"
     other.write_text(REGRESSION_GPU)
@@ -141,19 +142,21 @@ def test_compiling_with_import_stand_ins_gives_the_same_spec(compiled, tmp_path)
              {"paths.pipeline_root": str(compiled["root"] / "pipeline_root")}),
             (other, tmp_path / "r.yaml", {})):
         config = config_lib.absolutize(config_lib.load(config_file, overrides))
-        real = kubeflow_runner.compile_pipeline(config, preflight.decide(config))
+        real = compiler.compile_pipeline(config, preflight.decide(config))
         assert output.read_text() == real.to_yaml()
 
 
 def test_compile_falls_back_to_real_imports(tmp_path, monkeypatch, capsys):
     """If compiling with the stand-ins fails, compile runs again in a fresh process for real."""
-    from pipeline import cli, import_stubs, kubeflow_runner
+    from pipeline import cli
+    from pipeline.kubeflow import import_stubs
+    from pipeline.kubeflow import compiler
 
     def broken(*args, **kwargs):
         raise RuntimeError("a stand-in was called")
 
     monkeypatch.setattr(import_stubs, "install", lambda: True)
-    monkeypatch.setattr(kubeflow_runner, "compile_pipeline", broken)
+    monkeypatch.setattr(compiler, "compile_pipeline", broken)
     monkeypatch.setenv("PYTHONPATH", str(config_lib.REPO_ROOT))
     config = tmp_path / "c.toml"
     config.write_text(REGRESSION_GPU)
@@ -186,7 +189,8 @@ def test_every_variant_loads_in_kfp_and_stand_ins_compile_it_identically(tmp_pat
 
     from kfp import components
 
-    from pipeline import kubeflow_runner, preflight
+    from pipeline import preflight
+    from pipeline.kubeflow import compiler
     from trainer_module import slices
 
     variants = _variants()
@@ -196,7 +200,7 @@ def test_every_variant_loads_in_kfp_and_stand_ins_compile_it_identically(tmp_pat
         (tmp_path / f"{name}.toml").write_text(text)
         pairs.append((str(tmp_path / f"{name}.toml"), str(tmp_path / f"{name}.yaml")))
     # One fresh process compiles them all with the stand-ins, as `lockstep compile` does.
-    script = ("import sys, json; from pipeline import cli, import_stubs\n"
+    script = ("import sys, json; from pipeline import cli; from pipeline.kubeflow import import_stubs\n"
               "assert import_stubs.install()\n"
               "sys.exit(max(cli.main(['compile', '--config', c, '--output', o]) "
               "for c, o in json.loads(sys.argv[1])))")
@@ -209,7 +213,7 @@ def test_every_variant_loads_in_kfp_and_stand_ins_compile_it_identically(tmp_pat
         assert text.startswith("pipelineInfo:") and "schemaVersion: 2.1.0" in text, name
         config = config_lib.absolutize(config_lib.load(config_path))
         decisions = preflight.decide(config)
-        assert text == kubeflow_runner.compile_pipeline(config, decisions).to_yaml(), name
+        assert text == compiler.compile_pipeline(config, decisions).to_yaml(), name
         loaded = components.load_component_from_file(output)  # KFP's own SDK
         assert loaded.name == "lockstep" and set(loaded.pipeline_spec.root.dag.tasks) == {
             "CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",

@@ -8,7 +8,8 @@ import subprocess
 import time
 
 from conftest import REPO, lockstep
-from pipeline import local_schedule, run_lock
+from pipeline.local import schedule as local_schedule
+from pipeline.local import run_lock
 
 FAKE_CRONTAB = """#!/bin/sh
 # crontab -l / crontab - over a file, like cron's own tool.

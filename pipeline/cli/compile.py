@@ -35,17 +35,17 @@ def add_parser(sub) -> None:
 
 
 def _compile_with_stand_ins(config, decisions, image: str | None):
-    """compile_pipeline with TensorFlow & co. replaced by stand-ins (pipeline/import_stubs.py).
+    """compile_pipeline with TensorFlow & co. replaced by stand-ins (pipeline/kubeflow/import_stubs.py).
     Returns None when the stand-ins failed and compiling must happen again for real; a
     CompileError (or any ConfigError) is the user's and propagates."""
-    from pipeline import import_stubs
+    from pipeline.kubeflow import import_stubs
     from pipeline.config import ConfigError
 
     stubbed = import_stubs.install()
     try:
-        from pipeline import kubeflow_runner
+        from pipeline.kubeflow import compiler
 
-        return kubeflow_runner.compile_pipeline(config, decisions, image)
+        return compiler.compile_pipeline(config, decisions, image)
     except ConfigError:
         raise
     except Exception as err:  # noqa: BLE001  any failure of a stand-in: compile for real
@@ -58,7 +58,7 @@ def _compile_with_stand_ins(config, decisions, image: str | None):
 
 
 def command(args) -> int:
-    from pipeline import import_stubs
+    from pipeline.kubeflow import import_stubs
 
     config = load_config(args, {"data.path": args.data, "data.label": args.label,
                                 "data.task": args.task,
@@ -75,9 +75,9 @@ def command(args) -> int:
     if compiled is None:  # a fresh process, without the stand-ins
         env = dict(os.environ, **{import_stubs.DISABLE_ENV: "1"})
         return subprocess.run([sys.executable, "-m", "pipeline.cli", *args.argv], env=env).returncode
-    from pipeline import kubeflow_runner
+    from pipeline.kubeflow import compiler
 
-    kubeflow_runner.write(compiled, args.output)
+    compiler.write(compiled, args.output)
     trainer = config.trainer.tpu_slice or (f"{config.kubeflow.gpus} GPU(s)" if config.kubeflow.gpus
                                            else "CPU")
     print(f"lockstep: wrote {args.output} ({len(compiled.pipeline_spec.root.dag.tasks)} tasks, "

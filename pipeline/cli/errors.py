@@ -29,8 +29,8 @@ def _statuses() -> list[tuple[type[BaseException], int]]:
     from components.spans import SpanError
     from pipeline.config import ConfigError
     from pipeline.preflight import DriftError
-    from pipeline.local_schedule import ScheduleError
-    from pipeline.run_lock import Locked
+    from pipeline.local.schedule import ScheduleError
+    from pipeline.local.run_lock import Locked
     from trainer_module.config import TrainerConfigError
     from trainer_module.scaling import ScalingError
     from trainer_module.slices import SliceError
@@ -43,8 +43,8 @@ def _statuses() -> list[tuple[type[BaseException], int]]:
 def _run_statuses() -> list[tuple[type[BaseException], int]]:
     """Errors of modules that load TFX or kfp: looked up only when something was raised."""
     found = [(PipelineFailed, 1)]
-    for module, name in (("pipeline.kubeflow_client", "KfpError"),
-                         ("pipeline.kfp_local", "KfpLocalError"),
+    for module, name in (("pipeline.kubeflow.client", "KfpError"),
+                         ("pipeline.local.kfp_local", "KfpLocalError"),
                          ("components.example_validator", "AnomaliesFound")):
         if module in sys.modules:
             found.append((getattr(sys.modules[module], name), 1))

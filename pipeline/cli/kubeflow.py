@@ -70,7 +70,7 @@ def add_parsers(sub) -> None:
 
 
 def _target(args, config):
-    from pipeline import kubeflow_client
+    from pipeline.kubeflow import client as kubeflow_client
 
     if args.token is not None:
         raise UsageError("--token would put the token in the command line, which every user "
@@ -96,19 +96,19 @@ def _package(args, config):
             raise UsageError(f"--package {args.package}: no such file")
         yield args.package
         return
-    from pipeline import kubeflow_runner
+    from pipeline.kubeflow import compiler
 
     directory = tempfile.mkdtemp(prefix="lockstep-")
     try:
         path = os.path.join(directory, "pipeline.yaml")
-        kubeflow_runner.compile_in_fresh_process(config, path, image=args.image)
+        compiler.compile_in_fresh_process(config, path, image=args.image)
         yield path
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
 
 def _params(args, package):
-    from pipeline import kubeflow_client
+    from pipeline.kubeflow import client as kubeflow_client
 
     try:
         return kubeflow_client.parse_params(args.param, kubeflow_client.declared_parameters(package))
@@ -119,7 +119,7 @@ def _params(args, package):
 def submit_command(args) -> int:
     from datetime import datetime, timezone
 
-    from pipeline import kubeflow_client
+    from pipeline.kubeflow import client as kubeflow_client
 
     config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
     with _package(args, config) as package:
@@ -147,7 +147,7 @@ def schedule_command(args) -> int:
         return _schedule_local(args)
     if not args.cron:
         raise UsageError("--cron is required")
-    from pipeline import kubeflow_client
+    from pipeline.kubeflow import client as kubeflow_client
 
     config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
     with _package(args, config) as package:
@@ -169,7 +169,7 @@ def schedule_command(args) -> int:
 
 
 def _schedule_local(args) -> int:
-    from pipeline import local_schedule
+    from pipeline.local import schedule as local_schedule
 
     config = load_config(args)
     name = args.name or config.pipeline_name
@@ -188,7 +188,7 @@ def _schedule_local(args) -> int:
 
 
 def schedules_command(args) -> int:
-    from pipeline import kubeflow_client
+    from pipeline.kubeflow import client as kubeflow_client
 
     config = load_config(args, absolute=False)
     target = _target(args, config)

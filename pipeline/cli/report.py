@@ -1,4 +1,4 @@
-"""`lockstep report [RUN]`: the run report page (pipeline/report_page.py) of a past run, or of
+"""`lockstep report [RUN]`: the run report page (pipeline/reporting/page.py) of a past run, or of
 the newest; `lockstep run` writes it at the end of every run."""
 
 from __future__ import annotations
@@ -20,19 +20,20 @@ def add_parser(sub) -> None:
 
 
 def command(args) -> int:
-    from pipeline.console import Console
+    from pipeline.local.console import Console
 
     config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
     if not os.path.exists(config.metadata_path):
         raise UsageError(f"no runs in {config.metadata_path}")
     with Console(os.devnull):  # TensorFlow's and TFMA's import chatter
-        from pipeline import local_runner, report_page
+        from pipeline.reporting import metadata_store
+        from pipeline.reporting import page as report_page
 
         try:
-            report = local_runner.report(config, args.run)
+            report = metadata_store.report(config, args.run)
         except LookupError as err:
             raise UsageError(str(err)) from None
-        history = [r for r in local_runner.history(config) if r.started <= report.started]
+        history = [r for r in metadata_store.history(config) if r.started <= report.started]
         path = report_page.write(report, args.output or report_directory(config), history[:20])
     print(f"lockstep: wrote {path}")
     return 0

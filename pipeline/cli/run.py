@@ -74,17 +74,17 @@ TREND_RUNS = 20  # runs in a report's trend
 
 def _write_page(report, config, log_path: str) -> str | None:
     """The run's HTML report; a failure to write it is logged, not fatal (the run is done)."""
-    from pipeline import report_page
+    from pipeline.reporting import page as report_page
     from pipeline.cli.report import report_directory
-    from pipeline.console import Console
+    from pipeline.local.console import Console
 
     try:
         with Console(log_path):  # matplotlib's and TensorFlow's chatter, to the run's log
             history = []
             if os.path.exists(config.metadata_path):  # the trend over past runs (local runs)
-                from pipeline import local_runner
+                from pipeline.reporting import metadata_store
 
-                history = local_runner.history(config, TREND_RUNS)
+                history = metadata_store.history(config, TREND_RUNS)
             return report_page.write(report, report_directory(config), history)
     except Exception as err:  # noqa: BLE001  the run's result stands without its page
         print(f"lockstep: the run report could not be written: {type(err).__name__}: {err}")
@@ -92,8 +92,8 @@ def _write_page(report, config, log_path: str) -> str | None:
 
 
 def _run_kfp_local(config, console):
-    """Compiles the spec and runs it under kfp.local (pipeline/kfp_local.py), a line per task."""
-    from pipeline import kfp_local
+    """Compiles the spec and runs it under kfp.local (pipeline/local/kfp_local.py), a line per task."""
+    from pipeline.local import kfp_local
 
     console.line("lockstep: compiling, then running the spec under kfp.local, each task a "
                  "process of its own")
@@ -127,9 +127,9 @@ def command(args) -> int:
     if unchanged:
         print(unchanged)
         return 0
-    from pipeline import run_lock
+    from pipeline.local import run_lock
     from pipeline.cli import errors
-    from pipeline.console import Console
+    from pipeline.local.console import Console
 
     tic = time.perf_counter()
     log_path = os.path.join(config.paths.pipeline_root, "logs",
@@ -146,12 +146,12 @@ def command(args) -> int:
                 from trainer_module.strategy import configure_emulated_replicas
 
                 configure_emulated_replicas(config.trainer.emulate_replicas)
-            from pipeline import local_runner
+            from pipeline.local import dag_runner
 
             if args.orchestrator == "kfp-local":
                 report = _run_kfp_local(config, console)
             else:
-                report = local_runner.run(config, data.input_base, data.pattern, decisions)
+                report = dag_runner.run(config, data.input_base, data.pattern, decisions)
     except Exception as err:  # noqa: BLE001  a component failed: its error, whatever it is
         if errors.status_of(err) is not None:
             raise

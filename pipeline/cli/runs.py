@@ -42,13 +42,13 @@ def _row(report) -> dict:
 def command(args) -> int:
     import os
 
-    from pipeline.console import Console
+    from pipeline.local.console import Console
 
     config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
     with Console(os.devnull):  # TFMA's and TensorFlow's import chatter
-        from pipeline import local_runner
+        from pipeline.reporting import metadata_store
 
-        rows = [_row(r) for r in local_runner.history(config, max(args.limit, 0))]
+        rows = [_row(r) for r in metadata_store.history(config, max(args.limit, 0))]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -44,7 +44,7 @@ import time
 from typing import Iterator
 
 from components.entrypoint import START_MARKER
-from pipeline import run_report
+from pipeline.reporting import run_report
 
 TASK_LOG = "task.log"
 TASK_COMMAND = "command.json"  # the task's resolved command: run it again by hand with this
@@ -281,12 +281,12 @@ def run_config(config, on_task=lambda record: None) -> LocalRun:
     compile takes the same decisions from the same data (pipeline/preflight.py).
 
     The spec and the config it was compiled from go to <pipeline root>/kfp-local/."""
-    from pipeline import kubeflow_runner
+    from pipeline.kubeflow import compiler
 
     spec = os.path.join(config.paths.pipeline_root, "kfp-local", "pipeline.yaml")
     try:
-        kubeflow_runner.compile_in_fresh_process(config, spec)
-    except kubeflow_runner.CompileError as err:
+        compiler.compile_in_fresh_process(config, spec)
+    except compiler.CompileError as err:
         raise KfpLocalError(f"compile failed: {err}") from None
     return run(spec, config.paths.pipeline_root, on_task=on_task)
 

@@ -26,7 +26,7 @@ import os
 import re
 
 from pipeline import pipeline as pipeline_lib
-from pipeline.run_report import RunReport
+from pipeline.reporting.run_report import RunReport
 
 HISTOGRAMS_SHOWN = 60  # features with a plot; the table lists them all
 TOP_VALUES = 8
@@ -283,7 +283,7 @@ def _training_section(report: RunReport) -> str:
 
 def _thresholds(report: RunReport) -> list[str]:
     """The gate, in words, from TFMA's eval config as the Evaluator ran it."""
-    from pipeline.run_report import bound_in_words
+    from pipeline.reporting.run_report import bound_in_words
 
     uri = report.artifacts.get(f"{pipeline_lib.EVALUATOR_NODE}.evaluation")
     path = os.path.join(uri, "eval_config.json") if uri else ""

@@ -225,7 +225,7 @@ def write(compiled: Compiled, output: str) -> None:
 
 def compile_in_fresh_process(config: Config, output: str, image: str | None = None) -> None:
     """`lockstep compile` of this config in a process of its own (it loads import stand-ins,
-    pipeline/import_stubs.py, which must never be where a pipeline runs). Raises CompileError
+    pipeline/kubeflow/import_stubs.py, which must never be where a pipeline runs). Raises CompileError
     with compile's one-line message if it fails."""
     import subprocess
     import sys

@@ -1,41 +1,15 @@
-"""Runs the pipeline with LocalDagRunner and reports what happened, read back from ML Metadata."""
+"""What the pipeline's runs did, read back from an ML Metadata store (SQLite, a local pipeline
+root): one run's report, or the newest runs for a trend. Reads only; never writes the store."""
 
 from __future__ import annotations
 
-import datetime
 import os
 
-from tfx.dsl.compiler import compiler, constants
-from tfx.orchestration import metadata
-from tfx.orchestration.portable import runtime_parameter_utils
-from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from ml_metadata.proto.metadata_store_pb2 import Execution
+from tfx.orchestration import metadata
 
-from pipeline import pipeline as pipeline_lib, run_report
 from pipeline.config import Config
-
-def compile_ir(pipeline):
-    ir = compiler.Compiler().compile(pipeline)
-    for node in ir.nodes:
-        if node.pipeline_node.node_info.id in pipeline_lib.NEVER_CACHED_LOCAL:
-            node.pipeline_node.execution_options.caching_options.enable_cache = False
-    return ir
-
-
-def run(config: Config, input_base: str, pattern: str, decisions) -> run_report.RunReport:
-    """decisions: pipeline/preflight.py's, for this config and data."""
-    os.makedirs(config.paths.pipeline_root, exist_ok=True)
-    os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
-    pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, decisions)
-    ir = compile_ir(pipeline)
-    # This process's own run id (LocalDagRunner would take the wall clock alone): the report
-    # below reads this run, not whichever run of the pipeline is newest.
-    run_id = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M:%S.%f}Z"
-              f"-{os.getpid()}")
-    runtime_parameter_utils.substitute_runtime_parameter(
-        ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id})
-    LocalDagRunner().run_with_ir(ir)
-    return report(config, run_id)
+from pipeline.reporting import run_report
 
 
 _STATES = {Execution.COMPLETE: "executed", Execution.CACHED: "cached", Execution.FAILED: "failed",

@@ -1,5 +1,5 @@
 """Recurring local runs for single-machine users: one crontab entry per pipeline. Runs of one
-pipeline never overlap: `lockstep run` holds the pipeline root's lock (pipeline/run_lock.py), so
+pipeline never overlap: `lockstep run` holds the pipeline root's lock (pipeline/local/run_lock.py), so
 a run that finds it held exits with status 3 and says since when, in the log.
 
 A crontab line is a shell command that cron reads line by line and in which it turns `%` into a
