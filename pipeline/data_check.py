@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from components import csv_format, spans
 from pipeline import column_roles
+from pipeline.config import DataConfig
 from trainer_module import config as trainer_config, features
 
 
@@ -86,15 +87,31 @@ def _files(path: str, span_pattern: str, span_window: int,
     return input_base, pattern, files, chosen
 
 
-def check(path: str, label: str, missing_values: list[str], span_pattern: str = "",
-          span_window: int = 1, task: str = "auto",
-          span_marker: str = spans.DEFAULT_MARKER, columns: dict[str, str] | None = None) -> DataInfo:
-    """task: auto (decide from the label column) or classification | regression (the user's).
-    columns: {column: role} that override the roles read from the data (data.columns)."""
-    path = os.path.abspath(os.path.expanduser(path))
+def _checked_header(file: str, header: list[str], label: str) -> list[str]:
+    for one, other in features.collisions(header)[:1]:
+        raise csv_format.CsvError(
+            f"{file}: columns '{one}' and '{other}' would share the feature name "
+            f"'{features.safe_name(one)}' (letters, digits and _ only): rename one")
+    if label not in header:
+        raise csv_format.CsvError(
+            f"{file}: label column '{label}' is not in the header ({', '.join(header)})")
+    return header
+
+
+def check(config: DataConfig) -> DataInfo:
+    """Reads the CSVs the config names (the complete spans of its window, if in spans) once.
+
+    config.task: auto (decide from the label column) or classification | regression (the
+    user's); config.columns: {column: role} over the roles read from the data.
+    Raises:
+      CsvError, SpanError: the file, column or span, named.
+    """
+    path = os.path.abspath(os.path.expanduser(config.path))
+    label, missing_values, task = config.label, config.missing_values, config.task
     if not os.path.exists(path):
         raise csv_format.CsvError(f"{path}: no such file or directory")
-    input_base, pattern, files, chosen = _files(path, span_pattern, span_window, span_marker)
+    input_base, pattern, files, chosen = _files(path, config.span_pattern, config.span_window,
+                                                config.span_marker)
     missing = csv_format.missing_tokens(missing_values)
     header = None
     rows, profiles = 0, None
@@ -104,14 +121,7 @@ def check(path: str, label: str, missing_values: list[str], span_pattern: str = 
     for file in files:
         file_header, data_offset = csv_format.read_header(file)
         if header is None:
-            header = file_header
-            for one, other in features.collisions(header)[:1]:
-                raise csv_format.CsvError(
-                    f"{file}: columns '{one}' and '{other}' would share the feature name "
-                    f"'{features.safe_name(one)}' (letters, digits and _ only): rename one")
-            if label not in header:
-                raise csv_format.CsvError(
-                    f"{file}: label column '{label}' is not in the header ({', '.join(header)})")
+            header = _checked_header(file, file_header, label)
             profile = column_roles.Profile(header)
         elif file_header != header:
             raise csv_format.CsvError(f"{file}: its header differs from {files[0]}'s")
@@ -144,7 +154,7 @@ def check(path: str, label: str, missing_values: list[str], span_pattern: str = 
                                   "needs numbers (use --task classification)")
     std = moments.std() if types[label] != csv_format.STRING else None
     try:
-        roles = profile.roles(types, label, columns or {}, where)
+        roles = profile.roles(types, label, config.columns, where)
     except ValueError as err:
         raise csv_format.CsvError(str(err)) from None
     if not any(r.role in (trainer_config.FEATURE, trainer_config.TIMESTAMP) for r in roles.values()):

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from components import csv_format, spans
+from pipeline.config import DataConfig
 from trainer_module.config import CONSTANT, FEATURE
 
 BUCKETS = 20
@@ -75,11 +76,17 @@ def _text_shares(values: pa.ChunkedArray) -> dict:
                                          counts.field("counts").to_pylist())}
 
 
-def between_spans(data, label: str, missing_values: list[str], span_pattern: str,
-                  span_marker: str, max_drift: float, feature_drift: dict[str, float]
-                  ) -> tuple[tuple[int, int], list[Drift]] | None:
+def between_spans(data, config: DataConfig) -> tuple[tuple[int, int], list[Drift]] | None:
     """((previous span, newest span), each measured column's Drift), or None when the data is
-    not in spans or the newest complete span has no complete span before it."""
+    not in spans or the newest complete span has no complete span before it.
+
+    Args:
+      data: the data check's DataInfo; config: the data settings (label, missing-value tokens,
+        span pattern and marker, max_drift and feature_drift).
+    """
+    label, missing_values, span_pattern, span_marker, max_drift, feature_drift = (
+        config.label, config.missing_values, config.span_pattern, config.span_marker,
+        config.max_drift, config.feature_drift)
     if not data.spans:
         return None
     found = spans.find(data.input_base, span_pattern, glob=_glob)

@@ -36,8 +36,6 @@ BASELINE_NODE = "LatestPushedModel"
 TRAINER_NODE = "Trainer"
 EVALUATOR_NODE = "Evaluator"
 PUSHER_NODE = "Pusher"
-NODES = (EXAMPLE_GEN_NODE, STATISTICS_NODE, SCHEMA_NODE, VALIDATOR_NODE, TRANSFORM_NODE,
-         BASELINE_NODE, TRAINER_NODE, EVALUATOR_NODE, PUSHER_NODE)
 
 # Nodes never served from a cache, because their output depends on the world outside the
 # pipeline. LatestPushedModel looks in the serving dir: everywhere. The ExampleGen's files can
@@ -50,7 +48,7 @@ NEVER_CACHED_KUBEFLOW = (EXAMPLE_GEN_NODE, BASELINE_NODE)
 
 # StatisticsGen has the statistics; the Trainer applies the transform graph to the raw examples
 # as it reads them (trainer_module/input_pipeline.py), so Transform only analyzes: no second copy
-# of the data (300k rows x 24 columns: 60 s -> 33 s).
+# of the data is written.
 TRANSFORM_SETTINGS = {"disable_statistics": True, "materialize": False}
 
 

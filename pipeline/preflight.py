@@ -76,9 +76,7 @@ def check_local(config: Config):
         return None
     from pipeline import data_check
 
-    d = config.data
-    return data_check.check(d.path, d.label, d.missing_values, d.span_pattern, d.span_window,
-                            d.task, d.span_marker, d.columns)
+    return data_check.check(config.data)
 
 
 
@@ -127,9 +125,7 @@ def check_drift(config: Config, data) -> DriftCheck | None:
         return None
     from pipeline import drift
 
-    d = config.data
-    found = drift.between_spans(data, d.label, d.missing_values, d.span_pattern, d.span_marker,
-                                d.max_drift, d.feature_drift)
+    found = drift.between_spans(data, config.data)
     if found is None:
         return None
     (previous, newest), drifts = found
@@ -138,7 +134,7 @@ def check_drift(config: Config, data) -> DriftCheck | None:
         raise DriftError(f"data drift from span {previous} to span {newest}: "
                          + ", ".join(x.words() for x in beyond)
                          + " (data.max_drift, data.feature_drift); nothing was run")
-    return DriftCheck(previous, newest, tuple(drifts), d.max_drift)
+    return DriftCheck(previous, newest, tuple(drifts), config.data.max_drift)
 
 
 def _serving_record(serving: str) -> tuple[int | None, dict | None]:

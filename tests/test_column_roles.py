@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from pipeline import data_check
+from pipeline.config import DataConfig
 from trainer_module.config import CONSTANT, FEATURE, ID, TIMESTAMP
 
 
@@ -33,7 +34,7 @@ def _write(path, rows=300, seed=0):
 
 def test_roles_are_read_from_the_data(tmp_path):
     _write(tmp_path / "d.csv")
-    data = data_check.check(str(tmp_path / "d.csv"), "y", ["", "NA"])
+    data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", ["", "NA"]))
     roles = {name: r.role for name, r in data.roles.items()}
     assert roles == {"rownum": ID, "key": ID, "amount": FEATURE, "price_cents": FEATURE,
                      "country": FEATURE, "constant": CONSTANT, "when": TIMESTAMP,
@@ -45,8 +46,9 @@ def test_roles_are_read_from_the_data(tmp_path):
 
 def test_data_columns_override_the_roles(tmp_path):
     _write(tmp_path / "d.csv")
-    data = data_check.check(str(tmp_path / "d.csv"), "y", ["", "NA"],
-                            columns={"rownum": "feature", "when": "feature", "amount": "id"})
+    data = data_check.check(DataConfig(
+        str(tmp_path / "d.csv"), "y", ["", "NA"],
+        columns={"rownum": "feature", "when": "feature", "amount": "id"}))
     assert (data.roles["rownum"].role, data.roles["when"].role, data.roles["amount"].role) == (
         FEATURE, FEATURE, ID)
     assert data.roles["rownum"].why == "set by data.columns"
@@ -63,7 +65,7 @@ def test_data_columns_override_the_roles(tmp_path):
 def test_a_bad_override_is_one_line_naming_the_column(tmp_path, columns, message):
     _write(tmp_path / "d.csv")
     with pytest.raises(data_check.csv_format.CsvError) as err:
-        data_check.check(str(tmp_path / "d.csv"), "y", ["", "NA"], columns=columns)
+        data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", ["", "NA"], columns=columns))
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
 
 
@@ -71,7 +73,7 @@ def test_a_table_of_ids_alone_is_refused(tmp_path):
     (tmp_path / "d.csv").write_text("id,k,y\n" + "".join(f"{i},same,{i % 2}\n" for i in range(50)))
     with pytest.raises(data_check.csv_format.CsvError, match="every column but the label is an id "
                                                               "or a constant"):
-        data_check.check(str(tmp_path / "d.csv"), "y", [""])
+        data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))
 
 
 def test_timestamp_parts_in_the_graph_equal_pythons_calendar():
@@ -97,4 +99,4 @@ def test_a_label_with_one_value_is_refused(tmp_path):
     with pytest.raises(data_check.csv_format.CsvError,
                        match="label column 'y' has one value \\('only'\\): there is nothing to "
                              "classify"):
-        data_check.check(str(tmp_path / "d.csv"), "y", [""])
+        data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))

@@ -93,7 +93,7 @@ def test_gpu_trainer_and_multi_host_slice(tmp_path):
                                     "data.task": "classification",
                                     "eval.bounds": {"accuracy": 0.8}})
     compiled = compiler.compile_pipeline(config, preflight.decide(config), "img:1")
-    label = compiled.executor_label("Trainer")
+    label = compiled.pipeline_spec.components["Trainer"].executor_label
     accelerator = _executors(compiled.pipeline_spec)[label]["container"]["resources"]["accelerator"]
     assert (accelerator["resourceType"], accelerator["resourceCount"]) == ("nvidia.com/gpu", "2")
     k8s = json_format.MessageToDict(

@@ -8,7 +8,6 @@ import subprocess
 import time
 
 from conftest import REPO, lockstep
-from pipeline.local import schedule as local_schedule
 from pipeline.local import run_lock
 
 FAKE_CRONTAB = """#!/bin/sh

@@ -8,6 +8,7 @@ import pytest
 import numpy as np
 
 from pipeline import config as config_lib, data_check
+from pipeline.config import DataConfig
 from pipeline import pipeline as pipeline_lib
 from trainer_module.config import (CLASSIFICATION, MAX_INTEGER_CLASSES, REGRESSION,
                                    RUN_PARAMETERS, TrainerConfig, TrainerConfigError, TrainSpec,
@@ -117,7 +118,7 @@ def test_a_regression_bound_defaults_to_the_label_spread(tmp_path):
 
     rows = ["x,y"] + [f"{i}.5,{i * 10}" for i in range(200)]
     (tmp_path / "d.csv").write_text("\n".join(rows) + "\n")
-    data = data_check.check(str(tmp_path / "d.csv"), "y", ["", "NA"])
+    data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", ["", "NA"]))
     assert data.task == REGRESSION
     assert abs(data.label_std - np.std(np.arange(200) * 10.0)) < 1e-6
     result = lockstep("compile", "--data", tmp_path / "d.csv", "--label", "y",

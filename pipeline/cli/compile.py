@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import time
 
 from pipeline.cli.common import add_config_arg, load_config
 
@@ -34,52 +31,22 @@ def add_parser(sub) -> None:
     comp.set_defaults(func=command)
 
 
-def _compile_with_stand_ins(config, decisions, image: str | None):
-    """compile_pipeline with TensorFlow & co. replaced by stand-ins (pipeline/kubeflow/import_stubs.py).
-    Returns None when the stand-ins failed and compiling must happen again for real; a
-    CompileError (or any ConfigError) is the user's and propagates."""
-    from pipeline.kubeflow import import_stubs
-    from pipeline.config import ConfigError
-
-    stubbed = import_stubs.install()
-    try:
-        from pipeline.kubeflow import compiler
-
-        return compiler.compile_pipeline(config, decisions, image)
-    except ConfigError:
-        raise
-    except Exception as err:  # noqa: BLE001  any failure of a stand-in: compile for real
-        if not stubbed:
-            raise
-        print(f"lockstep: compiling with import stand-ins failed ({type(err).__name__}: "
-              f"{str(err).splitlines()[0] if str(err) else ''}); compiling again with the real "
-              "imports", file=sys.stderr)
-        return None
-
-
 def command(args) -> int:
-    from pipeline.kubeflow import import_stubs
+    from pipeline import use_cases
 
     config = load_config(args, {"data.path": args.data, "data.label": args.label,
                                 "data.task": args.task,
                                 "paths.pipeline_root": args.pipeline_root,
                                 "paths.serving_dir": args.serving_dir,
                                 "trainer.tpu_slice": args.slice})
-    from pipeline import preflight
-
-    # Local data is read, as before a run, for the task, the columns' roles and the gate's
-    # baselines; remote data is not: they come from the config.
-    decisions = preflight.decide(config, preflight.check_local(config))
-    tic = time.perf_counter()
-    compiled = _compile_with_stand_ins(config, decisions, args.image)
-    if compiled is None:  # a fresh process, without the stand-ins
-        env = dict(os.environ, **{import_stubs.DISABLE_ENV: "1"})
-        return subprocess.run([sys.executable, "-m", "pipeline.cli", *args.argv], env=env).returncode
-    from pipeline.kubeflow import compiler
-
-    compiler.write(compiled, args.output)
+    result = use_cases.compile_spec(config, args.output, args.image)
+    if result.fallback:
+        print(f"lockstep: compiling with import stand-ins failed ({result.fallback}); compiling "
+              "again with the real imports", file=sys.stderr)
+        return use_cases.compile_without_stand_ins(args.argv)
     trainer = config.trainer.tpu_slice or (f"{config.kubeflow.gpus} GPU(s)" if config.kubeflow.gpus
                                            else "CPU")
-    print(f"lockstep: wrote {args.output} ({len(compiled.pipeline_spec.root.dag.tasks)} tasks, "
-          f"image {compiled.image}, Trainer on {trainer}) in {time.perf_counter() - tic:.1f}s")
+    spec = result.compiled.pipeline_spec
+    print(f"lockstep: wrote {args.output} ({len(spec.root.dag.tasks)} tasks, image "
+          f"{result.compiled.image}, Trainer on {trainer}) in {result.seconds:.1f}s")
     return 0

@@ -35,59 +35,27 @@ def add_parser(sub) -> None:
     plan.set_defaults(func=command)
 
 
-def _sizes(args, trainer) -> list[tuple[str, int, bool]]:
-    """(label, replicas, on_tpu) for each size asked for."""
-    from trainer_module import slices
-
-    if args.replicas is not None:
-        if args.replicas < 1:
-            raise UsageError(f"--replicas must be at least 1, got {args.replicas}")
-        return [(f"{args.replicas} replicas", args.replicas, False)]
-    names = args.slice or ([trainer.tpu_slice] if trainer.tpu_slice else [])
-    if names:
-        try:
-            found = [slices.get(name) for name in names]
-        except slices.SliceError as err:
-            raise UsageError(f"--slice: {err}") from None
-        return [(s.name, s.replicas, True) for s in found]
-    replicas = max(trainer.emulate_replicas, 1)
-    return [(f"{replicas} replica(s)", replicas, False)]
-
-
-def _train_rows(args, config) -> tuple[int | None, str]:
-    """The training split's rows when the steps come from the data, and where that came from."""
-    trainer = config.trainer
-    if trainer.train_steps or trainer.train_examples:
-        return None, ""
-    if args.rows is not None:
-        if args.rows < 1:
-            raise UsageError(f"--rows must be at least 1, got {args.rows}")
-        return args.rows, f"Training rows: {args.rows} (--rows)"
-    from pipeline import data_check
-
-    data = data_check.check(config.data.path, config.data.label, config.data.missing_values,
-                            config.data.span_pattern, config.data.span_window, config.data.task,
-                            config.data.span_marker)
-    train, evaluation = config.data.train_buckets, config.data.eval_buckets
-    rows = data.rows * train // (train + evaluation)
-    return rows, (f"Training rows: about {rows} ({train} of {train + evaluation} hash buckets of "
-                  f"the {data.rows} rows in {config.data.path})")
-
-
 def command(args) -> int:
+    from pipeline import use_cases
     from trainer_module import scaling, slices
 
-    config = load_config(args, {"trainer.per_replica_batch": args.per_replica_batch,
-                                "trainer.global_batch": args.global_batch,
-                                "trainer.train_examples": args.train_examples,
-                                "trainer.train_steps": args.train_steps,
-                                "trainer.epochs": args.epochs,
-                                "data.path": args.data, "data.label": args.label}, absolute=False)
-    if args.per_replica_batch:  # a per-replica batch on the command line wins over the file's global
-        config.trainer.global_batch = 0
-    rows, where = _train_rows(args, config)
-    plans = [(label, scaling.make_plan(config.trainer, replicas, on_tpu, rows))
-             for label, replicas, on_tpu in _sizes(args, config.trainer)]
+    overrides = {"trainer.per_replica_batch": args.per_replica_batch,
+                 "trainer.global_batch": args.global_batch,
+                 "trainer.train_examples": args.train_examples,
+                 "trainer.train_steps": args.train_steps, "trainer.epochs": args.epochs,
+                 "data.path": args.data, "data.label": args.label}
+    if args.per_replica_batch:  # a per-replica batch on the command line wins over the file's
+        overrides["trainer.global_batch"] = 0
+    for flag, value in (("--replicas", args.replicas), ("--rows", args.rows)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}")
+    config = load_config(args, overrides, absolute=False)
+    try:
+        sizes = use_cases.sizes_for(config, args.slice, args.replicas)
+    except slices.SliceError as err:
+        raise UsageError(f"--slice: {err}") from None
+    rows, where = use_cases.train_rows(config, args.rows)
+    plans = use_cases.plan(config, sizes, rows)
     if args.json:
         print(json.dumps([{"size": label, **dataclasses.asdict(plan)} for label, plan in plans],
                          indent=2))

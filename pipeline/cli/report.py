@@ -3,8 +3,6 @@ the newest; `lockstep run` writes it at the end of every run."""
 
 from __future__ import annotations
 
-import os
-
 from pipeline.cli.common import add_config_arg, load_config
 from pipeline.cli.errors import UsageError
 
@@ -20,24 +18,15 @@ def add_parser(sub) -> None:
 
 
 def command(args) -> int:
-    from pipeline.local.console import Console
+    from pipeline import use_cases
 
     config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
-    if not os.path.exists(config.metadata_path):
-        raise UsageError(f"no runs in {config.metadata_path}")
-    with Console(os.devnull):  # TensorFlow's and TFMA's import chatter
-        from pipeline.reporting import metadata_store
-        from pipeline.reporting import page as report_page
-
-        try:
-            report = metadata_store.report(config, args.run)
-        except LookupError as err:
-            raise UsageError(str(err)) from None
-        history = [r for r in metadata_store.history(config) if r.started <= report.started]
-        path = report_page.write(report, args.output or report_directory(config), history[:20])
+    try:
+        report, history = use_cases.past_run(config, args.run)
+    except LookupError as err:
+        raise UsageError(str(err)) from None
+    path, error = use_cases.write_page(report, config, history=history, directory=args.output)
+    if error:
+        raise UsageError(f"the report could not be written: {error}")
     print(f"lockstep: wrote {path}")
     return 0
-
-
-def report_directory(config) -> str:
-    return os.path.join(config.paths.pipeline_root, "reports")

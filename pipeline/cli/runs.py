@@ -40,15 +40,10 @@ def _row(report) -> dict:
 
 
 def command(args) -> int:
-    import os
-
-    from pipeline.local.console import Console
+    from pipeline import use_cases
 
     config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
-    with Console(os.devnull):  # TFMA's and TensorFlow's import chatter
-        from pipeline.reporting import metadata_store
-
-        rows = [_row(r) for r in metadata_store.history(config, max(args.limit, 0))]
+    rows = [_row(r) for r in use_cases.past_runs(config, args.limit)]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

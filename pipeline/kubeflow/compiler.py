@@ -47,9 +47,6 @@ class Compiled:
     platform_spec: pipeline_spec_pb2.PlatformSpec
     image: str
 
-    def executor_label(self, node: str) -> str:
-        return self.pipeline_spec.components[node].executor_label
-
     def to_yaml(self) -> str:
         docs = [json_format.MessageToDict(self.pipeline_spec),
                 json_format.MessageToDict(self.platform_spec)]

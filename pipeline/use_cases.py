@@ -1,0 +1,354 @@
+"""What lockstep does, one function each: prepare a run (check the data, take the decisions), run
+it here (LocalDagRunner, or the compiled spec under kfp.local), compile it for Kubeflow, plan the
+training, and read a past run back.
+
+No argparse and no print: the CLI turns flags into a Config, calls one of these and prints what
+comes back; tests call them directly. Heavy imports (TFX, TensorFlow, kfp) happen inside the
+functions that need them, so preparing a run reads the CSVs before TensorFlow loads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import threading
+import time
+
+from pipeline import errors, preflight
+from pipeline.config import Config, ConfigError
+
+LOCAL, KFP_LOCAL = "local", "kfp-local"
+ORCHESTRATORS = (LOCAL, KFP_LOCAL)
+TREND_RUNS = 20  # past runs in a report's trend
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """A run, checked and decided, before anything runs.
+
+    Attributes:
+      config: the config, absolutized.
+      data: the data check's DataInfo (pipeline/data_check.py); None for remote data.
+      decisions: the task, the columns' roles and the gate (pipeline/preflight.py).
+      drift: how far the newest span moved from the one before it, or None.
+    """
+
+    config: Config
+    data: object
+    decisions: preflight.Decisions
+    drift: preflight.DriftCheck | None = None
+
+    @property
+    def task(self) -> str:
+        return f"{self.decisions.task} ({self.decisions.task_reason})"
+
+    def lines(self) -> list[str]:
+        """What a run says before it starts: the data, the columns that are not features and
+        the gate."""
+        lines = []
+        if self.data is not None:
+            data = self.data
+            spans = f" of span(s) {', '.join(map(str, data.spans))}" if data.spans else ""
+            lines.append(f"lockstep: {data.rows} rows from {len(data.files)} CSV file(s){spans}, "
+                         f"label '{self.config.data.label}', {len(data.columns) - 1} columns; "
+                         f"task {self.task}")
+        return lines + self.decisions.column_lines() + [self.decisions.gate_line()]
+
+
+def prepare(config: Config) -> Prepared:
+    """Checks local data (remote data is not read) and takes the decisions a run or a compile
+    is built from.
+
+    Raises:
+      ConfigError, CsvError, SpanError: the config or the data, named.
+    """
+    data = preflight.check_local(config)
+    return Prepared(config, data, preflight.decide(config, data))
+
+
+def check_drift(prepared: Prepared) -> Prepared:
+    """For data in spans: measures how far the newest complete span moved from the one before it
+    (Arrow only, before TensorFlow loads); the result is the run's `drift`.
+
+    Raises:
+      DriftError: a feature moved past its bound, named with its score.
+    """
+    return dataclasses.replace(prepared,
+                               drift=preflight.check_drift(prepared.config, prepared.data))
+
+
+def nothing_new(prepared: Prepared) -> str | None:
+    """The line to say when the complete spans a run would read are those the serving model was
+    trained on (so there is nothing to run), else None."""
+    return preflight.nothing_new(prepared.config, prepared.data)
+
+
+def log_path(config: Config) -> str:
+    """A new run's log file: <pipeline root>/logs/run-<UTC time>.log."""
+    return os.path.join(config.paths.pipeline_root, "logs",
+                        time.strftime("run-%Y%m%dT%H%M%SZ.log", time.gmtime()))
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What a run did: its report (pipeline/reporting/run_report.py), its page, its time."""
+
+    report: object
+    page: str | None
+    page_error: str | None
+    seconds: float
+
+
+def run(prepared: Prepared, *, orchestrator: str = LOCAL, log_file: str | None = None,
+        verbose: bool = False, lock: str | None = None) -> Outcome:
+    """Runs the pipeline here under the pipeline root's lock, with the console showing it.
+
+    Args:
+      prepared: what prepare() returned.
+      orchestrator: "local" (TFX's LocalDagRunner, in this process) or "kfp-local" (the compiled
+        spec under kfp.local, each task a process).
+      log_file: where library logs go (default: log_path(config)); verbose: show them here.
+      lock: the run lock (default: <pipeline root>/run.lock).
+    Raises:
+      run_lock.Locked: another run holds the lock; errors.PipelineFailed: a component failed
+      (its last line); the project's own errors (pipeline/errors.py) unchanged.
+    """
+    from absl import logging as absl_logging
+
+    from pipeline.local import run_lock
+    from pipeline.local.console import Console
+
+    if orchestrator not in ORCHESTRATORS:
+        raise ConfigError(f"orchestrator must be one of {', '.join(ORCHESTRATORS)}, "
+                          f"got {orchestrator!r}")
+    config = prepared.config
+    log_file = log_file or log_path(config)
+    absl_logging.set_verbosity(absl_logging.INFO)  # all of it to the log file (or, -v, here)
+    tic = time.perf_counter()
+    _watchdog(config.run.timeout_minutes)
+    try:
+        with run_lock.hold(lock or run_lock.default_path(config.paths.pipeline_root),
+                           config.run.lock_wait_seconds), \
+                Console(log_file, verbose) as console:
+            report = _orchestrate(prepared, orchestrator, console)
+    except Exception as err:  # noqa: BLE001  a component failed: its error, whatever it is
+        if errors.status_of(err) is not None:  # the project's own: unchanged
+            raise
+        lines = str(err).strip().splitlines()
+        raise errors.PipelineFailed(f"pipeline run failed: {type(err).__name__}: "
+                             f"{lines[-1] if lines else ''}") from err
+    report.task = prepared.task
+    report.drift = prepared.drift.to_dict() if prepared.drift else {}
+    page, page_error = write_page(report, config, log_file)
+    return Outcome(report, page, page_error, time.perf_counter() - tic)
+
+
+def _orchestrate(prepared: Prepared, orchestrator: str, console):
+    config = prepared.config
+    if config.trainer.emulate_replicas > 1:
+        # Before TensorFlow starts: with LocalDagRunner the Trainer runs in this process.
+        from trainer_module.strategy import configure_emulated_replicas
+
+        configure_emulated_replicas(config.trainer.emulate_replicas)
+    if orchestrator == KFP_LOCAL:
+        from pipeline.local import kfp_local
+
+        console.line("lockstep: compiling, then running the spec under kfp.local, each task a "
+                     "process of its own")
+
+        def task_line(record):
+            console.line(f"  {record.task:<20} {'done' if record.succeeded else 'FAILED':<7} "
+                         f"{record.seconds:6.1f}s (start-up {record.start_seconds:.1f}s)")
+
+        return kfp_local.run_config(config, on_task=task_line).report()
+    from pipeline.local import dag_runner
+
+    data = prepared.data
+    return dag_runner.run(config, data.input_base, data.pattern, prepared.decisions)
+
+
+def _watchdog(minutes: float) -> threading.Timer | None:
+    """After `minutes`, says so on the real stderr and ends the process with status 4 (the
+    kernel releases the run lock). Started before the console redirects fd 2."""
+    if not minutes:
+        return None
+    terminal = os.dup(2)
+
+    def stop():
+        os.write(terminal, (f"lockstep: error: the run took longer than {minutes:g} min "
+                            "(run.timeout_minutes); stopped\n").encode())
+        os._exit(errors.TIMED_OUT)
+
+    timer = threading.Timer(minutes * 60, stop)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def report_directory(config: Config) -> str:
+    return os.path.join(config.paths.pipeline_root, "reports")
+
+
+def write_page(report, config: Config, log_file: str = os.devnull,
+               history: list | None = None, directory: str | None = None
+               ) -> tuple[str | None, str | None]:
+    """The run's HTML report page, with the trend over past local runs.
+
+    Returns:
+      (path, None), or (None, the error) when it could not be written: the run's result stands
+      without its page.
+    """
+    from pipeline.local.console import Console
+
+    try:
+        with Console(log_file):  # matplotlib's and TensorFlow's chatter, to the run's log
+            from pipeline.reporting import metadata_store
+            from pipeline.reporting import page
+
+            if history is None:
+                history = metadata_store.history(config, TREND_RUNS)
+            return page.write(report, directory or report_directory(config), history), None
+    except Exception as err:  # noqa: BLE001  reported, not raised
+        return None, f"{type(err).__name__}: {err}"
+
+
+def past_run(config: Config, run_id: str | None = None):
+    """One past run's report (default: the newest) and the runs up to it, newest first.
+
+    Raises:
+      LookupError: no runs, or no run of that id.
+    """
+    from pipeline.local.console import Console
+
+    if not os.path.exists(config.metadata_path):
+        raise LookupError(f"no runs in {config.metadata_path}")
+    with Console(os.devnull):  # TensorFlow's and TFMA's import chatter
+        from pipeline.reporting import metadata_store
+
+        report = metadata_store.report(config, run_id)
+        history = [r for r in metadata_store.history(config) if r.started <= report.started]
+    return report, history[:TREND_RUNS]
+
+
+def past_runs(config: Config, limit: int) -> list:
+    """The newest `limit` runs' reports from ML Metadata, newest first."""
+    from pipeline.local.console import Console
+
+    with Console(os.devnull):  # TFMA's and TensorFlow's import chatter
+        from pipeline.reporting import metadata_store
+
+        return metadata_store.history(config, max(limit, 0))
+
+
+@dataclasses.dataclass(frozen=True)
+class Compilation:
+    """compile_spec's result: the spec written to `output`, or `fallback`: why compiling with
+    import stand-ins failed, so it must run again in a fresh process with the real imports."""
+
+    output: str
+    compiled: object = None
+    seconds: float = 0.0
+    fallback: str = ""
+
+
+def compile_spec(config: Config, output: str, image: str | None = None) -> Compilation:
+    """Compiles the Kubeflow Pipelines v2 spec for this config to `output`, atomically.
+
+    Local data is read, as before a run, for the task, the columns' roles and the gate's
+    baselines; remote data is not: they come from the config. TensorFlow & co. are replaced by
+    stand-ins (pipeline/kubeflow/import_stubs.py) for a compile of seconds.
+
+    Raises:
+      ConfigError (and CompileError): a setting that cannot be compiled, named.
+    """
+    from pipeline.kubeflow import import_stubs
+
+    decisions = prepare(config).decisions
+    tic = time.perf_counter()
+    stubbed = import_stubs.install()
+    try:
+        from pipeline.kubeflow import compiler
+
+        compiled = compiler.compile_pipeline(config, decisions, image)
+    except ConfigError:
+        raise
+    except Exception as err:  # noqa: BLE001  any failure of a stand-in: compile for real
+        if not stubbed:
+            raise
+        first = str(err).splitlines()[0] if str(err) else ""
+        return Compilation(output, fallback=f"{type(err).__name__}: {first}")
+    compiler.write(compiled, output)
+    return Compilation(output, compiled, time.perf_counter() - tic)
+
+
+def compile_without_stand_ins(argv: list[str]) -> int:
+    """Runs `lockstep <argv>` again in a fresh process with the stand-ins off; its exit status."""
+    import subprocess
+
+    from pipeline.kubeflow import import_stubs
+
+    env = dict(os.environ, **{import_stubs.DISABLE_ENV: "1"})
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *argv], env=env).returncode
+
+
+@dataclasses.dataclass(frozen=True)
+class Size:
+    """One size to plan for: a label, its replicas, and whether they are TPU cores."""
+
+    label: str
+    replicas: int
+    on_tpu: bool
+
+
+def plan(config: Config, sizes: list[Size], rows: int | None = None):
+    """The training plan for each size, from the config's trainer settings.
+
+    Args:
+      sizes: what to plan for (sizes_for()); rows: the training split's rows when the steps
+        come from the data (train_rows()).
+    Returns:
+      [(label, scaling.Plan)], in the order of `sizes`.
+    """
+    from trainer_module import scaling
+
+    return [(s.label, scaling.make_plan(config.trainer, s.replicas, s.on_tpu, rows))
+            for s in sizes]
+
+
+def sizes_for(config: Config, slices: list[str] | None = None,
+              replicas: int | None = None) -> list[Size]:
+    """The sizes asked for: TPU slice presets, a replica count, or else the config's own.
+
+    Raises:
+      ConfigError: a replica count below 1; SliceError: an unknown slice, named.
+    """
+    from trainer_module import slices as slices_lib
+
+    if replicas is not None:
+        if replicas < 1:
+            raise ConfigError(f"replicas must be at least 1, got {replicas}")
+        return [Size(f"{replicas} replicas", replicas, False)]
+    names = slices or ([config.trainer.tpu_slice] if config.trainer.tpu_slice else [])
+    if names:
+        return [Size(s.name, s.replicas, True) for s in map(slices_lib.get, names)]
+    count = max(config.trainer.emulate_replicas, 1)
+    return [Size(f"{count} replica(s)", count, False)]
+
+
+def train_rows(config: Config, rows: int | None = None) -> tuple[int | None, str]:
+    """The training split's rows when the steps come from the data, and where that came from:
+    `rows` if given, else counted in data.path times the train split's share of the buckets."""
+    trainer = config.trainer
+    if trainer.train_steps or trainer.train_examples:
+        return None, ""
+    if rows is not None:
+        if rows < 1:
+            raise ConfigError(f"rows must be at least 1, got {rows}")
+        return rows, f"Training rows: {rows} (--rows)"
+    from pipeline import data_check
+
+    data = data_check.check(config.data)
+    train, evaluation = config.data.train_buckets, config.data.eval_buckets
+    count = data.rows * train // (train + evaluation)
+    return count, (f"Training rows: about {count} ({train} of {train + evaluation} hash buckets "
+                   f"of the {data.rows} rows in {config.data.path})")

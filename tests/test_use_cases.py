@@ -1,0 +1,127 @@
+"""The use cases (pipeline/use_cases.py) and the run report, in process, in seconds: what a run
+decides and says before it starts, the plan for a small and a large slice, a compile to a spec
+KFP's SDK loads, a run that finds the lock held, and the report a run's outputs make."""
+
+import json
+
+import pytest
+import yaml
+
+from pipeline import config as config_lib, errors, use_cases
+from pipeline.reporting import page, run_report
+
+
+def _config(tmp_path, **settings):
+    return config_lib.absolutize(config_lib.load(None, {
+        "paths.pipeline_root": str(tmp_path / "root"), "paths.serving_dir": str(tmp_path / "serving"),
+        **settings}))
+
+
+def test_prepare_reads_the_bundled_data_once_and_decides_before_anything_runs(tmp_path):
+    prepared = use_cases.prepare(_config(tmp_path))
+    assert prepared.data.rows == 344 and prepared.decisions.task == "classification"
+    lines = prepared.lines()
+    assert lines[0].startswith("lockstep: 344 rows from 1 CSV file(s), label 'species', ")
+    assert "task classification (" in lines[0]
+    assert lines[-1].startswith("lockstep: a model is blessed with ")
+    # Not in spans: no drift to measure, and nothing is ever "nothing new".
+    assert use_cases.check_drift(prepared).drift is None
+    assert use_cases.nothing_new(prepared) is None
+    assert not (tmp_path / "root").exists()  # preparing writes nothing
+
+
+def test_a_bad_label_is_refused_by_prepare_with_the_column_named(tmp_path):
+    with pytest.raises(Exception) as err:
+        use_cases.prepare(_config(tmp_path, **{"data.label": "beak"}))
+    assert errors.status_of(err.value) == errors.INPUT
+    assert "label column 'beak' is not in the header" in str(err.value)
+
+
+def test_the_plan_of_a_larger_slice_keeps_the_per_core_batch_and_the_examples(tmp_path):
+    config = _config(tmp_path)
+    sizes = use_cases.sizes_for(config, ["v5e-4", "v5e-16"])
+    assert [(s.replicas, s.on_tpu) for s in sizes] == [(4, True), (16, True)]
+    rows, where = use_cases.train_rows(config)
+    assert where.startswith("Training rows: about ") and 0 < rows < 344
+    (_, small), (_, large) = use_cases.plan(config, sizes, rows)
+    assert small.per_replica_batch == large.per_replica_batch
+    assert large.global_batch == 4 * small.global_batch
+    assert abs(large.train_steps * large.global_batch - small.train_steps * small.global_batch) \
+        <= large.global_batch
+    assert large.learning_rate > small.learning_rate
+    with pytest.raises(config_lib.ConfigError, match="replicas must be at least 1"):
+        use_cases.sizes_for(config, replicas=0)
+
+
+def test_compile_writes_a_spec_that_kfp_loads_and_nothing_else(tmp_path, monkeypatch):
+    from kfp import components
+    from pipeline.kubeflow import import_stubs
+
+    # This process has TensorFlow loaded: the stand-ins would refuse anyway; say so explicitly.
+    monkeypatch.setenv(import_stubs.DISABLE_ENV, "1")
+    config = config_lib.load(None, {"data.path": "gs://bucket/data", "data.task": "classification",
+                                    "paths.pipeline_root": "gs://bucket/root",
+                                    "paths.serving_dir": "gs://bucket/serving",
+                                    "trainer.tpu_slice": "v5e-4", "eval.bounds": {"accuracy": 0.8}})
+    out = tmp_path / "spec" / "pipeline.yaml"
+    result = use_cases.compile_spec(config, str(out))
+    assert not result.fallback and result.output == str(out)
+    assert [p.name for p in out.parent.iterdir()] == ["pipeline.yaml"]  # no temp file left
+    spec, platform = yaml.safe_load_all(out.read_text())
+    assert set(spec["root"]["dag"]["tasks"]) == set(result.compiled.pipeline_spec.root.dag.tasks)
+    assert "Trainer" in spec["root"]["dag"]["tasks"] and "kubernetes" in platform["platforms"]
+    assert components.load_component_from_file(str(out)).name  # KFP's SDK loads it
+
+
+def test_a_run_that_finds_the_lock_held_runs_nothing(tmp_path):
+    from pipeline.local import run_lock
+
+    config = _config(tmp_path)
+    prepared = use_cases.prepare(config)
+    lock = str(tmp_path / "run.lock")
+    with run_lock.hold(lock):
+        with pytest.raises(run_lock.Locked) as err:
+            use_cases.run(prepared, lock=lock, log_file=str(tmp_path / "run.log"))
+    assert errors.status_of(err.value) == errors.LOCKED
+    assert not (tmp_path / "root").exists() and not (tmp_path / "serving").exists()
+    with pytest.raises(config_lib.ConfigError, match="orchestrator must be one of local, kfp-local"):
+        use_cases.run(prepared, orchestrator="airflow")
+
+
+def _outputs(tmp_path) -> dict:
+    from components import pusher
+    from components.csv_example_gen import SPANS_KEY
+    from pipeline import evaluation, pipeline as pipeline_lib
+    from trainer_module.run import SUMMARY_FILE
+
+    model_run = tmp_path / "model_run"
+    model_run.mkdir()
+    (model_run / SUMMARY_FILE).write_text(json.dumps({
+        "strategy": "MirroredStrategy", "replicas": 2,
+        "plan": {"train_steps": 40, "global_batch": 64, "budget": "2 epochs"}}))
+    gate = evaluation.Gate("classification", "accuracy",
+                           (evaluation.Bound("accuracy", 0.5, 0.4, "always 'a'", False),))
+    Output = run_report.Output
+    return {
+        pipeline_lib.EXAMPLE_GEN_NODE: [Output("examples", str(tmp_path / "ex"), {SPANS_KEY: "3,4"})],
+        pipeline_lib.TRAINER_NODE: [Output("model_run", str(model_run), {})],
+        pipeline_lib.PUSHER_NODE: [Output("pushed_model", str(tmp_path / "pushed"), {
+            pusher.GATE_KEY: json.dumps(gate.to_dict()), pusher.PUSHED_KEY: 1,
+            pusher.DESTINATION_KEY: "/serving/7", pusher.NOTE_KEY: "pushed as version 7"})],
+    }
+
+
+def test_the_run_report_says_what_the_outputs_hold_and_its_page_shows_it(tmp_path):
+    nodes = [run_report.NodeReport("Trainer", "executed", 12.5),
+             run_report.NodeReport("Pusher", "executed", 1.5)]
+    report = run_report.build(nodes, _outputs(tmp_path))
+    report.metrics = {"accuracy": 0.93}
+    report.blessed = True
+    text = report.describe()
+    assert "Data: span 3, 4" in text
+    assert "Trainer: MirroredStrategy on 2 replica(s), 40 steps of global batch 64 (2 epochs)" in text
+    assert "Eval metrics: accuracy 0.9300" in text
+    assert text.endswith("Blessed: yes\nModel pushed to: /serving/7")
+    assert report.gate.metric == "accuracy"
+    html = page.render(report)
+    assert "0.93" in html and "/serving/7" in html and "<svg" not in html.split("<body", 1)[0]
