@@ -31,6 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
+from components import fs
+
 INT, FLOAT, STRING = "int", "float", "string"
 # Cells that mean "missing" unless data.missing_values says otherwise (the penguins source: NA).
 DEFAULT_MISSING_VALUES = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
@@ -47,21 +49,13 @@ class CsvError(ValueError):
     """Bad CSV input; the message is one line naming the file, the column and the line."""
 
 
-def _open(path: str) -> BinaryIO:
-    if "://" in path:
-        from tfx.dsl.io import fileio
-
-        return fileio.open(path, "rb")
-    return open(path, "rb")
-
-
 def _text(path: str, handle: BinaryIO) -> io.TextIOWrapper:
     return io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
 
 
 def read_header(path: str) -> tuple[list[str], int]:
     """The header's column names (stripped) and the byte offset where the data rows start."""
-    with _open(path) as handle:
+    with fs.open_binary(path) as handle:
         offset = 0
         while True:
             raw = handle.readline()
@@ -96,23 +90,15 @@ def plan_reads(path: str, data_offset: int, range_bytes: int = RANGE_BYTES) -> l
     """Byte ranges of one file. A file with a quote character in it is one range (a quoted cell
     may hold a newline, so a line break is not surely a row break there); others are cut every
     `range_bytes`, each range owning the rows that start inside it."""
-    size = _size(path)
+    size = fs.size(path)
     if size - data_offset <= range_bytes or _has_quote(path):
         return [Read(path, data_offset, -1)]
     cuts = list(range(data_offset, size, range_bytes))
     return [Read(path, a, b) for a, b in zip(cuts, cuts[1:] + [-1])]
 
 
-def _size(path: str) -> int:
-    if "://" in path:
-        from tfx.dsl.io import fileio
-
-        return fileio.stat(path).length
-    return os.path.getsize(path)
-
-
 def _has_quote(path: str) -> bool:
-    with _open(path) as handle:
+    with fs.open_binary(path) as handle:
         while chunk := handle.read(16 << 20):
             if b'"' in chunk:
                 return True
@@ -167,7 +153,7 @@ def _native_stream(read: Read):
     own threads, and a Python file there needs the GIL: a deadlock beside our worker threads).
     A local file to its end streams from disk; a byte range (at most RANGE_BYTES and a row) or
     a remote file's part is read into one buffer."""
-    with _open(read.path) as handle:
+    with fs.open_binary(read.path) as handle:
         begin = read.start
         if begin > 0 and not _starts_row(handle, begin):
             handle.seek(begin)
@@ -181,7 +167,7 @@ def _native_stream(read: Read):
             if not _starts_row(handle, read.end):
                 handle.readline()  # finish the row that crosses end
             stop = handle.tell()
-        if "://" not in read.path and stop < 0:
+        if not fs.is_uri(read.path) and stop < 0:
             stream = pa.OSFile(read.path)
             stream.seek(begin)
             if stream.size() <= begin:
@@ -201,7 +187,7 @@ def _starts_row(handle: BinaryIO, offset: int) -> bool:
 def _python_rows(path: str) -> Iterator[tuple[int, list[str]]]:
     """(line, cells) of each data row, read by Python's csv module: the slow reader that names
     lines for errors (blank rows skipped, as Arrow does)."""
-    with _open(path) as handle:
+    with fs.open_binary(path) as handle:
         reader = csv.reader(_text(path, handle))
         next(reader, None)
         for cells in reader:
@@ -376,7 +362,7 @@ def locate(path: str, span_pattern: str = "") -> tuple[str, str]:
 
     if span_pattern:
         return path.rstrip("/"), spans.as_glob(span_pattern)
-    is_file = path.endswith(".csv") if "://" in path else os.path.isfile(path)
+    is_file = path.endswith(".csv") if fs.is_uri(path) else os.path.isfile(path)
     if is_file:
         return os.path.dirname(path), os.path.basename(path)
     return path.rstrip("/"), "*.csv"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from components.csv_format import DEFAULT_MISSING_VALUES
+from components.fs import is_uri
 from trainer_module.config import TASKS, TrainerConfig, TrainerConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -245,10 +246,6 @@ def load(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None
         _merge(config, tree, "")
     validate(config)
     return config
-
-
-def is_uri(path: str) -> bool:
-    return "://" in path
 
 
 def absolutize(config: Config) -> Config:

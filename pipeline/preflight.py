@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from components.fs import is_uri
 from pipeline import column_roles, evaluation
-from pipeline.config import Config, ConfigError, is_uri
+from pipeline.config import Config, ConfigError
 from trainer_module.config import CONSTANT, FEATURE, ID, ROLES, TIMESTAMP, TransformSpec
 
 
