@@ -10,6 +10,7 @@ another process, often another machine. It is written and read here only:
   reads it back and refuses unknown or mistyped keys, so a renamed field fails loudly instead of
   disappearing.
 - `TransformSpec`: what preprocessing_fn needs (label and task), the same way.
+- `Progress`: what the Trainer reports while it runs, on the PROGRESS_LOGGER records.
 
 The task (classification or regression) is decided once, before the pipeline runs, from the
 label column (pipeline/data_check.py, `task_for_label`) or the user's `--task`; Transform,
@@ -40,8 +41,26 @@ EXCLUDED_KEY, TIMESTAMPS_KEY = "excluded", "timestamps"
 FEATURE, ID, CONSTANT, TIMESTAMP = "feature", "id", "constant", "timestamp"
 ROLES = (FEATURE, ID, CONSTANT, TIMESTAMP)
 # The Python logger the Trainer's progress records go to (step, total, loss, examples/s), about
-# once a second: a console can draw them (pipeline/console.py); elsewhere they are log lines.
+# once a second: a console can draw them (pipeline/local/console.py); elsewhere they are log lines.
 PROGRESS_LOGGER = "lockstep.progress"
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """One progress record: global step of total, the chunk's mean loss, the steady examples/s
+    (measured after the first chunk, which traces) and the seconds left at that rate. It travels as
+    a plain dict (`extra={"progress": dataclasses.asdict(p)}`, trainer_module/actions.py)."""
+
+    step: int
+    total: int
+    loss: float
+    examples_per_sec: float
+    eta: float
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Progress":
+        """Reads a record's `progress` dict back; unknown keys are an error, as everywhere here."""
+        return cls(**d)
 
 
 class TrainerConfigError(ValueError):
@@ -75,7 +94,6 @@ class TrainerConfig:
     min_train_examples: int = 12_800
     train_examples: int = _run_parameter(0)
     train_steps: int = _run_parameter(0)
-    eval_steps: int = 0  # 0: one pass over the eval split
     # Learning rate: scaled linearly with the global batch, with linear warmup.
     base_learning_rate: float = _run_parameter(0.01)
     base_batch: int = 32

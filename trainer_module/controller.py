@@ -1,107 +1,132 @@
-"""The Controller owns the outer loop (Orbit's Controller, in small): restore from the latest
-checkpoint, call the Trainer `steps_per_execution` steps at a time, checkpoint every K steps,
-write TensorBoard summaries and a progress line every N steps."""
+"""The outer training loop, as in TF Model Garden's Orbit (orbit/controller.py), in small.
+
+The Controller owns the checkpoints: a tf.train.CheckpointManager counting steps by the
+optimizer's `iterations`, restored from when the Controller is made (so the caller knows the step
+to resume at before it builds the input pipeline, which must skip the batches already trained
+on), and saved every `checkpoint_every` steps by the manager's own interval check. It calls the
+Trainer `steps_per_execution` steps at a time, but ends a chunk at each multiple of
+`checkpoint_every`, so a checkpoint lands exactly there (a killed run resumes from it), and saves
+once more at the last step.
+
+Everything else after a chunk (summaries, log lines, progress, a test's kill) is an action
+(trainer_module/actions.py), run after that chunk's checkpoint is on disk. On multi-worker and TPU
+strategies each chunk runs inside a tf.distribute PreemptionCheckpointHandler, which saves and
+exits when the machine is about to be taken away.
+"""
 
 from __future__ import annotations
 
-import logging as std_logging
-import os
-import time
-from typing import Callable
+from typing import Callable, Sequence
 
 from absl import logging
 import tensorflow as tf
 
-from trainer_module.config import PROGRESS_LOGGER
+from trainer_module import actions as actions_lib
 
-PROGRESS_SECONDS = 1.0  # at most one progress record this often
+# Runs train_fn(num_steps) and returns its logs: plain, or inside a PreemptionCheckpointHandler.
+StepRunner = Callable[[Callable[[int], dict], int], dict]
 
 
-def make_checkpoint_manager(model, optimizer, directory: str, max_to_keep: int = 3):
+def make_checkpoint_manager(model, optimizer, directory: str, checkpoint_every: int,
+                            max_to_keep: int = 3) -> tf.train.CheckpointManager:
+    """The model and optimizer's checkpoints in `directory`, at most one per `checkpoint_every`
+    steps of `optimizer.iterations` (with `save(check_interval=True)`)."""
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep)
+    return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep,
+                                      step_counter=optimizer.iterations,
+                                      checkpoint_interval=max(checkpoint_every, 1))
 
 
-def restore(manager: tf.train.CheckpointManager, optimizer, directory: str | None = None) -> int:
-    """Restores the latest checkpoint in `directory` (default: the manager's) if there is one;
-    returns the global step to start from."""
-    latest = tf.train.latest_checkpoint(directory) if directory else manager.latest_checkpoint
-    if latest:
-        manager.checkpoint.restore(latest)
-        step = int(optimizer.iterations.numpy())
-        logging.info("Resumed from %s at global step %d", latest, step)
-        return step
-    return 0
+def _run_plain(train_fn: Callable[[int], dict], num_steps: int) -> dict:
+    return train_fn(num_steps)
+
+
+def preemption_runner(strategy: tf.distribute.Strategy | None, manager: tf.train.CheckpointManager,
+                      step_counter: tf.Variable) -> StepRunner | None:
+    """`handler.run` of a PreemptionCheckpointHandler for the strategies whose machines can be
+    preempted (multi-worker, TPU); None for the others. Its save is named by the global step and
+    skips the interval check: a preemption cannot wait for the next multiple."""
+    if not isinstance(strategy, (tf.distribute.MultiWorkerMirroredStrategy,
+                                 tf.distribute.TPUStrategy)):
+        return None
+    config = tf.distribute.experimental.TerminationConfig(save_fn=lambda: manager.save(
+        checkpoint_number=int(step_counter.numpy()), check_interval=False))
+    handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+        strategy.cluster_resolver, manager, termination_config=config)
+    return handler.run
 
 
 class Controller:
-    def __init__(self, trainer, manager: tf.train.CheckpointManager, *, total_steps: int,
-                 steps_per_execution: int, checkpoint_every: int, log_every: int,
-                 summary_dir: str | None = None, learning_rate: Callable[[int], float] | None = None,
-                 preemption_handler=None, callbacks=()):
-        self.trainer, self.manager = trainer, manager
+    """Trains to `total_steps`, checkpointing and running actions between chunks.
+
+    Unlike Orbit's, the Trainer is given to `train`, not to the constructor: the constructor
+    restores, and the Trainer's input pipeline needs `start_step` to skip what was trained.
+    """
+
+    def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer, *,
+                 directory: str, total_steps: int, steps_per_execution: int,
+                 checkpoint_every: int, actions: Sequence[actions_lib.Action] = (),
+                 restore_from: str | None = None, strategy: tf.distribute.Strategy | None = None,
+                 max_to_keep: int = 3):
+        """Restores the latest checkpoint, if any, and sets `start_step`.
+
+        Args:
+          directory: where this process saves checkpoints.
+          restore_from: where the latest checkpoint is read (default: `directory`); a
+            multi-worker non-chief saves to a scratch directory but resumes from the chief's.
+          actions: called as action(step, logs) after each chunk, in order (actions.py).
+          strategy: decides whether chunks run under a PreemptionCheckpointHandler.
+        """
+        self.global_step = optimizer.iterations
         self.total_steps = total_steps
-        self.steps_per_execution = steps_per_execution
+        self.steps_per_execution = max(steps_per_execution, 1)
         self.checkpoint_every = max(checkpoint_every, 1)
-        self.log_every = max(log_every, 1)
-        self.learning_rate = learning_rate
-        self.preemption_handler = preemption_handler
-        self.callbacks = list(callbacks)
-        self.writer = tf.summary.create_file_writer(summary_dir) if summary_dir else None
+        self.actions = list(actions)
+        self.manager = make_checkpoint_manager(model, optimizer, directory, self.checkpoint_every,
+                                               max_to_keep)
+        self.start_step = self.restore_checkpoint(restore_from or directory)
+        self.run_steps: StepRunner = (
+            preemption_runner(strategy, self.manager, self.global_step) or _run_plain)
 
     @property
     def step(self) -> int:
-        return int(self.trainer.optimizer.iterations.numpy())
+        return int(self.global_step.numpy())
+
+    def restore_checkpoint(self, directory: str) -> int:
+        """Restores the latest checkpoint in `directory`, if there is one; returns the global step
+        to start from (0 without one)."""
+        latest = tf.train.latest_checkpoint(directory)
+        if not latest:
+            return 0
+        self.manager.checkpoint.restore(latest)
+        step = self.step
+        logging.info("Resumed from %s at global step %d", latest, step)
+        return step
 
     def _next_chunk(self, step: int) -> int:
         to_checkpoint = self.checkpoint_every - step % self.checkpoint_every
         return min(self.steps_per_execution, self.total_steps - step, to_checkpoint)
 
-    def train(self) -> dict[str, float]:
-        step, logs = self.step, {}
-        last_log, tic = step, time.perf_counter()
-        progress = std_logging.getLogger(PROGRESS_LOGGER)
-        rate_from, last_progress = None, 0.0  # (time, step) after the first call (it traces)
-        global_batch = self.trainer.global_batch
+    def _count_interval_from(self, step: int) -> None:
+        # The manager counts its interval from its last save or restore, and a fresh run has had
+        # neither: it would save after the very first chunk. Every worker must save at the same
+        # steps, and the non-chief's (scratch) manager never restored: count from the multiple of
+        # checkpoint_every at or before the start step, on all of them.
+        self.manager._last_checkpoint_step = step - step % self.checkpoint_every  # noqa: SLF001
+
+    def train(self, trainer) -> dict[str, float]:
+        """Runs `trainer.train(n)` chunks until `total_steps`; returns the last chunk's logs, with
+        what the actions added ({} when there was nothing left to train)."""
+        step = self.step
+        self._count_interval_from(step)
+        actions_lib.begin(self.actions, step)
+        logs: dict = {}
         while step < self.total_steps:
-            n = self._next_chunk(step)
-            if self.preemption_handler is not None:
-                logs = self.preemption_handler.run(self.trainer.train, n)
-            else:
-                logs = self.trainer.train(n)
+            logs = self.run_steps(trainer.train, self._next_chunk(step))
             step = self.step
-            elapsed = time.perf_counter() - tic
-            logs["examples_per_sec"] = n * global_batch / max(elapsed, 1e-9)
-            tic = time.perf_counter()
-            if self.learning_rate is not None:
-                logs["learning_rate"] = float(self.learning_rate(step))
-            if self.writer is not None:
-                with self.writer.as_default(step=step):
-                    for key, value in logs.items():
-                        if key != "steps":
-                            tf.summary.scalar(key, value)
-            if step % self.checkpoint_every == 0 or step == self.total_steps:
-                self.manager.save(checkpoint_number=step)
-            if step - last_log >= self.log_every or step == self.total_steps:
-                last_log = step
-                logging.info("step %d/%d  %s", step, self.total_steps, "  ".join(
-                    f"{k} {v:.4g}" for k, v in logs.items() if k != "steps"))
-            now = time.perf_counter()
-            if rate_from is None:
-                rate_from = (now, step)
-            elif now - last_progress >= PROGRESS_SECONDS or step == self.total_steps:
-                last_progress = now
-                per_step = (now - rate_from[0]) / max(step - rate_from[1], 1)
-                progress.info("step %d/%d", step, self.total_steps, extra={"progress": {
-                    "step": step, "total": self.total_steps, "loss": float(logs.get("loss", 0.0)),
-                    "examples_per_sec": global_batch / per_step,
-                    "eta": per_step * (self.total_steps - step)}})
-            for callback in self.callbacks:
-                callback(step, logs)
-        if self.writer is not None:
-            self.writer.flush()
+            # On a multiple of checkpoint_every (the interval check), and always at the end.
+            self.manager.save(checkpoint_number=step, check_interval=step < self.total_steps)
+            for action in self.actions:
+                action(step, logs)
+        actions_lib.end(self.actions, step, logs)
         return logs
-
-
-def summary_dir(model_run_dir: str) -> str:
-    return os.path.join(model_run_dir, "train")

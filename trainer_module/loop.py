@@ -8,11 +8,9 @@ over replicas, the loss and the gradient are exactly those of one device on the 
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping
 
 import tensorflow as tf
-
-from trainer_module import config
 
 
 class NonFiniteLoss(RuntimeError):
@@ -30,15 +28,16 @@ class Trainer:
 
     def __init__(self, strategy: tf.distribute.Strategy, model: tf.keras.Model,
                  optimizer: tf.keras.optimizers.Optimizer, per_example_loss, global_batch: int,
-                 dataset, *, task: str = config.CLASSIFICATION, jit_compile: bool = False,
+                 dataset, *, metrics: Mapping[str, tf.keras.metrics.Metric] | None = None,
+                 jit_compile: bool = False,
                  average_loss: Callable[[tf.Tensor], tf.Tensor] | None = None):
+        """metrics: {logs key: metric made in strategy.scope()}, updated with (labels, outputs)
+        on every step and reported (then reset) by each train(n)."""
         self.strategy, self.model, self.optimizer = strategy, model, optimizer
         self.per_example_loss = per_example_loss
         self.global_batch = global_batch
         self.average_loss = average_loss or global_average(global_batch)
-        with strategy.scope():
-            self.accuracy = (tf.keras.metrics.SparseCategoricalAccuracy("train_accuracy")
-                             if task == config.CLASSIFICATION else None)
+        self.metrics = dict(metrics or {})
         self._iterator = iter(dataset)
         self._gradients = (tf.function(self._compute_gradients, jit_compile=True)
                            if jit_compile else self._compute_gradients)
@@ -56,8 +55,8 @@ class Trainer:
         x, y = inputs
         grads, loss, outputs = self._gradients(x, y)
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
-        if self.accuracy is not None:
-            self.accuracy.update_state(y, outputs)
+        for metric in self.metrics.values():
+            metric.update_state(y, outputs)
         # A NaN input can hide behind a ReLU in the loss yet poison the gradient: watch both.
         return loss, tf.linalg.global_norm(grads)
 
@@ -85,7 +84,7 @@ class Trainer:
             raise NonFiniteLoss(f"loss or gradient became {float(last)} at global step {start + done}; "
                                 "training stopped (lower the learning rate or check the data)")
         logs = {"loss": float(mean_loss), "steps": done}
-        if self.accuracy is not None:
-            logs["accuracy"] = float(self.accuracy.result())
-            self.accuracy.reset_state()
+        for key, metric in self.metrics.items():
+            logs[key] = float(metric.result())
+            metric.reset_state()
         return logs

@@ -16,7 +16,7 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import controller as controller_lib
+from trainer_module import actions as actions_lib, controller as controller_lib
 from trainer_module import export, features, input_pipeline, loop, scaling, strategy as strategy_lib, warmup
 from trainer_module import model as model_lib
 from trainer_module.config import CLASSIFICATION, REGRESSION, TrainerConfig, check_task, trainer_config_from_dict
@@ -57,13 +57,11 @@ def _warm_start(model: tf.keras.Model, base_model: str) -> bool:
     return matched > 0
 
 
-def run(job: TrainJob, callbacks=()) -> dict:
-    cfg = job.trainer
-    tf.keras.utils.set_random_seed(cfg.seed)
-    strategy = strategy_lib.resolve_strategy(cfg)
+def _plan(cfg: TrainerConfig, strategy: tf.distribute.Strategy, train_files) -> scaling.Plan:
+    """The scaling plan for this strategy, printed, with its warnings logged."""
     train_rows = None
     if not cfg.train_steps and not cfg.train_examples:  # steps from the data: epochs over it
-        train_rows = input_pipeline.count_records(input_pipeline.list_files(job.train_files))
+        train_rows = input_pipeline.count_records(input_pipeline.list_files(train_files))
     plan = scaling.make_plan(cfg, strategy.num_replicas_in_sync, strategy_lib.is_tpu(strategy),
                              train_rows)
     logging.info("\n%s", plan.describe())
@@ -77,26 +75,52 @@ def run(job: TrainJob, callbacks=()) -> dict:
                             type(strategy).__name__, strategy.num_replicas_in_sync, plan.global_batch)
     for warning in plan.warnings:
         logging.warning(warning)
+    return plan
 
+
+def train_metrics(task: str) -> dict[str, tf.keras.metrics.Metric]:
+    """The Trainer's metrics by logs key (make them in the strategy's scope): accuracy for
+    classification, none for regression (the loss is the MSE)."""
+    if task == CLASSIFICATION:
+        return {"accuracy": tf.keras.metrics.SparseCategoricalAccuracy("train_accuracy")}
+    return {}
+
+
+def run(job: TrainJob, callbacks=()) -> dict:
+    """Trains, evaluates and exports one job; returns the summary (plan, train logs, eval).
+
+    callbacks: extra actions, callback(step, logs) after each chunk (trainer_module/actions.py).
+    """
+    cfg = job.trainer
+    tf.keras.utils.set_random_seed(cfg.seed)
+    strategy = strategy_lib.resolve_strategy(cfg)
+    plan = _plan(cfg, strategy, job.train_files)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     task = job.task
-    spec = tf_transform_output.transformed_feature_spec()
     numeric, categorical = model_lib.feature_columns(
-        spec, job.label, tf_transform_output.vocabulary_size_by_name)
+        tf_transform_output.transformed_feature_spec(), job.label,
+        tf_transform_output.vocabulary_size_by_name)
     outputs = (1 if task == REGRESSION
                else tf_transform_output.vocabulary_size_by_name(features.LABEL_VOCAB))
-
     with strategy.scope():
         model = model_lib.build_model(numeric, categorical, outputs, cfg.hidden_units, cfg.l2,
                                       cfg.embedding_dim, cfg.seed)
         schedule = warmup.WarmupSchedule(plan.learning_rate, plan.warmup_steps)
         optimizer = tf.keras.optimizers.Adam(learning_rate=schedule)
+        metrics = train_metrics(task)
     chief = strategy_lib.is_chief(strategy)
     checkpoint_dir = os.path.join(job.model_run_dir, "checkpoints")
-    # Every worker saves (the all-reduce needs them all); only the chief's copy is kept.
-    manager = controller_lib.make_checkpoint_manager(
-        model, optimizer, checkpoint_dir if chief else tempfile.mkdtemp(prefix="lockstep-ckpt-"))
-    start = controller_lib.restore(manager, optimizer, checkpoint_dir)
+    train_actions = actions_lib.standard_actions(
+        total_steps=plan.train_steps, global_batch=plan.global_batch, log_every=cfg.log_every,
+        summary_dir=actions_lib.summary_dir(job.model_run_dir),
+        learning_rate=lambda step: schedule(step))
+    controller = controller_lib.Controller(
+        model, optimizer, restore_from=checkpoint_dir, strategy=strategy,
+        # Every worker saves (the all-reduce needs them all); only the chief's copy is kept.
+        directory=checkpoint_dir if chief else tempfile.mkdtemp(prefix="lockstep-ckpt-"),
+        total_steps=plan.train_steps, steps_per_execution=cfg.steps_per_execution,
+        checkpoint_every=cfg.checkpoint_every, actions=[*train_actions, *callbacks])
+    start = controller.start_step
     warm = start == 0 and cfg.warm_start and _warm_start(model, job.base_model)
 
     transform = tf_transform_output.transform_features_layer()
@@ -105,18 +129,8 @@ def run(job: TrainJob, callbacks=()) -> dict:
         job.train_files, raw_spec, job.label, task, plan.per_replica_batch, training=True,
         seed=cfg.seed, skip_steps=start, transform=transform))
     trainer = loop.Trainer(strategy, model, optimizer, model_lib.per_example_loss_fn(task),
-                           plan.global_batch, dataset, task=task, jit_compile=cfg.jit_compile)
-    handler = None
-    if isinstance(strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)):
-        handler = tf.distribute.experimental.PreemptionCheckpointHandler(
-            strategy.cluster_resolver, manager)
-    controller = controller_lib.Controller(
-        trainer, manager, total_steps=plan.train_steps,
-        steps_per_execution=cfg.steps_per_execution, checkpoint_every=cfg.checkpoint_every,
-        log_every=cfg.log_every, summary_dir=controller_lib.summary_dir(job.model_run_dir),
-        learning_rate=lambda step: schedule(step), preemption_handler=handler,
-        callbacks=callbacks)
-    logs = controller.train()
+                           plan.global_batch, dataset, metrics=metrics, jit_compile=cfg.jit_compile)
+    logs = controller.train(trainer)
 
     eval_metrics = (evaluate(model, job, raw_spec, transform, task, plan)
                     if job.eval_files else {})

@@ -18,7 +18,7 @@ import re
 import sys
 import time
 
-from trainer_module.config import PROGRESS_LOGGER  # the Trainer's progress records
+from trainer_module.config import PROGRESS_LOGGER, Progress  # the Trainer's progress records
 
 _RUNNING = re.compile(r"Component (\S+) is running\.")
 _FINISHED = re.compile(r"Component (\S+) is finished\.")
@@ -41,7 +41,7 @@ class _Watcher(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             if record.name == PROGRESS_LOGGER and hasattr(record, "progress"):
-                self.console.progress(**record.progress)
+                self.console.progress(Progress.from_dict(record.progress))
                 return
             message = record.getMessage()
         except Exception:  # noqa: BLE001  a record we cannot read is not ours to show
@@ -128,11 +128,11 @@ class Console:
         self._transient = transient
         self._terminal.flush()
 
-    def progress(self, step: int, total: int, loss: float, examples_per_sec: float,
-                 eta: float) -> None:
+    def progress(self, p: Progress) -> None:
+        step, total = p.step, p.total
         done = step / max(total, 1)
-        text = (f"step {step}/{total}  loss {loss:.4f}  {examples_per_sec:,.0f} examples/s  "
-                f"ETA {_duration(eta)}")
+        text = (f"step {step}/{total}  loss {p.loss:.4f}  {p.examples_per_sec:,.0f} examples/s  "
+                f"ETA {_duration(p.eta)}")
         if self._tty:
             width = 24
             bar = "#" * int(done * width) + "." * (width - int(done * width))

@@ -1,0 +1,165 @@
+"""The Controller and its actions, in process on a tiny model: checkpoints exactly on multiples of
+checkpoint_every, a resumed run equal to an uninterrupted one, actions at their steps, typed
+progress records, TensorBoard scalars."""
+
+import glob
+import logging
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from trainer_module import actions, config, controller as controller_lib, loop
+
+GLOBAL_BATCH = 8
+CHUNK_ENDS = [3, 5, 8, 10, 13, 15, 18, 20]  # 20 steps, steps_per_execution 3, checkpoint_every 5
+
+
+class Stop(Exception):
+    """Raised by an action to cut a run short (a kill, in process)."""
+
+
+def _strategy(replicas: int) -> tf.distribute.Strategy:
+    if replicas == 1:
+        return tf.distribute.get_strategy()
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")][:replicas]
+    return tf.distribute.MirroredStrategy(devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
+
+
+def _dataset(strategy, skip_steps: int = 0):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(96, 4)).astype(np.float32)
+    y = (x[:, 0] + x[:, 1] > 0).astype(np.int64)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(GLOBAL_BATCH, drop_remainder=True)
+    return strategy.experimental_distribute_dataset(ds.skip(skip_steps))
+
+
+def _controller(directory, *, replicas: int = 1, total: int = 20, every: int = 5, spe: int = 3,
+                actions_=()):
+    """A Controller and its Trainer, the Trainer's input skipping what the Controller restored."""
+    strategy = _strategy(replicas)
+    with strategy.scope():
+        init = tf.keras.initializers.GlorotUniform
+        model = tf.keras.Sequential([
+            tf.keras.Input(shape=(4,)),
+            tf.keras.layers.Dense(8, activation="relu", kernel_initializer=init(seed=1)),
+            tf.keras.layers.Dense(2, kernel_initializer=init(seed=2))])
+        optimizer = tf.keras.optimizers.Adam(0.05)
+        metrics = {"accuracy": tf.keras.metrics.SparseCategoricalAccuracy("train_accuracy")}
+    controller = controller_lib.Controller(
+        model, optimizer, directory=str(directory), total_steps=total, steps_per_execution=spe,
+        checkpoint_every=every, actions=actions_, strategy=strategy, max_to_keep=None)
+    xent = tf.keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
+    trainer = loop.Trainer(strategy, model, optimizer, xent, GLOBAL_BATCH,
+                           _dataset(strategy, controller.start_step), metrics=metrics)
+    return controller, trainer, model
+
+
+def _checkpoint_steps(controller) -> list[int]:
+    return [int(path.rsplit("-", 1)[1]) for path in controller.manager.checkpoints]
+
+
+@pytest.mark.parametrize("total, want", [(20, [5, 10, 15, 20]), (22, [5, 10, 15, 20, 22])])
+def test_checkpoints_land_exactly_on_multiples_of_checkpoint_every(tmp_path, total, want):
+    chunk_ends = []
+    controller, trainer, _ = _controller(tmp_path, total=total,
+                                         actions_=[lambda step, logs: chunk_ends.append(step)])
+    assert controller.start_step == 0
+    logs = controller.train(trainer)
+    assert _checkpoint_steps(controller) == want
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith(f"ckpt-{total}")
+    assert chunk_ends == CHUNK_ENDS + ([22] if total == 22 else [])  # 20 -> 22: the rest
+    assert int(controller.global_step.numpy()) == total
+    assert set(logs) == {"loss", "accuracy", "steps"}
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_resumed_run_restores_and_ends_with_the_same_weights(tmp_path, replicas):
+    whole, trainer, model = _controller(tmp_path / "whole", replicas=replicas)
+    whole.train(trainer)
+    want = [w.numpy() for w in model.weights]
+
+    def kill(step, logs):
+        if step >= 10:
+            raise Stop
+    cut, trainer, _ = _controller(tmp_path / "cut", replicas=replicas, actions_=[kill])
+    with pytest.raises(Stop):
+        cut.train(trainer)
+    assert _checkpoint_steps(cut) == [5, 10]
+
+    resumed, trainer, model = _controller(tmp_path / "cut", replicas=replicas)
+    assert resumed.start_step == 10
+    resumed.train(trainer)
+    assert _checkpoint_steps(resumed) == [5, 10, 15, 20]
+    assert any(np.abs(w).sum() for w in want)
+    for got, expected in zip([w.numpy() for w in model.weights], want):
+        np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
+def test_conditional_action_fires_every_n_steps_and_at_the_end(tmp_path):
+    fired = []
+    every_6 = actions.ConditionalAction(actions.EveryNSteps(6, final_step=20),
+                                        lambda step, logs: fired.append(step))
+    controller, trainer, _ = _controller(tmp_path, actions_=[every_6])
+    controller.train(trainer)
+    assert fired == [8, 15, 20]  # chunk ends 3 5 8 10 13 15 18 20: 6 steps since the last, or 20
+
+
+def test_conditions_count_from_the_start_step_and_the_clock():
+    steps = actions.EveryNSteps(10, final_step=35)
+    steps.begin(20)  # resumed at 20
+    assert [s for s in (25, 30, 33, 35) if steps(s, {})] == [30, 35]
+    now = [0.0]
+    seconds = actions.EveryNSeconds(1.0, final_step=9, clock=lambda: now[0])
+    seconds.begin(0)
+    fired = []
+    for step, t in [(1, 5.0), (2, 5.5), (3, 6.0), (4, 6.2), (9, 6.3)]:
+        now[0] = t
+        if seconds(step, {}):
+            fired.append(step)
+    assert fired == [3, 9]  # not the first chunk (it traces), then once a second, and the last
+
+
+def test_progress_records_are_typed_and_the_log_line_is_written(tmp_path, caplog):
+    acts = actions.standard_actions(total_steps=20, global_batch=GLOBAL_BATCH, log_every=10,
+                                    progress_seconds=0.0)
+    controller, trainer, _ = _controller(tmp_path, actions_=acts)
+    with caplog.at_level(logging.INFO, logger=config.PROGRESS_LOGGER), \
+            caplog.at_level(logging.INFO, logger="absl"):
+        logs = controller.train(trainer)
+    records = [r for r in caplog.records if r.name == config.PROGRESS_LOGGER]
+    progress = [config.Progress.from_dict(r.progress) for r in records]
+    assert [p.step for p in progress] == CHUNK_ENDS[1:]  # the first chunk traces: no rate yet
+    assert set(records[0].progress) == {"step", "total", "loss", "examples_per_sec", "eta"}
+    last = progress[-1]
+    assert (last.total, last.eta) == (20, 0.0) and last.examples_per_sec > 0
+    assert last.loss == pytest.approx(logs["loss"])
+    assert all(p.eta > 0 for p in progress[:-1])
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")
+             and r.name != config.PROGRESS_LOGGER]
+    assert [line.split()[1] for line in lines] == ["10/20", "20/20"]
+    assert "  loss " in lines[-1] and "  accuracy " in lines[-1] and "examples_per_sec" in lines[-1]
+
+
+def test_summaries_write_the_scalars_to_tensorboard_event_files(tmp_path):
+    summary_dir = actions.summary_dir(str(tmp_path / "run"))
+    acts = actions.standard_actions(total_steps=20, global_batch=GLOBAL_BATCH, log_every=100,
+                                    summary_dir=summary_dir, learning_rate=lambda step: 0.05)
+    controller, trainer, _ = _controller(tmp_path / "ckpt", actions_=acts)
+    controller.train(trainer)
+    scalars: dict[str, dict[int, float]] = {}
+    for path in glob.glob(os.path.join(summary_dir, "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, {})[event.step] = float(tf.make_ndarray(value.tensor))
+    assert set(scalars) == {"loss", "accuracy", "examples_per_sec", "learning_rate"}
+    assert sorted(scalars["loss"]) == CHUNK_ENDS
+    assert scalars["learning_rate"][20] == pytest.approx(0.05)
+    assert all(v > 0 for v in scalars["examples_per_sec"].values())
+
+
+def test_no_preemption_handler_on_a_single_machine(tmp_path):
+    controller, _, _ = _controller(tmp_path)
+    assert controller.run_steps is controller_lib._run_plain
