@@ -15,6 +15,7 @@ from typing import Any
 
 from components.csv_format import DEFAULT_MISSING_VALUES
 from components.fs import is_uri
+from trainer_module import hooks
 from trainer_module.config import TASKS, TrainerConfig, TrainerConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +63,14 @@ class DataConfig:
     # value shares); a feature past its bound stops the run before anything runs. 0: no check.
     max_drift: float = 0.25
     feature_drift: dict[str, float] = dataclasses.field(default_factory=dict)  # {col = bound}
+
+
+@dataclasses.dataclass
+class TransformConfig:
+    # Your own tf.Transform preprocessing_fn, by dotted path ("package.module:function",
+    # trainer_module/hooks.py): function(inputs) -> {feature: tensor}, over the raw columns but the
+    # label; lockstep adds the label. "": the built-in rules (trainer_module/preprocessing.py).
+    preprocessing_fn: str = ""
 
 
 @dataclasses.dataclass
@@ -142,6 +151,7 @@ class Config:
     enable_cache: bool = True
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
+    transform: TransformConfig = dataclasses.field(default_factory=TransformConfig)
     eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
     paths: PathsConfig = dataclasses.field(default_factory=PathsConfig)
     push: PushConfig = dataclasses.field(default_factory=PushConfig)
@@ -236,6 +246,10 @@ def load(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None
             _merge(config, values, "")
         except ConfigError as err:
             raise ConfigError(f"config file {p}: {err}") from None
+        if has_hooks(config):
+            # The user's code beside their config imports by name, here and in every process a
+            # run starts (Transform, the Trainer, kfp.local's tasks).
+            hooks.add_code_path(p.resolve().parent)
     for dotted, value in (overrides or {}).items():
         if value is None:
             continue
@@ -259,10 +273,16 @@ def absolutize(config: Config) -> Config:
     return config
 
 
+def has_hooks(config: Config) -> bool:
+    """Whether the config names any of the user's own code (trainer_module/hooks.py)."""
+    return bool(config.trainer.model or config.trainer.loss or config.transform.preprocessing_fn)
+
+
 def validate(config: Config) -> None:
     try:
         config.trainer.validate()
-    except TrainerConfigError as err:
+        hooks.check_path(hooks.PREPROCESSING_KEY, config.transform.preprocessing_fn)
+    except (TrainerConfigError, hooks.HookError) as err:
         raise ConfigError(str(err)) from None
     if config.data.train_buckets < 1 or config.data.eval_buckets < 1:
         raise ConfigError("data.train_buckets and data.eval_buckets must be at least 1")

@@ -21,7 +21,8 @@ from components.transform import Transform
 from pipeline import evaluation
 from pipeline.config import Config
 from pipeline.preflight import Decisions
-from trainer_module.config import RUN_PARAMETERS, TrainSpec
+from trainer_module import hooks
+from trainer_module.config import RUN_PARAMETERS, TrainSpec, TransformSpec
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
 RUN_FN = "trainer_module.run.run_fn"
@@ -60,12 +61,25 @@ def analyzer_cache_dir(config: Config) -> str:
     return f"{config.paths.pipeline_root.rstrip('/')}/analyzer_cache"
 
 
+def code_fingerprint(config: Config) -> str:
+    """A hash of the user's hook code ("" for none; trainer_module/hooks.py): in both custom
+    configs, so an edit to that code misses TFX's cache."""
+    return hooks.fingerprint(config.trainer.model, config.trainer.loss,
+                             config.transform.preprocessing_fn)
+
+
 def train_spec(config: Config, label: str, task: str) -> TrainSpec:
     trainer = dataclasses.replace(config.trainer)
     if config.trainer.tpu_slice and config.trainer.strategy == "auto":
         # On a GKE TPU node the chips are local to the pod.
         trainer.strategy, trainer.tpu = "tpu", config.trainer.tpu or "local"
-    return TrainSpec(label, task, trainer)
+    return TrainSpec(label, task, trainer, code_fingerprint(config))
+
+
+def transform_spec(config: Config, decisions: Decisions) -> TransformSpec:
+    return dataclasses.replace(decisions.transform_spec(config.data.label),
+                               preprocessing_fn=config.transform.preprocessing_fn,
+                               code_fingerprint=code_fingerprint(config))
 
 
 def run_parameter_values(config: Config) -> dict:
@@ -74,13 +88,14 @@ def run_parameter_values(config: Config) -> dict:
 
 
 def create_pipeline(config: Config, input_base: str, pattern: str, decisions: Decisions,
-                    kubeflow: bool = False) -> tfx_pipeline.Pipeline:
+                    kubeflow: bool = False, to_node: str | None = None) -> tfx_pipeline.Pipeline:
     """input_base/pattern: the CSV files. decisions: taken once before the run
     (pipeline/preflight.py): the task, the columns' roles and the gate; Transform, Trainer and
     the eval config all take them from here.
 
     kubeflow: the data root and the trainer's RUN_PARAMETERS become runtime parameters a run
-    can override, and there is no local ML Metadata connection."""
+    can override, and there is no local ML Metadata connection. to_node: the nodes up to this
+    one alone (`lockstep verify` needs Transform's output)."""
     label, task, gate = config.data.label, decisions.task, decisions.gate
     trainer_parameters = run_parameter_values(config)
     if kubeflow:
@@ -108,7 +123,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
     transform = Transform(
         examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
-        custom_config=decisions.transform_spec(label).to_custom_config(),
+        custom_config=transform_spec(config, decisions).to_custom_config(),
         analyzer_cache_dir=analyzer_cache_dir(config) if config.data.span_pattern else "",
         **TRANSFORM_SETTINGS).with_id(TRANSFORM_NODE)
     latest = LatestPushedModel(serving_dir=config.paths.serving_dir).with_id(BASELINE_NODE)
@@ -138,11 +153,15 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
         metric_name=gate.tfma_name(),
         higher_is_better=evaluation.METRICS[gate.metric].higher_is_better,
         gate=json.dumps(gate.to_dict())).with_id(PUSHER_NODE)
+    components = [example_gen, statistics_gen, schema_gen, example_validator, transform,
+                  latest, trainer, evaluator, pusher]
+    if to_node:  # the validator goes with the Trainer it gates
+        components = [c for c in components[:[c.id for c in components].index(to_node) + 1]
+                      if c is not example_validator]
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.paths.pipeline_root,
-        components=[example_gen, statistics_gen, schema_gen, example_validator, transform,
-                    latest, trainer, evaluator, pusher],
+        components=components,
         enable_cache=config.enable_cache,
         metadata_connection_config=None if kubeflow else
         metadata.sqlite_metadata_connection_config(config.metadata_path),

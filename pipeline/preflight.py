@@ -10,7 +10,8 @@ import dataclasses
 from components.fs import is_uri
 from pipeline import column_roles, evaluation
 from pipeline.config import Config, ConfigError
-from trainer_module.config import CONSTANT, FEATURE, ID, ROLES, TIMESTAMP, TransformSpec
+from trainer_module.config import CONSTANT, FEATURE, ID, REGRESSION, ROLES, TIMESTAMP, TransformSpec
+from trainer_module.features import vocab_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +69,49 @@ def decide(config: Config, data=None) -> Decisions:
             raise ConfigError(f"eval.slices: '{column}' is not a column of {config.data.path} "
                               f"(columns: {', '.join(data.columns)})")
     return Decisions(task, reason, gate, roles)
+
+
+def check_hooks(config: Config, decisions: Decisions, data=None) -> list[str]:
+    """Imports the user's own code the config names (trainer_module/hooks.py) and checks it:
+    each hook's signature; the loss gives one loss per example; the model maps a batch of the
+    transformed features to [batch, outputs] (checked here when the features are the built-in
+    preprocessing's of local data; otherwise in the Trainer, before it trains, and by `lockstep
+    verify`). Returns what the run says about them. Raises ConfigError, one line, naming the key."""
+    from trainer_module import hooks
+
+    if not (config.trainer.model or config.trainer.loss or config.transform.preprocessing_fn):
+        return []
+    trainer = config.trainer
+    outputs = 1 if decisions.task == REGRESSION else max(len((data and data.label_counts) or {}), 2)
+    checked = []
+    try:
+        if config.transform.preprocessing_fn:
+            hooks.load(hooks.PREPROCESSING_KEY, config.transform.preprocessing_fn, 1)
+            checked.append(f"{hooks.PREPROCESSING_KEY} = {config.transform.preprocessing_fn}")
+        if trainer.loss:
+            hooks.check_loss(hooks.load(hooks.LOSS_KEY, trainer.loss, 2), decisions.task, outputs)
+            checked.append(f"{hooks.LOSS_KEY} = {trainer.loss} (one loss per example)")
+        if trainer.model:
+            model = hooks.load(hooks.MODEL_KEY, trainer.model, 1)
+            how = "its signature; its output once Transform has run"
+            if data is not None and not config.transform.preprocessing_fn:
+                inputs = _builtin_inputs(config, decisions, data, outputs)
+                hooks.check_model(model(inputs), inputs)
+                how = f"[batch, {outputs}] from {len(inputs.feature_spec)} transformed features"
+            checked.append(f"{hooks.MODEL_KEY} = {trainer.model} ({how})")
+    except hooks.HookError as err:
+        raise ConfigError(str(err)) from None
+    return [f"lockstep: your code: {'; '.join(checked)}"]
+
+
+def _builtin_inputs(config: Config, decisions: Decisions, data, outputs: int):
+    from trainer_module import hooks, preprocessing
+
+    features = {name: kind for name, kind in data.columns.items()
+                if name != config.data.label and name not in column_roles.excluded(decisions.roles)}
+    spec = preprocessing.builtin_feature_spec(features, column_roles.timestamps(decisions.roles))
+    vocabularies = {vocab_name(name): 1 for name, kind in features.items() if kind == "string"}
+    return hooks.ModelInputs(spec, vocabularies, decisions.task, outputs, config.trainer)
 
 
 def check_local(config: Config):

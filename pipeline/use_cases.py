@@ -37,6 +37,7 @@ class Prepared:
     data: object
     decisions: preflight.Decisions
     drift: preflight.DriftCheck | None = None
+    code: tuple[str, ...] = ()  # what the check of the user's own code said (preflight.check_hooks)
 
     @property
     def task(self) -> str:
@@ -52,7 +53,8 @@ class Prepared:
             lines.append(f"lockstep: {data.rows} rows from {len(data.files)} CSV file(s){spans}, "
                          f"label '{self.config.data.label}', {len(data.columns) - 1} columns; "
                          f"task {self.task}")
-        return lines + self.decisions.column_lines() + [self.decisions.gate_line()]
+        return (lines + self.decisions.column_lines() + [self.decisions.gate_line()]
+                + list(self.code))
 
 
 def prepare(config: Config) -> Prepared:
@@ -60,10 +62,12 @@ def prepare(config: Config) -> Prepared:
     is built from.
 
     Raises:
-      ConfigError, CsvError, SpanError: the config or the data, named.
+      ConfigError, CsvError, SpanError: the config, the user's code or the data, named.
     """
     data = preflight.check_local(config)
-    return Prepared(config, data, preflight.decide(config, data))
+    decisions = preflight.decide(config, data)
+    return Prepared(config, data, decisions,
+                    code=tuple(preflight.check_hooks(config, decisions, data)))
 
 
 def check_drift(prepared: Prepared) -> Prepared:
@@ -165,6 +169,49 @@ def _orchestrate(prepared: Prepared, orchestrator: str, console):
 
     data = prepared.data
     return dag_runner.run(config, data.input_base, data.pattern, prepared.decisions)
+
+
+def verify(prepared: Prepared, *, replicas: int = 2, steps: int = 3, log_file: str | None = None,
+           lock: str | None = None):
+    """`lockstep verify`: the pipeline up to Transform (a partial LocalDagRunner run, cached like
+    a whole run's), then the user's model and loss on that input: `replicas` emulated replicas
+    against Keras on one device on the global batch, for `steps` global steps, in a fresh
+    process (trainer_module/verify.py). Returns its Verification.
+
+    Raises:
+      ConfigError: remote data (verify reads local data); run_lock.Locked; PipelineFailed.
+    """
+    from pipeline.local import run_lock
+    from pipeline.local.console import Console
+
+    config, data = prepared.config, prepared.data
+    if data is None:
+        raise ConfigError(f"data.path {config.data.path} is remote: lockstep verify reads "
+                          "local data (a sample of it will do)")
+    log_file = log_file or log_path(config)
+    try:
+        with run_lock.hold(lock or run_lock.default_path(config.paths.pipeline_root),
+                           config.run.lock_wait_seconds), Console(log_file, False):
+            from pipeline import pipeline as pipeline_lib  # TensorFlow & co., their logs to the file
+            from pipeline.local import dag_runner
+            from trainer_module import verify as verify_lib
+
+            report = dag_runner.run(config, data.input_base, data.pattern, prepared.decisions,
+                                    to_node=pipeline_lib.TRANSFORM_NODE)
+    except Exception as err:  # noqa: BLE001  as run(): a component's error in one line
+        if errors.status_of(err) is not None:
+            raise
+        lines = str(err).strip().splitlines()
+        raise errors.PipelineFailed(f"verify: the pipeline up to Transform failed: "
+                                    f"{type(err).__name__}: {lines[-1] if lines else ''}") from err
+    examples = report.artifacts[f"{pipeline_lib.EXAMPLE_GEN_NODE}.examples"]
+    job = {"train_files": [f"{examples}/Split-train/*"], "eval_files": [],
+           "transform_dir": report.artifacts[f"{pipeline_lib.TRANSFORM_NODE}.transform_graph"],
+           "model_run_dir": "", "serving_model_dir": "", "label": config.data.label,
+           "task": prepared.decisions.task,
+           "trainer": dataclasses.asdict(pipeline_lib.train_spec(
+               config, config.data.label, prepared.decisions.task).trainer)}
+    return verify_lib.run_in_subprocess(job, replicas=replicas, steps=steps)
 
 
 def _watchdog(minutes: float) -> threading.Timer | None:

@@ -61,9 +61,11 @@ def test_an_unknown_run_parameter_fails():
 
 
 def test_transform_spec_is_strict_too():
-    written = {"label": "y", "task": REGRESSION, "excluded": ["id"], "timestamps": ["t"]}
-    assert TransformSpec.from_custom_config(written) == TransformSpec("y", REGRESSION, ("id",), ("t",))
-    assert TransformSpec("y", REGRESSION, ("id",), ("t",)).to_custom_config() == written
+    written = {"label": "y", "task": REGRESSION, "excluded": ["id"], "timestamps": ["t"],
+               "preprocessing_fn": "mine.prep:fn", "code_fingerprint": "abc"}
+    spec = TransformSpec("y", REGRESSION, ("id",), ("t",), "mine.prep:fn", "abc")
+    assert TransformSpec.from_custom_config(written) == spec
+    assert spec.to_custom_config() == written
     with pytest.raises(TrainerConfigError, match="missing key"):
         TransformSpec.from_custom_config({"label": "y"})
 

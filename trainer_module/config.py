@@ -35,6 +35,10 @@ MAX_INTEGER_CLASSES = 50
 
 LABEL_KEY, TASK_KEY, TRAINER_KEY = "label", "task", "trainer"
 EXCLUDED_KEY, TIMESTAMPS_KEY = "excluded", "timestamps"
+# The user's preprocessing_fn (a dotted path, "" for the built-in one), and a hash of the source
+# of the user's hooks (trainer_module/hooks.py, fingerprint): an edit to that code changes the
+# custom_config, so TFX's cache does not serve the output of the code before the edit.
+PREPROCESSING_FN_KEY, CODE_KEY = "preprocessing_fn", "code_fingerprint"
 # What a column is to the model, decided once before the run (pipeline/column_roles.py) or by
 # `data.columns`: a feature as it is; an id or a constant, left out; a timestamp, parsed into its
 # parts (trainer_module/features.py, TIMESTAMP_PARTS).
@@ -107,6 +111,16 @@ class TrainerConfig:
     embedding_dim: int = 4
     seed: int = 42
     warm_start: bool = False
+    # Your own model and loss, by dotted path ("package.module:function"; trainer_module/hooks.py):
+    # model(inputs: ModelInputs) -> tf.keras.Model; loss(labels, outputs) -> [batch] per-example
+    # losses. "": the built-in MLP and loss. model_params: your settings, handed to your model.
+    model: str = ""
+    model_params: dict = dataclasses.field(default_factory=dict)
+    loss: str = ""
+    # Before training, check that N replicas make the update one device makes on the global batch
+    # with this model and loss (trainer_module/verify.py, as `lockstep verify`); a run that fails
+    # it stops before training. The figures go into the run summary and the report.
+    verify: bool = False
 
     def validate(self) -> None:
         if self.per_replica_batch < 0 or self.global_batch < 0:
@@ -123,6 +137,13 @@ class TrainerConfig:
         if self.strategy not in STRATEGIES:
             raise TrainerConfigError(f"trainer.strategy must be {', '.join(STRATEGIES[:-1])} or "
                                      f"{STRATEGIES[-1]}, got {self.strategy!r}")
+        from trainer_module import hooks
+
+        try:
+            hooks.check_path(hooks.MODEL_KEY, self.model)
+            hooks.check_path(hooks.LOSS_KEY, self.loss)
+        except hooks.HookError as err:
+            raise TrainerConfigError(str(err)) from None
         if self.tpu_slice:
             from trainer_module import slices
 
@@ -205,42 +226,57 @@ def _names(values: Any, what: str) -> tuple[str, ...]:
 @dataclasses.dataclass(frozen=True)
 class TransformSpec:
     """What preprocessing_fn reads from Transform's custom_config: the label, the task, the
-    columns left out (ids, constants) and the timestamp columns (parsed into parts)."""
+    columns left out (ids, constants), the timestamp columns (parsed into parts), and the user's
+    own preprocessing_fn with its code's fingerprint."""
 
     label: str
     task: str
     excluded: tuple[str, ...] = ()
     timestamps: tuple[str, ...] = ()
+    preprocessing_fn: str = ""
+    code_fingerprint: str = ""
 
     def to_custom_config(self) -> dict[str, Any]:
         return {LABEL_KEY: self.label, TASK_KEY: check_task(self.task),
-                EXCLUDED_KEY: sorted(self.excluded), TIMESTAMPS_KEY: sorted(self.timestamps)}
+                EXCLUDED_KEY: sorted(self.excluded), TIMESTAMPS_KEY: sorted(self.timestamps),
+                PREPROCESSING_FN_KEY: self.preprocessing_fn, CODE_KEY: self.code_fingerprint}
 
     @classmethod
     def from_custom_config(cls, values: dict[str, Any]) -> "TransformSpec":
-        _check_keys(values, (LABEL_KEY, TASK_KEY, EXCLUDED_KEY, TIMESTAMPS_KEY), "Transform")
+        _check_keys(values, (LABEL_KEY, TASK_KEY, EXCLUDED_KEY, TIMESTAMPS_KEY,
+                             PREPROCESSING_FN_KEY, CODE_KEY), "Transform")
         return cls(values[LABEL_KEY], check_task(values[TASK_KEY]),
                    _names(values[EXCLUDED_KEY], EXCLUDED_KEY),
-                   _names(values[TIMESTAMPS_KEY], TIMESTAMPS_KEY))
+                   _names(values[TIMESTAMPS_KEY], TIMESTAMPS_KEY),
+                   _text(values[PREPROCESSING_FN_KEY], PREPROCESSING_FN_KEY),
+                   _text(values[CODE_KEY], CODE_KEY))
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise TrainerConfigError(f"custom_config: {what} must be text, got {value!r}")
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainSpec:
-    """What the Trainer reads from its custom_config: label, task and the TrainerConfig."""
+    """What the Trainer reads from its custom_config: label, task, the TrainerConfig and the
+    fingerprint of the user's hook code (TransformSpec)."""
 
     label: str
     task: str
     trainer: TrainerConfig
+    code_fingerprint: str = ""
 
     def to_custom_config(self) -> dict[str, Any]:
         return {LABEL_KEY: self.label, TASK_KEY: check_task(self.task),
-                TRAINER_KEY: dataclasses.asdict(self.trainer)}
+                TRAINER_KEY: dataclasses.asdict(self.trainer), CODE_KEY: self.code_fingerprint}
 
     @classmethod
     def from_custom_config(cls, values: dict[str, Any],
                            run_parameters: dict[str, Any] | None = None) -> "TrainSpec":
         """Reads it back; run_parameters (RUN_PARAMETERS names) override the config's values."""
-        _check_keys(values, (LABEL_KEY, TASK_KEY, TRAINER_KEY), "Trainer")
+        _check_keys(values, (LABEL_KEY, TASK_KEY, TRAINER_KEY, CODE_KEY), "Trainer")
         trainer = dict(values[TRAINER_KEY])
         for name, value in (run_parameters or {}).items():
             if name not in RUN_PARAMETERS:
@@ -249,4 +285,4 @@ class TrainSpec:
             if value is not None:
                 trainer[name] = value
         return cls(values[LABEL_KEY], check_task(values[TASK_KEY]),
-                   trainer_config_from_dict(trainer))
+                   trainer_config_from_dict(trainer), _text(values[CODE_KEY], CODE_KEY))

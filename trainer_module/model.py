@@ -5,22 +5,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from trainer_module import config, features
-
-
-def feature_columns(transformed_spec: dict, label_key: str, vocab_size) -> tuple[list, dict]:
-    """(numeric keys, {categorical key: vocabulary size incl. OOV}) from the transformed spec."""
-    label_out = features.transformed_name(label_key)
-    numeric, categorical = [], {}
-    for key, spec in sorted(transformed_spec.items()):
-        if key == label_out:
-            continue
-        if spec.dtype == tf.int64 and key.endswith("_xf"):
-            raw = key[: -len("_xf")]
-            categorical[key] = vocab_size(features.vocab_name(raw)) + features.OOV_BUCKETS
-        else:
-            numeric.append(key)
-    return numeric, categorical
+from trainer_module import config
 
 
 def build_model(numeric: list[str], categorical: dict[str, int], outputs: int,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import features
+from trainer_module import features, hooks
 from trainer_module.config import REGRESSION, TransformSpec
 
 
@@ -69,16 +69,44 @@ def _timestamp_parts(x) -> tuple[dict, tf.Tensor]:
 
 
 def preprocessing_fn(inputs, custom_config):
+    """The Transform entry point: the features, by the built-in rules or the user's own
+    preprocessing_fn (TransformSpec.preprocessing_fn, trainer_module/hooks.py), and the label."""
     spec = TransformSpec.from_custom_config(custom_config)
     label = spec.label
     if label not in inputs:
         raise ValueError(f"label column '{label}' is not among the features: {sorted(inputs)}")
+    columns = {k: x for k, x in inputs.items() if k != label and k not in spec.excluded}
+    if spec.preprocessing_fn:
+        outputs = _user_features(spec.preprocessing_fn, columns)
+    else:
+        outputs = builtin_features(columns, spec.timestamps)
+    label_out = features.transformed_name(label)
+    if label_out in outputs:
+        raise ValueError(f"{hooks.PREPROCESSING_KEY}: it returns '{label_out}', the label's "
+                         "name: lockstep transforms the label itself")
+    outputs[label_out] = _label(inputs[label], label, spec.task)
+    return outputs
+
+
+def _user_features(path: str, columns: dict) -> dict:
+    outputs = hooks.load(hooks.PREPROCESSING_KEY, path, 1)(dict(columns))
+    if not isinstance(outputs, dict) or not outputs:
+        raise ValueError(f"{hooks.PREPROCESSING_KEY}: {path} returned "
+                         f"{type(outputs).__name__}, not a dict of feature tensors")
+    for key, value in outputs.items():
+        if not isinstance(value, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)):
+            raise ValueError(f"{hooks.PREPROCESSING_KEY}: {path} returned "
+                             f"{type(value).__name__} for '{key}', not a tensor")
+    return dict(outputs)
+
+
+def builtin_features(columns: dict, timestamps=()) -> dict:
+    """The built-in rules over the raw columns (the module's docstring): z-scored numerics with
+    missing flags, vocabulary indices for text, timestamps in parts."""
     outputs = {}
     numeric = []  # (name, float values [batch], present [batch])
-    for key, x in inputs.items():
-        if key == label or key in spec.excluded:
-            continue
-        if key in spec.timestamps:
+    for key, x in columns.items():
+        if key in timestamps:
             parts, present = _timestamp_parts(x)
             numeric += [(features.timestamp_part(key, p), v, present) for p, v in parts.items()]
         elif x.dtype == tf.string:
@@ -114,21 +142,40 @@ def preprocessing_fn(inputs, custom_config):
         for index, (key, _, _) in enumerate(numeric):
             outputs[features.transformed_name(key)] = scaled[:, index]
             outputs[features.missing_flag_name(key)] = 1.0 - present[:, index]
+    return outputs
 
-    y = inputs[label]
-    if spec.task == REGRESSION:
+
+def builtin_feature_spec(columns: dict[str, str], timestamps=()) -> dict:
+    """The transformed features `builtin_features` makes from raw columns of these kinds
+    ({column: int | float | string}): their names and tf.io specs, without running Transform
+    (the check of a user's model before a run, trainer_module/hooks.py)."""
+    spec = {}
+    fixed = lambda dtype: tf.io.FixedLenFeature([], dtype)  # noqa: E731
+    for column, kind in columns.items():
+        names = ([features.timestamp_part(column, p) for p in features.TIMESTAMP_PARTS]
+                 if column in timestamps else [column])
+        for name in names:
+            if kind == "string" and column not in timestamps:
+                spec[features.transformed_name(name)] = fixed(tf.int64)
+                continue
+            spec[features.transformed_name(name)] = fixed(tf.float32)
+            spec[features.missing_flag_name(name)] = fixed(tf.float32)
+    return spec
+
+
+def _label(y, label: str, task: str):
+    """classification: class index by the vocabulary of present labels (-1 when missing);
+    regression: the value as a float (NaN when missing)."""
+    if task == REGRESSION:
         if y.dtype == tf.string:
             raise ValueError(f"label column '{label}' holds text: a regression needs numbers")
-        outputs[features.transformed_name(label)] = _dense(_as_float(y), float("nan"))
-    else:
-        present_values = y.values if isinstance(y, tf.SparseTensor) else y
-        if y.dtype != tf.string:
-            present_values = tf.strings.as_string(present_values)
-        dense = _dense(y, "" if y.dtype == tf.string else 0)
-        if y.dtype != tf.string:
-            dense = tf.where(_present(y) > 0, tf.strings.as_string(dense), "")
-        # The vocabulary sees present labels only, so "missing" never becomes a class.
-        vocab = tft.vocabulary(present_values, vocab_filename=features.LABEL_VOCAB)
-        outputs[features.transformed_name(label)] = tft.apply_vocabulary(
-            dense, vocab, default_value=-1)
-    return outputs
+        return _dense(_as_float(y), float("nan"))
+    present_values = y.values if isinstance(y, tf.SparseTensor) else y
+    if y.dtype != tf.string:
+        present_values = tf.strings.as_string(present_values)
+    dense = _dense(y, "" if y.dtype == tf.string else 0)
+    if y.dtype != tf.string:
+        dense = tf.where(_present(y) > 0, tf.strings.as_string(dense), "")
+    # The vocabulary sees present labels only, so "missing" never becomes a class.
+    vocab = tft.vocabulary(present_values, vocab_filename=features.LABEL_VOCAB)
+    return tft.apply_vocabulary(dense, vocab, default_value=-1)

@@ -17,8 +17,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from trainer_module import actions as actions_lib, controller as controller_lib
-from trainer_module import export, features, input_pipeline, loop, scaling, strategy as strategy_lib, warmup
-from trainer_module import model as model_lib
+from trainer_module import export, features, hooks, input_pipeline, loop, scaling, strategy as strategy_lib, warmup
 from trainer_module.config import CLASSIFICATION, REGRESSION, TrainerConfig, check_task, trainer_config_from_dict
 
 
@@ -78,6 +77,18 @@ def _plan(cfg: TrainerConfig, strategy: tf.distribute.Strategy, train_files) -> 
     return plan
 
 
+def model_inputs(tf_transform_output, label: str, task: str, cfg: TrainerConfig) -> hooks.ModelInputs:
+    """What the model hook gets (trainer_module/hooks.py), read from Transform's output."""
+    spec = dict(tf_transform_output.transformed_feature_spec())
+    spec.pop(features.transformed_name(label), None)
+    assets = os.path.join(tf_transform_output.transform_savedmodel_dir, "assets")
+    names = tf.io.gfile.listdir(assets) if tf.io.gfile.isdir(assets) else []
+    sizes = {name: tf_transform_output.vocabulary_size_by_name(name) for name in names}
+    outputs = 1 if task == REGRESSION else sizes[features.LABEL_VOCAB]
+    sizes.pop(features.LABEL_VOCAB, None)
+    return hooks.ModelInputs(spec, sizes, task, outputs, cfg)
+
+
 def train_metrics(task: str) -> dict[str, tf.keras.metrics.Metric]:
     """The Trainer's metrics by logs key (make them in the strategy's scope): accuracy for
     classification, none for regression (the loss is the MSE)."""
@@ -92,19 +103,16 @@ def run(job: TrainJob, callbacks=()) -> dict:
     callbacks: extra actions, callback(step, logs) after each chunk (trainer_module/actions.py).
     """
     cfg = job.trainer
+    verified = _verify(job) if cfg.verify else None
     tf.keras.utils.set_random_seed(cfg.seed)
     strategy = strategy_lib.resolve_strategy(cfg)
     plan = _plan(cfg, strategy, job.train_files)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     task = job.task
-    numeric, categorical = model_lib.feature_columns(
-        tf_transform_output.transformed_feature_spec(), job.label,
-        tf_transform_output.vocabulary_size_by_name)
-    outputs = (1 if task == REGRESSION
-               else tf_transform_output.vocabulary_size_by_name(features.LABEL_VOCAB))
+    inputs = model_inputs(tf_transform_output, job.label, task, cfg)
+    loss = hooks.per_example_loss(cfg, task, inputs.outputs)
     with strategy.scope():
-        model = model_lib.build_model(numeric, categorical, outputs, cfg.hidden_units, cfg.l2,
-                                      cfg.embedding_dim, cfg.seed)
+        model = hooks.build_model(inputs)
         schedule = warmup.WarmupSchedule(plan.learning_rate, plan.warmup_steps)
         optimizer = tf.keras.optimizers.Adam(learning_rate=schedule)
         metrics = train_metrics(task)
@@ -128,7 +136,7 @@ def run(job: TrainJob, callbacks=()) -> dict:
     dataset = strategy.distribute_datasets_from_function(input_pipeline.make_dataset_fn(
         job.train_files, raw_spec, job.label, task, plan.per_replica_batch, training=True,
         seed=cfg.seed, skip_steps=start, transform=transform))
-    trainer = loop.Trainer(strategy, model, optimizer, model_lib.per_example_loss_fn(task),
+    trainer = loop.Trainer(strategy, model, optimizer, loss,
                            plan.global_batch, dataset, metrics=metrics, jit_compile=cfg.jit_compile)
     logs = controller.train(trainer)
 
@@ -139,7 +147,27 @@ def run(job: TrainJob, callbacks=()) -> dict:
     export.export_serving_model(model, tf_transform_output, job.label, task, target)
     return {"plan": dataclasses.asdict(plan), "train": logs, "eval": eval_metrics,
             "warm_started": bool(warm), "chief": chief, "strategy": type(strategy).__name__,
-            "replicas": strategy.num_replicas_in_sync}
+            "replicas": strategy.num_replicas_in_sync,
+            "verify": verified.to_dict() if verified else None,
+            "model": cfg.model, "loss": cfg.loss}
+
+
+class VerificationFailed(RuntimeError):
+    """trainer.verify: the replicas do not make one device's update; the message says where."""
+
+
+def _verify(job: TrainJob):
+    """trainer.verify: `lockstep verify`'s check (trainer_module/verify.py), before training, in
+    a process of its own (it needs CPU replicas of its own); a failure stops the run."""
+    from trainer_module import verify
+
+    result = verify.run_in_subprocess(dataclasses.asdict(job))
+    for line in result.lines():
+        logging.info(line)
+    if not result.passed:
+        raise VerificationFailed(result.lines()[-1] + " (trainer.verify; `lockstep verify` "
+                                 "prints the same)")
+    return result
 
 
 EVAL_BATCH = 4096  # eval rows per step: one compiled call per batch, not one eager call per 32

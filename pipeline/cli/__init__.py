@@ -12,7 +12,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: n
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipeline.cli import compile as compile_cmd, kubeflow, plan, report, run, runs
+    from pipeline.cli import compile as compile_cmd, kubeflow, plan, report, run, runs, verify
 
     parser = argparse.ArgumentParser(
         prog="lockstep", description="A TFX pipeline with a synchronous data-parallel trainer.")
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_parser(sub)
     runs.add_parser(sub)
     report.add_parser(sub)
+    verify.add_parser(sub)
     return parser
 
 

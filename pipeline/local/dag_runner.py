@@ -23,11 +23,13 @@ def compile_ir(pipeline):
     return ir
 
 
-def run(config: Config, input_base: str, pattern: str, decisions) -> run_report.RunReport:
-    """decisions: pipeline/preflight.py's, for this config and data."""
+def run(config: Config, input_base: str, pattern: str, decisions,
+        to_node: str | None = None) -> run_report.RunReport:
+    """decisions: pipeline/preflight.py's, for this config and data. to_node: run the nodes up to
+    this one alone (the same pipeline, ML Metadata and cache as a whole run)."""
     os.makedirs(config.paths.pipeline_root, exist_ok=True)
     os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
-    pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, decisions)
+    pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, decisions, to_node=to_node)
     ir = compile_ir(pipeline)
     # This process's own run id (LocalDagRunner would take the wall clock alone): the report
     # below reads this run, not whichever run of the pipeline is newest.

@@ -26,7 +26,7 @@ import os
 import re
 
 from pipeline import pipeline as pipeline_lib
-from pipeline.reporting.run_report import RunReport
+from pipeline.reporting.run_report import RunReport, verify_line
 
 HISTOGRAMS_SHOWN = 60  # features with a plot; the table lists them all
 TOP_VALUES = 8
@@ -267,7 +267,10 @@ def _training_section(report: RunReport) -> str:
             ("learning rate", f"{plan.get('learning_rate')} (base {plan.get('base_learning_rate')}"
                               f" per {plan.get('base_batch')} examples)"),
             ("warmup steps", plan.get("warmup_steps")),
-            ("warm start", t.get("base_model") if t.get("warm_started") else "no")]
+            ("warm start", t.get("base_model") if t.get("warm_started") else "no"),
+            ("model", t.get("model") or "built-in"), ("loss", t.get("loss") or "built-in")]
+    if t.get("verify"):
+        rows.append(("verified", verify_line(t["verify"]).split(": ", 1)[1]))
     table = "<table>" + "".join(f"<tr><th>{_e(k)}</th><td data-plan='{_e(k)}'>{_e(v)}</td></tr>"
                                 for k, v in rows) + "</table>"
     uri = report.artifacts.get(f"{pipeline_lib.TRAINER_NODE}.model_run")

@@ -140,6 +140,11 @@ class RunReport:
                          f"{t.get('plan', {}).get('global_batch')} "
                          f"({t.get('plan', {}).get('budget') or 'budget not recorded'})"
                          + (f", warm-started from {t.get('base_model')}" if t.get("warm_started") else ""))
+            if t.get("model") or t.get("loss"):
+                lines.append(f"Model: {t.get('model') or 'built-in'}, loss "
+                             f"{t.get('loss') or 'built-in'} (your code)")
+            if t.get("verify"):
+                lines.append(verify_line(t["verify"]))
         lines.append(f"Baseline: the serving model, {self.baseline}" if self.baseline
                      else "Baseline: none (first model)")
         lines += self.gate_lines()
@@ -172,6 +177,15 @@ def _span_list(spans: list[int]) -> str:
 
 def _ints(value) -> list[int]:
     return [int(x) for x in str(value or "").split(",") if x.strip()]
+
+
+def verify_line(v: dict) -> str:
+    """trainer.verify's figures (trainer_module/verify.py, Verification.to_dict) in one line."""
+    relative = v["max_difference"] / v["moved"] if v.get("moved") else float("inf")
+    return (f"Verify: {v['replicas']} replicas equal one device on global batch "
+            f"{v['global_batch']} over {v['steps']} steps: largest weight difference "
+            f"{v['max_difference']:.1e} ({v['variable']}) beside {v['moved']:.1e} moved, "
+            f"{relative:.1e} {'within' if v['passed'] else 'BEYOND'} {v['tolerance']:.0e}")
 
 
 def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunReport:

@@ -1,0 +1,42 @@
+"""`lockstep verify`: does your model, with your loss and preprocessing, train synchronously right?"""
+
+from __future__ import annotations
+
+from pipeline.cli.common import add_config_arg, load_config
+from pipeline.cli.errors import UsageError
+
+
+def add_parser(sub) -> None:
+    verify = sub.add_parser(
+        "verify", help="check that N replicas make the update one device makes, on your model",
+        description="Runs the pipeline up to Transform (cached, like a run), then trains your "
+                    "model (trainer.model, trainer.loss, transform.preprocessing_fn) for a few "
+                    "global steps on N emulated replicas and with Keras on one device on the "
+                    "same global batches from the same weights, and prints the largest weight "
+                    "difference beside how far the weights moved. Exit 0 within the tolerance, "
+                    "1 beyond it.")
+    add_config_arg(verify)
+    verify.add_argument("--data", help="a CSV file or a directory of CSV files (default: data.path)")
+    verify.add_argument("--label", help="the label column (default: data.label)")
+    verify.add_argument("--pipeline-root", help="where artifacts and ML Metadata go")
+    verify.add_argument("--replicas", type=int, default=2, help="emulated replicas (default 2)")
+    verify.add_argument("--steps", type=int, default=3, help="global steps (default 3)")
+    verify.set_defaults(func=command)
+
+
+def command(args) -> int:
+    from pipeline import use_cases
+
+    for flag, value in (("--replicas", args.replicas), ("--steps", args.steps)):
+        if value < (2 if flag == "--replicas" else 1):
+            raise UsageError(f"{flag} must be at least {2 if flag == '--replicas' else 1}, "
+                             f"got {value}")
+    prepared = use_cases.prepare(load_config(args, {
+        "data.path": args.data, "data.label": args.label,
+        "paths.pipeline_root": args.pipeline_root}))
+    for line in prepared.lines():
+        print(line, flush=True)
+    result = use_cases.verify(prepared, replicas=args.replicas, steps=args.steps)
+    for line in result.lines():
+        print(line)
+    return 0 if result.passed else 1

@@ -1,0 +1,107 @@
+"""verify, on the penguins run's own data: N replicas make one device's update with the built-in
+model, and the user hooks that break it (tests/user_hooks.py) are caught, by orders of magnitude.
+
+In process here: the test process already has 8 logical CPU devices (conftest.py)."""
+
+import dataclasses
+import glob
+import os
+import subprocess
+
+import pytest
+
+from conftest import REPO
+from trainer_module import train, verify as verify_lib
+from trainer_module.config import TrainerConfig
+
+pytestmark = pytest.mark.slow
+
+
+def _job(penguins_run, **trainer) -> dict:
+    root = penguins_run.pipeline_root
+    [transform_dir] = glob.glob(str(root / "Transform" / "transform_graph" / "*"))
+    examples = glob.glob(str(root / "CsvExampleGen" / "examples" / "*"))[0]
+    out = penguins_run.root / "verify"
+    return {"train_files": [f"{examples}/Split-train/*"], "eval_files": [f"{examples}/Split-eval/*"],
+            "transform_dir": transform_dir, "model_run_dir": str(out / "run"),
+            "serving_model_dir": str(out / "serving"), "label": "species",
+            "trainer": dataclasses.asdict(TrainerConfig(**trainer))}
+
+
+def _verify(penguins_run, replicas=2, **trainer) -> verify_lib.Verification:
+    result = verify_lib.verify(train.TrainJob.from_dict(_job(penguins_run, **trainer)), replicas)
+    print("\n".join(result.lines()))  # the figures, with -s
+    return result
+
+
+@pytest.mark.parametrize("replicas", [2, 4])
+def test_builtin_model_makes_one_devices_update(penguins_run, replicas):
+    result = _verify(penguins_run, replicas)
+    learning_rate = 0.01 * 32 * replicas / 32  # base_learning_rate x global batch / base_batch
+    assert (result.replicas, result.steps, result.per_replica_batch, result.global_batch) == (
+        replicas, 3, 32, 32 * replicas)
+    assert result.learning_rate == pytest.approx(learning_rate)
+    assert result.passed and result.moved > 0
+    assert result.relative < result.tolerance / 10  # float32 sums in another order: ~1e-6
+    assert result.lines() == [
+        f"verify: {replicas} replicas x batch 32 = global batch {32 * replicas}, 3 SGD steps at "
+        f"learning rate {learning_rate:g}",
+        f"verify: largest weight difference {result.max_difference:.1e} ({result.variable}), "
+        f"weights moved {result.moved:.1e}: {result.relative:.1e} of the movement, within 1e-04: "
+        f"{replicas} replicas make the update one device makes on the global batch"]
+
+
+def test_a_loss_averaged_over_the_replica_batch_fails(penguins_run):
+    result = _verify(penguins_run, loss="user_hooks:per_replica_mean_loss")
+    assert not result.passed
+    # Each replica's update is the whole of one device's: 2 replicas move the weights twice as
+    # far, so they differ from one device by about one whole movement.
+    assert 0.5 < result.relative < 1.5
+    assert result.variable.endswith(":0")
+    assert (f"beyond 1e-04: the replicas do NOT make one device's update; look at "
+            f"{result.variable} (a loss averaged over one replica's batch") in result.lines()[1]
+
+
+def test_per_replica_batch_normalization_fails(penguins_run):
+    result = _verify(penguins_run, model="user_hooks:bn_model")
+    assert not result.passed
+    assert result.relative > 100 * result.tolerance
+    assert result.variable in result.lines()[1]
+
+
+def test_synchronized_batch_normalization_passes(penguins_run):
+    result = _verify(penguins_run, model="user_hooks:synchronized_bn_model")
+    assert result.passed
+    assert result.relative < result.tolerance / 10
+
+
+@pytest.fixture
+def hooks_on_pythonpath(monkeypatch):
+    """The subprocess imports user_hooks from tests/ (and lockstep from the repository)."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO / "tests"), str(REPO)]))
+
+
+def test_command_line_in_a_fresh_process(penguins_run, hooks_on_pythonpath, monkeypatch):
+    runs = []
+    real_run = subprocess.run
+
+    def spy(*args, **kwargs):
+        runs.append(real_run(*args, **kwargs))
+        return runs[-1]
+
+    monkeypatch.setattr(subprocess, "run", spy)
+    result = verify_lib.run_in_subprocess(_job(penguins_run), replicas=2, steps=3)
+    [done] = runs
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == result.lines()
+    assert ("within 1e-04: 2 replicas make the update one device makes on the global batch"
+            in done.stdout)
+    assert result.passed and (result.replicas, result.steps, result.global_batch) == (2, 3, 64)
+    assert result.relative < result.tolerance / 10
+
+
+def test_command_line_error_is_one_line(penguins_run, hooks_on_pythonpath):
+    with pytest.raises(RuntimeError, match=r"exited with status 2: HookError: trainer.model: "
+                                           r"module 'user_hooks' .* has no 'missing'") as error:
+        verify_lib.run_in_subprocess(_job(penguins_run, model="user_hooks:missing"))
+    assert "\n" not in str(error.value)

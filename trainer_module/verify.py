@@ -1,0 +1,297 @@
+"""Does this model and loss train synchronously right? N replicas against one device, on the
+user's own model and data.
+
+lockstep's claim (trainer_module/loop.py) is that N replicas, each on its slice of a global batch,
+make exactly the update one device makes on the whole global batch. It holds for the built-in
+model and loss (tests/test_synchronous_training.py); a user's model or loss can break it with no
+error at all: a loss averaged over its own batch averages over one replica's batch (the update is
+N times too large), BatchNormalization normalizes with per-replica statistics, a random op draws
+differently on each replica. `verify` trains a few steps both ways from the same initial weights:
+
+(a) lockstep's own loop (`loop.Trainer`) under MirroredStrategy over `replicas` logical CPU
+    devices, each replica fed its slice of each global batch, as a run feeds it;
+(b) the outside reference: Keras `model.fit` on one device, no strategy, on the same global
+    batches in the same order, from the same initial weights, with the same loss (Keras takes
+    the mean of the per-example losses over the batch: their sum / the global batch) and the
+    same regularization;
+
+and compares every weight, trainable or not (BatchNormalization's moving statistics too).
+
+Both sides use plain SGD at the plan's learning rate: each step moves every weight by exactly
+learning rate x gradient, so a gradient off by a factor shows in the weights by that factor. Adam
+would hide it: its step divides the gradient by its own running magnitude, so a gradient twice
+too large makes nearly the same step.
+
+The logical CPU devices must exist before TensorFlow starts. A process that already runs
+TensorFlow uses `run_in_subprocess`, which runs the command line in a fresh process:
+
+    python -m trainer_module.verify JOB.json OUT.json --replicas N --steps K
+
+(JOB.json: a TrainJob as a dict; OUT.json gets `Verification.to_dict()`; exit status 0 when it
+passed, 1 when not, 2 on an error, told in one line on stderr.) A process that has the devices
+already (the tests: 8 logical CPUs) calls `verify` itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from trainer_module import hooks, input_pipeline, loop, scaling, strategy as strategy_lib, train
+
+# Passes when the largest weight difference is at most this fraction of how far the reference
+# weights moved. Measured on the penguins data, 3 SGD steps (relative = difference / movement):
+#   right: the built-in MLP and loss, 2 replicas 1.6e-6 to 3.1e-6, 4 replicas 8e-7 to 1.5e-6,
+#   8 replicas 8e-7; BatchNormalization(synchronized=True), 2 and 4 replicas 7e-7 and 4e-7.
+#   (float32 sums in another order: a weight of about 0.5 one float32 step, 3e-8, apart.)
+#   wrong: a loss averaged over the per-replica batch, 2 replicas 0.96, 4 replicas 2.8 (the
+#   update is N times one device's); plain BatchNormalization, 2 and 4 replicas 0.068 and 0.040.
+# 1e-4: 30x above the worst right figure, 400x below the mildest wrong one. The float32 step of
+# the weights does not shrink with the learning rate: the relative figure of a right model grows
+# as the learning rate falls (base_learning_rate 1e-4 on 8 replicas: 7.8e-5).
+DEFAULT_TOLERANCE = 1e-4
+_CAUSES = ("a loss averaged over one replica's batch, per-replica BatchNormalization statistics, "
+           "per-replica randomness")
+
+
+class VerifyError(RuntimeError):
+    """verify cannot run here (too few CPU devices, a failed subprocess); one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Verification:
+    """What `verify` found: the setting, then the largest weight difference between the
+    replicas and one device (in `variable`) against the reference's largest movement."""
+
+    replicas: int
+    steps: int
+    per_replica_batch: int
+    global_batch: int
+    learning_rate: float
+    max_difference: float
+    variable: str
+    moved: float
+    tolerance: float
+    passed: bool
+
+    @property
+    def relative(self) -> float:
+        """The largest difference as a fraction of the largest movement."""
+        if self.moved > 0:
+            return self.max_difference / self.moved
+        return 0.0 if self.max_difference == 0 else math.inf
+
+    def to_dict(self) -> dict:
+        """The fields, and `relative`, as JSON-ready values."""
+        return {**dataclasses.asdict(self), "relative": self.relative}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Verification":
+        d = dict(d)
+        d.pop("relative", None)  # derived
+        return cls(**d)
+
+    def lines(self) -> list[str]:
+        """What to print: the setting, then the verdict."""
+        setting = (f"verify: {self.replicas} replicas x batch {self.per_replica_batch} = global "
+                   f"batch {self.global_batch}, {self.steps} SGD steps at learning rate "
+                   f"{self.learning_rate:g}")
+        if self.moved <= 0:
+            return [setting, "verify: the weights did not move (learning rate 0?), so there is "
+                             "nothing to compare: not verified"]
+        found = (f"verify: largest weight difference {self.max_difference:.1e} ({self.variable}), "
+                 f"weights moved {self.moved:.1e}: {self.relative:.1e} of the movement, ")
+        if self.passed:
+            verdict = (f"within {self.tolerance:.0e}: {self.replicas} replicas make the update "
+                       "one device makes on the global batch")
+        else:
+            verdict = (f"beyond {self.tolerance:.0e}: the replicas do NOT make one device's "
+                       f"update; look at {self.variable} ({_CAUSES})")
+        return [setting, found + verdict]
+
+
+def verify(job: train.TrainJob, replicas: int = 2, steps: int = 3,
+           tolerance: float = DEFAULT_TOLERANCE) -> Verification:
+    """Trains `steps` global steps on `replicas` logical CPU devices with lockstep's loop and on
+    one device with Keras `fit`, from the same weights on the same data; compares the weights.
+
+    The model, loss and input are the run's: `hooks.build_model` and `hooks.per_example_loss`
+    over Transform's output, `input_pipeline.make_dataset_fn` on job.train_files at the plan's
+    per-replica batch. Needs `replicas` logical CPU devices (`strategy.configure_emulated_replicas`
+    before TensorFlow starts; the command line does it).
+    """
+    cfg = job.trainer
+    strategy = _replica_strategy(replicas)
+    # The plan's batch and learning rate; fixed steps, so the training split need not be counted.
+    plan = scaling.make_plan(dataclasses.replace(cfg, train_steps=steps), replicas)
+    tf_transform_output = tft.TFTransformOutput(job.transform_dir)
+    inputs = train.model_inputs(tf_transform_output, job.label, job.task, cfg)
+    per_example_loss = hooks.per_example_loss(cfg, job.task, inputs.outputs)
+    batches = _replica_batches(job, tf_transform_output, plan, steps)
+
+    tf.keras.utils.set_random_seed(cfg.seed)
+    with strategy.scope():
+        model = hooks.build_model(inputs)
+        optimizer = tf.keras.optimizers.SGD(plan.learning_rate)
+    initial = model.get_weights()
+    dataset = strategy.distribute_datasets_from_function(
+        lambda _: tf.data.Dataset.from_tensor_slices(_stack(batches)))
+    trainer = loop.Trainer(strategy, model, optimizer, per_example_loss, plan.global_batch, dataset)
+    trainer.train(steps)
+
+    tf.keras.utils.set_random_seed(cfg.seed)
+    reference = hooks.build_model(inputs)  # no strategy: one device
+    reference.set_weights(initial)
+    reference.compile(optimizer=tf.keras.optimizers.SGD(plan.learning_rate),
+                      loss=_MeanOverBatch(per_example_loss), jit_compile=False)
+    x, y = _concatenate(batches)  # the global batches, one after the other
+    reference.fit(x, y, batch_size=plan.global_batch, epochs=1, shuffle=False, verbose=0)
+
+    difference, variable, moved = _compare(
+        [w.name for w in model.weights], initial, model.get_weights(), reference.get_weights())
+    return Verification(replicas, steps, plan.per_replica_batch, plan.global_batch,
+                        plan.learning_rate, difference, variable, moved, tolerance,
+                        passed=moved > 0 and difference <= tolerance * moved)
+
+
+def _replica_strategy(replicas: int) -> tf.distribute.MirroredStrategy:
+    """MirroredStrategy over the first `replicas` logical CPU devices."""
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    if replicas < 2 or len(devices) < replicas:
+        raise VerifyError(
+            f"verify needs at least 2 replicas and as many logical CPU devices; asked for "
+            f"{replicas}, TensorFlow has {len(devices)} (configure them before TensorFlow starts: "
+            "run_in_subprocess does)")
+    return tf.distribute.MirroredStrategy(
+        devices[:replicas], cross_device_ops=tf.distribute.ReductionToOneDevice())
+
+
+def _replica_batches(job: train.TrainJob, tf_transform_output, plan: scaling.Plan,
+                     steps: int) -> list:
+    """The per-replica batches a run's input feeds its first `steps` global steps, in order:
+    replica 0's, 1's, ... of step 0, then of step 1, ... (the run's input context: one input
+    pipeline feeding all replicas, which takes consecutive batches in turn)."""
+    dataset_fn = input_pipeline.make_dataset_fn(
+        job.train_files, train._raw_spec(tf_transform_output, job.label), job.label, job.task,
+        plan.per_replica_batch, training=True, seed=job.trainer.seed,
+        transform=tf_transform_output.transform_features_layer())
+    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                         num_replicas_in_sync=plan.replicas)
+    return list(dataset_fn(context).take(steps * plan.replicas))
+
+
+def _stack(batches: list):
+    return tf.nest.map_structure(lambda *parts: tf.stack(parts), *batches)
+
+
+def _concatenate(batches: list):
+    return tf.nest.map_structure(lambda *parts: np.concatenate([p.numpy() for p in parts]),
+                                 *batches)
+
+
+class _MeanOverBatch(tf.keras.losses.Loss):
+    """The per-example loss as Keras reduces it on one device: the mean over the batch. The
+    labels go in as the run gives them, [batch] (Keras `fit` makes them [batch, 1] for a
+    [batch, outputs] model)."""
+
+    def __init__(self, per_example_loss):
+        super().__init__(reduction=tf.keras.losses.Reduction.SUM_OVER_BATCH_SIZE,
+                         name="mean_per_example_loss")
+        self.per_example_loss = per_example_loss
+
+    def call(self, y_true, y_pred):
+        return self.per_example_loss(tf.reshape(y_true, [-1]), y_pred)
+
+
+def _compare(names: list[str], initial: list, replicas: list, reference: list):
+    """(largest |replicas - reference|, the variable it is in, largest |reference - initial|),
+    weight by weight in the models' order."""
+    difference, variable, moved = 0.0, "", 0.0
+    for name, start, got, want in zip(names, initial, replicas, reference):
+        if start.size == 0:
+            continue
+        gap = float(np.max(np.abs(got.astype(np.float64) - want)))
+        if gap > difference or not variable:
+            difference, variable = gap, name
+        moved = max(moved, float(np.max(np.abs(want.astype(np.float64) - start))))
+    return difference, variable, moved
+
+
+# --- The command line, and running it in a fresh process --------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer_module.verify",
+        description="N replicas against one device on a TrainJob's model, loss and data.")
+    parser.add_argument("job", help="a TrainJob as JSON")
+    parser.add_argument("out", help="where to write the result as JSON")
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE)
+    args = parser.parse_args(argv)
+    try:
+        # Before TensorFlow starts: one device for the reference, N CPU replicas for lockstep.
+        tf.config.set_visible_devices([], "GPU")
+        tf.config.set_visible_devices([], "TPU")
+        strategy_lib.configure_emulated_replicas(args.replicas)
+        with open(args.job) as handle:
+            job = train.TrainJob.from_dict(json.load(handle))
+        result = verify(job, args.replicas, args.steps, args.tolerance)
+        with open(args.out, "w") as handle:
+            json.dump(result.to_dict(), handle, indent=2)
+    except Exception as err:  # noqa: BLE001 - every failure ends as one line and status 2
+        message = str(err).splitlines()[0] if str(err) else ""
+        print(f"verify: {type(err).__name__}: {message}", file=sys.stderr, flush=True)
+        return 2
+    print("\n".join(result.lines()), flush=True)
+    return 0 if result.passed else 1
+
+
+def run_in_subprocess(job_dict: dict, replicas: int = 2, steps: int = 3, timeout: float = 600,
+                      tolerance: float = DEFAULT_TOLERANCE) -> Verification:
+    """`verify` in a fresh process (this one's TensorFlow may have started with other devices).
+
+    The child inherits this environment, PYTHONPATH included (the user's hooks must import
+    there); lockstep's own package is added after it. Raises VerifyError, one line with the
+    child's last line on stderr, when it fails or its status disagrees with its result.
+    """
+    package_root = str(Path(__file__).resolve().parent.parent)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1",
+               PYTHONPATH=os.pathsep.join(paths + [package_root] * (package_root not in paths)))
+    with tempfile.TemporaryDirectory(prefix="lockstep-verify-") as tmp:
+        job_path, out_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "out.json")
+        with open(job_path, "w") as handle:
+            json.dump(job_dict, handle)
+        command = [sys.executable, "-m", "trainer_module.verify", job_path, out_path,
+                   "--replicas", str(replicas), "--steps", str(steps), "--tolerance", str(tolerance)]
+        try:
+            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise VerifyError(f"verify: no result after {timeout:g} s ({replicas} replicas, "
+                              f"{steps} steps)") from None
+        result = None
+        if done.returncode in (0, 1) and os.path.exists(out_path):
+            with open(out_path) as handle:
+                result = Verification.from_dict(json.load(handle))
+    if result is None or done.returncode != (0 if result.passed else 1):
+        last = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "")
+        raise VerifyError(f"python -m trainer_module.verify exited with status {done.returncode}: "
+                          f"{last.strip().removeprefix('verify: ')}")
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())
