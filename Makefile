@@ -39,8 +39,9 @@ lint: setup
 	@echo "lint: the import layers hold and infra/ is clean"
 
 # The pipeline image (infra/Dockerfile): docker if present, else podman on Debian-made bases.
+# USER_CODE=dir: your hook code's directory, on the image's PYTHONPATH.
 image:
-	bash infra/build-image.sh
+	USER_CODE=$(USER_CODE) bash infra/build-image.sh
 
 bench: setup
 	$(UV) run --frozen python benchmarks/pipeline_e2e.py

@@ -19,6 +19,13 @@ else
   read -r -a base_args <<<"$(bash infra/local-base.sh)"
 fi
 start=$(date +%s)
+# USER_CODE: a directory of the user's own hook code, staged in the build context (whose
+# .dockerignore admits only what the image needs) and put on the image's PYTHONPATH.
+rm -rf .image-user-code && mkdir .image-user-code
+if [ -n "${USER_CODE:-}" ]; then
+  [ -d "$USER_CODE" ] || { echo "make image: USER_CODE=$USER_CODE is not a directory" >&2; exit 2; }
+  (cd "$USER_CODE" && tar --exclude=__pycache__ -cf - .) | tar -xf - -C .image-user-code
+fi
 "$engine" build --build-arg "VERSION=$version" "${base_args[@]}" -f infra/Dockerfile -t "$image" . >&2
 seconds=$(($(date +%s) - start))
 size=$("$engine" image inspect --format '{{.Size}}' "$image")
