@@ -284,6 +284,9 @@ def validate(config: Config) -> None:
         hooks.check_path(hooks.PREPROCESSING_KEY, config.transform.preprocessing_fn)
     except (TrainerConfigError, hooks.HookError) as err:
         raise ConfigError(str(err)) from None
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,127}", config.pipeline_name):
+        raise ConfigError(f"pipeline_name must be lower-case letters, digits and '-' (Kubeflow's "
+                          f"rule), got {config.pipeline_name!r}")
     if config.data.train_buckets < 1 or config.data.eval_buckets < 1:
         raise ConfigError("data.train_buckets and data.eval_buckets must be at least 1")
     if config.data.span_pattern and config.data.span_pattern.count("{SPAN}") != 1:

@@ -36,3 +36,11 @@ def test_bad_config_names_the_key(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(config_lib.ConfigError, match=message.replace("[", r"\[")):
         config_lib.load(path)
+
+
+def test_a_pipeline_name_kubeflow_refuses_is_refused_when_the_config_loads(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('pipeline_name = "wide_deep"\n')
+    with pytest.raises(config_lib.ConfigError, match="pipeline_name must be lower-case letters, digits and "
+                                          "'-' .Kubeflow's rule., got 'wide_deep'"):
+        config_lib.load(path)

@@ -24,7 +24,9 @@ def _engine(*args, check=True):
 
 @pytest.fixture(scope="session")
 def image():
-    result = subprocess.run(["make", "image"], cwd=REPO, capture_output=True, text=True)
+    # With the example's own code (examples/wide_deep) on the image's PYTHONPATH.
+    result = subprocess.run(["make", "image", "USER_CODE=examples/wide_deep"], cwd=REPO,
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = re.search(r"^make image: (\S+) with (\w+) in (\d+)s, ([\d.]+) GB$", result.stdout,
                         re.M)
@@ -54,6 +56,15 @@ def test_image_runs_the_spec_command_as_uid_1000_with_legacy_keras(image):
                      *executors, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["1000", "1"]
+    # The user's hooks import by the dotted paths a compiled spec names, as any task imports them.
+    probe = ("from trainer_module import hooks\n"
+             "for key, path, n in ((hooks.MODEL_KEY, 'wide_deep.model:build', 1),\n"
+             "                     (hooks.PREPROCESSING_KEY, 'wide_deep.preprocessing:preprocessing_fn', 1)):\n"
+             "    print(hooks.load(key, path, n).__module__)")
+    result = _engine("run", "--rm", "--entrypoint", "python", image["name"], "-c", probe,
+                     check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["wide_deep.model", "wide_deep.preprocessing"]
 
 
 def test_a_code_only_rebuild_reuses_the_dependency_layer(image, tmp_path):

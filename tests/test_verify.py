@@ -81,25 +81,6 @@ def hooks_on_pythonpath(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO / "tests"), str(REPO)]))
 
 
-def test_command_line_in_a_fresh_process(penguins_run, hooks_on_pythonpath, monkeypatch):
-    runs = []
-    real_run = subprocess.run
-
-    def spy(*args, **kwargs):
-        runs.append(real_run(*args, **kwargs))
-        return runs[-1]
-
-    monkeypatch.setattr(subprocess, "run", spy)
-    result = verify_lib.run_in_subprocess(_job(penguins_run), replicas=2, steps=3)
-    [done] = runs
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.splitlines() == result.lines()
-    assert ("within 1e-04: 2 replicas make the update one device makes on the global batch"
-            in done.stdout)
-    assert result.passed and (result.replicas, result.steps, result.global_batch) == (2, 3, 64)
-    assert result.relative < result.tolerance / 10
-
-
 def test_command_line_error_is_one_line(penguins_run, hooks_on_pythonpath):
     with pytest.raises(RuntimeError, match=r"exited with status 2: HookError: trainer.model: "
                                            r"module 'user_hooks' .* has no 'missing'") as error:
