@@ -87,6 +87,14 @@ def run_parameter_values(config: Config) -> dict:
     return {name: kind(getattr(config.trainer, name)) for name, kind in RUN_PARAMETERS.items()}
 
 
+def _up_to(components: list, node: str | None) -> list:
+    """The components up to `node` (all for None); the validator goes with the Trainer it gates."""
+    if not node:
+        return components
+    ids = [c.id for c in components]
+    return [c for c in components[:ids.index(node) + 1] if c.id != VALIDATOR_NODE]
+
+
 def create_pipeline(config: Config, input_base: str, pattern: str, decisions: Decisions,
                     kubeflow: bool = False, to_node: str | None = None) -> tfx_pipeline.Pipeline:
     """input_base/pattern: the CSV files. decisions: taken once before the run
@@ -94,8 +102,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
     the eval config all take them from here.
 
     kubeflow: the data root and the trainer's RUN_PARAMETERS become runtime parameters a run
-    can override, and there is no local ML Metadata connection. to_node: the nodes up to this
-    one alone (`lockstep verify` needs Transform's output)."""
+    can override, and no local ML Metadata. to_node: the nodes up to it (`lockstep verify`)."""
     label, task, gate = config.data.label, decisions.task, decisions.gate
     trainer_parameters = run_parameter_values(config)
     if kubeflow:
@@ -153,11 +160,8 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
         metric_name=gate.tfma_name(),
         higher_is_better=evaluation.METRICS[gate.metric].higher_is_better,
         gate=json.dumps(gate.to_dict())).with_id(PUSHER_NODE)
-    components = [example_gen, statistics_gen, schema_gen, example_validator, transform,
-                  latest, trainer, evaluator, pusher]
-    if to_node:  # the validator goes with the Trainer it gates
-        components = [c for c in components[:[c.id for c in components].index(to_node) + 1]
-                      if c is not example_validator]
+    components = _up_to([example_gen, statistics_gen, schema_gen, example_validator, transform,
+                         latest, trainer, evaluator, pusher], to_node)
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.paths.pipeline_root,
