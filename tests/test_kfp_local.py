@@ -4,6 +4,7 @@ The run is of examples/wide_deep, a user's own model and preprocessing by dotted
 process finds that code through PYTHONPATH, as a task in the image does (tests/test_image.py)."""
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from conftest import REPO, PipelineRun, serving_accuracy
 
 pytestmark = pytest.mark.slow
 
+EXAMPLE = REPO / "examples" / "wide_deep"
 TASKS = ["CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",
          "Trainer", "LatestPushedModel", "Evaluator", "Pusher"]
 
@@ -25,9 +27,8 @@ TASKS = ["CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Tra
 @pytest.fixture(scope="session")
 def kfp_local_run(tmp_path_factory):
     run = PipelineRun(tmp_path_factory.mktemp("kfp-local"))
-    example = REPO / "examples" / "wide_deep"
-    result = run.run("--orchestrator", "kfp-local", "--config", example / "config.toml",
-                     "--data", example / "data" / "credit_data.csv")
+    result = run.run("--orchestrator", "kfp-local", "--config", EXAMPLE / "config.toml",
+                     "--data", EXAMPLE / "data" / "credit_data.csv")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     [run.pipeline_dir] = [p for p in run.pipeline_root.iterdir() if p.name.startswith("wide-deep-")]
     run.result = result
@@ -112,13 +113,15 @@ def test_a_retried_trainer_task_resumes_from_its_checkpoint(kfp_local_run, tmp_p
     container command with the same executor input again. The retry finds the checkpoints
     (under the ModelRun URI) and ends with the weights of an uninterrupted run."""
     settings = dict(train_steps=3000, checkpoint_every=100, steps_per_execution=1, seed=7)
+    # The task's environment: the example's hooks on PYTHONPATH (in the image, its ENV does it).
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(EXAMPLE), str(REPO)]))
     whole = _trainer_command(kfp_local_run.pipeline_dir, tmp_path / "whole", **settings)
-    done = subprocess.run(whole, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(whole, capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stdout[-3000:]
 
     cut = _trainer_command(kfp_local_run.pipeline_dir, tmp_path / "cut", **settings)
     checkpoints = tmp_path / "cut" / "model_run" / "checkpoints"
-    process = subprocess.Popen(cut, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(cut, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 600
     while not (checkpoints / "checkpoint").exists() and process.poll() is None:
         assert time.monotonic() < deadline
@@ -131,7 +134,7 @@ def test_a_retried_trainer_task_resumes_from_its_checkpoint(kfp_local_run, tmp_p
     assert 0 < step < 3000
     assert not (tmp_path / "cut" / "model" / "Format-Serving").exists()
 
-    retry = subprocess.run(cut, capture_output=True, text=True, timeout=900)  # same input
+    retry = subprocess.run(cut, capture_output=True, text=True, timeout=900, env=env)  # same input
     assert retry.returncode == 0, retry.stdout[-3000:] + retry.stderr[-3000:]
     log = retry.stdout + retry.stderr
     resumed = int(re.search(r"Resumed from \S+ at global step (\d+)", log).group(1))
