@@ -138,13 +138,18 @@ def run(prepared: Prepared, *, orchestrator: str = LOCAL, log_file: str | None =
     except Exception as err:  # noqa: BLE001  a component failed: its error, whatever it is
         if errors.status_of(err) is not None:  # the project's own: unchanged
             raise
-        lines = str(err).strip().splitlines()
-        raise errors.PipelineFailed(f"pipeline run failed: {type(err).__name__}: "
-                             f"{lines[-1] if lines else ''}") from err
+        raise _failed(err, "pipeline run failed") from err
     report.task = prepared.task
     report.drift = prepared.drift.to_dict() if prepared.drift else {}
     page, page_error = write_page(report, config, log_file)
     return Outcome(report, page, page_error, time.perf_counter() - tic)
+
+
+def _failed(err: Exception, what: str) -> errors.PipelineFailed:
+    """A failure inside a run that is not one of the project's own errors, in one line: what
+    failed, the error's type and its last line."""
+    lines = str(err).strip().splitlines()
+    return errors.PipelineFailed(f"{what}: {type(err).__name__}: {lines[-1] if lines else ''}")
 
 
 def _orchestrate(prepared: Prepared, orchestrator: str, console):
@@ -199,11 +204,9 @@ def verify(prepared: Prepared, *, replicas: int = 2, steps: int = 3, log_file: s
             report = dag_runner.run(config, data.input_base, data.pattern, prepared.decisions,
                                     to_node=pipeline_lib.TRANSFORM_NODE)
     except Exception as err:  # noqa: BLE001  as run(): a component's error in one line
-        if errors.status_of(err) is not None:
+        if errors.status_of(err) is not None:  # the project's own: unchanged
             raise
-        lines = str(err).strip().splitlines()
-        raise errors.PipelineFailed(f"verify: the pipeline up to Transform failed: "
-                                    f"{type(err).__name__}: {lines[-1] if lines else ''}") from err
+        raise _failed(err, "verify: the pipeline up to Transform failed") from err
     examples = report.artifacts[f"{pipeline_lib.EXAMPLE_GEN_NODE}.examples"]
     job = {"train_files": [f"{examples}/Split-train/*"], "eval_files": [],
            "transform_dir": report.artifacts[f"{pipeline_lib.TRANSFORM_NODE}.transform_graph"],

@@ -118,7 +118,7 @@ def load(key: str, path: str, arguments: int) -> Callable:
         module = importlib.import_module(module_name)
     except Exception as err:  # noqa: BLE001 - any import failure is the user's to see, in one line
         raise HookError(f"{key}: cannot import {module_name!r} ({type(err).__name__}: "
-                        f"{str(err).splitlines()[0] if str(err) else ''}; sys.path starts "
+                        f"{_first_line(err)}; sys.path starts "
                         f"{sys.path[:3]})") from None
     try:
         hook = getattr(module, name)
@@ -136,6 +136,10 @@ def load(key: str, path: str, arguments: int) -> Callable:
         except ValueError:  # a builtin without a signature: let the call tell
             pass
     return hook
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).splitlines()[0] if str(err) else ""
 
 
 def _is_keras_loss(obj) -> bool:
@@ -193,7 +197,7 @@ def check_loss(loss, task: str, outputs: int, batch: int = 4) -> None:
     except Exception as err:  # noqa: BLE001
         raise HookError(f"{LOSS_KEY}: calling it on labels [{batch}] and outputs "
                         f"[{batch}, {outputs}] failed: {type(err).__name__}: "
-                        f"{str(err).splitlines()[0] if str(err) else ''}") from None
+                        f"{_first_line(err)}") from None
     if values.shape != (batch,):
         raise HookError(f"{LOSS_KEY}: gives shape {values.shape.as_list()} for a batch of "
                         f"{batch}; it must give one loss per example, shape [{batch}] (reduction "
@@ -230,7 +234,7 @@ def check_model(model, inputs: ModelInputs, batch: int = 2) -> None:
     except Exception as err:  # noqa: BLE001
         raise HookError(f"{MODEL_KEY}: the model fails on a batch of the transformed features "
                         f"({', '.join(sorted(features))}): {type(err).__name__}: "
-                        f"{str(err).splitlines()[0] if str(err) else ''}") from None
+                        f"{_first_line(err)}") from None
     shape = getattr(outputs, "shape", None)
     if shape is None or shape.as_list() != [batch, inputs.outputs]:
         got = shape.as_list() if shape is not None else type(outputs).__name__
