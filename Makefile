@@ -24,7 +24,7 @@ run: setup
 	$(UV) run --frozen lockstep run $(ARGS)
 
 test: setup
-	$(UV) run --frozen pytest -q -p no:cacheprovider tests
+	$(UV) run --frozen pytest -q -p no:cacheprovider --durations=30 tests
 
 test-fast: setup
 	$(UV) run --frozen pytest -q -m "not slow" tests
