@@ -176,12 +176,13 @@ def _orchestrate(prepared: Prepared, orchestrator: str, console):
     return dag_runner.run(config, data.input_base, data.pattern, prepared.decisions)
 
 
-def verify(prepared: Prepared, *, replicas: int = 2, steps: int = 3, log_file: str | None = None,
-           lock: str | None = None):
+def verify(prepared: Prepared, *, replicas: int = 2, steps: int = 3, workers: int = 1,
+           log_file: str | None = None, lock: str | None = None):
     """`lockstep verify`: the pipeline up to Transform (a partial LocalDagRunner run, cached like
     a whole run's), then the user's model and loss on that input: `replicas` emulated replicas
     against Keras on one device on the global batch, for `steps` global steps, in a fresh
-    process (trainer_module/verify.py). Returns its Verification.
+    process, or in `workers` processes with one replica each (trainer_module/verify.py).
+    Returns its Verification.
 
     Raises:
       ConfigError: remote data (verify reads local data); run_lock.Locked; PipelineFailed.
@@ -214,7 +215,7 @@ def verify(prepared: Prepared, *, replicas: int = 2, steps: int = 3, log_file: s
            "task": prepared.decisions.task,
            "trainer": dataclasses.asdict(pipeline_lib.train_spec(
                config, config.data.label, prepared.decisions.task).trainer)}
-    return verify_lib.run_in_subprocess(job, replicas=replicas, steps=steps)
+    return verify_lib.run_in_subprocess(job, replicas=replicas, steps=steps, workers=workers)
 
 
 def _watchdog(minutes: float) -> threading.Timer | None:
@@ -350,19 +351,30 @@ class Size:
     on_tpu: bool
 
 
-def plan(config: Config, sizes: list[Size], rows: int | None = None):
+def plan(config: Config, sizes: list[Size], rows: int | None = None, like: Size | None = None):
     """The training plan for each size, from the config's trainer settings.
 
     Args:
       sizes: what to plan for (sizes_for()); rows: the training split's rows when the steps
         come from the data (train_rows()).
+      like: a larger size each of `sizes` rehearses: each accumulates the micro-batches that make
+        its global batch (so learning rate and steps) the larger one's, which comes last.
     Returns:
-      [(label, scaling.Plan)], in the order of `sizes`.
+      [(label, scaling.Plan)], in the order of `sizes` (then `like`).
+    Raises:
+      scaling.ScalingError: `like`'s replicas are not a multiple of a size's.
     """
     from trainer_module import scaling
 
-    return [(s.label, scaling.make_plan(config.trainer, s.replicas, s.on_tpu, rows))
-            for s in sizes]
+    if like is None:
+        return [(s.label, scaling.make_plan(config.trainer, s.replicas, s.on_tpu, rows))
+                for s in sizes]
+    plans = []
+    for s in sizes + [like]:
+        trainer = dataclasses.replace(config.trainer,
+                                      accumulation_steps=scaling.like(s.replicas, like.replicas))
+        plans.append((s.label, scaling.make_plan(trainer, s.replicas, s.on_tpu, rows)))
+    return plans
 
 
 def sizes_for(config: Config, slices: list[str] | None = None,

@@ -68,3 +68,19 @@ def test_plan_replicas_and_errors():
     assert uneven.returncode == 2
     assert "global_batch=100 does not divide evenly over 8 replicas" in uneven.stderr
     assert len(uneven.stderr.strip().splitlines()) == 1
+
+
+def test_a_small_slice_rehearses_a_larger_ones_math_by_accumulating():
+    small, big = _plan("--slice", "v5e-4", "--like", "v5e-16", "--per-replica-batch", "128",
+                       "--train-examples", "1048576")
+    assert (small["size"], small["replicas"], small["accumulation_steps"]) == ("v5e-4", 4, 4)
+    assert (big["size"], big["replicas"], big["accumulation_steps"]) == ("v5e-16", 16, 1)
+    for key in ("global_batch", "train_steps", "learning_rate", "examples", "warmup_steps"):
+        assert small[key] == big[key], key
+    assert small["global_batch"] == 2048
+    text = lockstep("plan", "--slice", "v5e-4", "--like", "v5e-16").stdout
+    assert "global batch          512  (= 32 x 4 x 4 accumulated micro-batches)" in text
+    assert "v5e-16: global batch x1, train steps x1, learning rate x1, examples x1" in text
+    uneven = lockstep("plan", "--slice", "v5e-8", "--like", "v4-8")
+    assert uneven.returncode == 2 and len(uneven.stderr.strip().splitlines()) == 1
+    assert "--like v4-8: 8 replicas cannot reproduce the global batch of 4" in uneven.stderr

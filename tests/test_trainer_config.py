@@ -2,6 +2,7 @@
 is read back into the same dataclass, strictly; the task is decided once."""
 
 import dataclasses
+import re
 
 import pytest
 
@@ -12,12 +13,13 @@ from pipeline.config import DataConfig
 from pipeline import pipeline as pipeline_lib
 from trainer_module.config import (CLASSIFICATION, MAX_INTEGER_CLASSES, REGRESSION,
                                    RUN_PARAMETERS, TrainerConfig, TrainerConfigError, TrainSpec,
-                                   TransformSpec, task_for_label)
+                                   TransformSpec, task_for_label, trainer_config_from_dict)
 
 
 def test_run_parameters_are_derived_from_the_config_fields():
     assert RUN_PARAMETERS == {"per_replica_batch": int, "epochs": float, "train_examples": int,
-                              "train_steps": int, "base_learning_rate": float}
+                              "train_steps": int, "base_learning_rate": float,
+                              "accumulation_steps": int}
     marked = {f.name for f in dataclasses.fields(TrainerConfig) if f.metadata.get("run_parameter")}
     assert marked == set(RUN_PARAMETERS)
 
@@ -146,3 +148,25 @@ def test_eval_slices_keep_the_gate_on_the_whole_eval_split():
     [gate] = metric.per_slice_thresholds
     assert [list(s.feature_keys) for s in gate.slicing_specs] == [[]]
     assert gate.threshold.value_threshold.lower_bound.value == 0.8
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"precision": "float8"}, "trainer.precision must be float32, mixed_bfloat16 or mixed_float16"),
+    ({"precision": "mixed_float16", "tpu_slice": "v5e-4"},
+     "mixed_float16 cannot run on a TPU (TPUStrategy refuses loss scaling); use mixed_bfloat16"),
+    ({"precision": "mixed_float16", "strategy": "tpu"}, "mixed_float16 cannot run on a TPU"),
+    ({"accumulation_steps": 0}, "trainer.accumulation_steps must be at least 1, got 0")])
+def test_precision_and_accumulation_are_checked(values, message):
+    with pytest.raises(TrainerConfigError, match=re.escape(message)):
+        trainer_config_from_dict(values)
+
+
+def test_summary_names_accumulation_precision_and_skipped_steps():
+    from pipeline.reporting.run_report import precision_parts
+
+    assert precision_parts({"plan": {"accumulation_steps": 1, "precision": "float32"}}) == []
+    assert precision_parts({
+        "plan": {"accumulation_steps": 4, "per_replica_batch": 32, "precision": "mixed_float16"},
+        "train": {"skipped_steps": 2, "loss_scale": 8192.0}}) == [
+        "4 micro-batches of 32 accumulated per replica",
+        "mixed_float16 (loss scaling skipped 2 step(s) on overflow, scale 8192)"]

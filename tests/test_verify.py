@@ -86,3 +86,25 @@ def test_command_line_error_is_one_line(penguins_run, hooks_on_pythonpath):
                                            r"module 'user_hooks' .* has no 'missing'") as error:
         verify_lib.run_in_subprocess(_job(penguins_run, model="user_hooks:missing"))
     assert "\n" not in str(error.value)
+
+
+def test_two_worker_processes_make_one_devices_update(penguins_run, hooks_on_pythonpath):
+    """MultiWorkerMirroredStrategy in 2 processes on loopback, each fed its own slices of every
+    global batch, 4 global steps in two host calls, against Keras on one device: 1e-5."""
+    result = verify_lib.run_in_subprocess(_job(penguins_run), steps=4, workers=2)
+    print("\n".join(result.lines()))
+    assert (result.workers, result.replicas, result.updates, result.global_batch) == (2, 2, 4, 64)
+    assert result.passed and result.max_difference < 1e-5, result.lines()
+    assert result.lines()[0].startswith("verify: 2 replicas in 2 worker processes x batch 32")
+
+
+@pytest.mark.parametrize("settings, figure", [
+    ({"jit_compile": True}, "XLA"),
+    ({"accumulation_steps": 2}, "x 2 accumulated = global batch 128"),
+    ({"precision": "mixed_bfloat16"}, "mixed_bfloat16")])
+def test_xla_accumulation_and_bfloat16_make_one_devices_update(penguins_run, settings, figure):
+    result = _verify(penguins_run, **settings)
+    assert result.passed and result.updates == 3, result.lines()
+    assert figure in result.lines()[0]
+    if "precision" not in settings:
+        assert result.max_difference < 1e-5

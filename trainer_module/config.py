@@ -27,6 +27,10 @@ from typing import Any
 CLASSIFICATION, REGRESSION = "classification", "regression"
 TASKS = (CLASSIFICATION, REGRESSION)
 STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "cpu")
+# What the layers compute in (trainer_module/precision.py). The variables, the loss and the model's
+# outputs stay float32 under all three.
+FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16 = "float32", "mixed_bfloat16", "mixed_float16"
+PRECISIONS = (FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16)
 # An integer label with more distinct values than this is a regression target (a count, a price
 # in dollars, a year), not classes: a softmax over hundreds of classes with a few examples each
 # learns little, and the values are ordered. Below it (grades, ratings, codes) it is classes.
@@ -106,6 +110,14 @@ class TrainerConfig:
     checkpoint_every: int = 200
     log_every: int = 100
     jit_compile: bool = False
+    # Gradient accumulation: each replica sums the gradients of this many micro-batches of
+    # per_replica_batch, then the one update of the global step: global batch = per-replica batch
+    # x replicas x accumulation_steps. A small slice reproduces a larger one's global batch,
+    # learning rate and steps this way (`lockstep plan --slice v5e-4 --like v5e-16`).
+    accumulation_steps: int = _run_parameter(1)
+    # float32 | mixed_bfloat16 (TPUs; runs on CPU) | mixed_float16 (GPUs, with dynamic loss
+    # scaling; not on TPU): the layers compute in 16 bits, the variables and outputs stay float32.
+    precision: str = FLOAT32
     hidden_units: list[int] = dataclasses.field(default_factory=lambda: [32, 16])
     l2: float = 1e-4
     embedding_dim: int = 4
@@ -134,6 +146,16 @@ class TrainerConfig:
                 "trainer.train_examples or trainer.train_steps")
         if self.steps_per_execution < 1:
             raise TrainerConfigError("trainer.steps_per_execution must be at least 1")
+        if self.accumulation_steps < 1:
+            raise TrainerConfigError(
+                f"trainer.accumulation_steps must be at least 1, got {self.accumulation_steps}")
+        if self.precision not in PRECISIONS:
+            raise TrainerConfigError(f"trainer.precision must be {', '.join(PRECISIONS[:-1])} or "
+                                     f"{PRECISIONS[-1]}, got {self.precision!r}")
+        if self.precision == MIXED_FLOAT16 and (self.strategy == "tpu" or self.tpu_slice):
+            raise TrainerConfigError(
+                "trainer.precision = mixed_float16 cannot run on a TPU (TPUStrategy refuses loss "
+                "scaling); use mixed_bfloat16, which TPUs compute natively")
         if self.strategy not in STRATEGIES:
             raise TrainerConfigError(f"trainer.strategy must be {', '.join(STRATEGIES[:-1])} or "
                                      f"{STRATEGIES[-1]}, got {self.strategy!r}")

@@ -25,7 +25,9 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
     def serve(serialized):
         transformed = model.tft_layer(tf.io.parse_example(serialized, serving_spec))
-        outputs = model({k: transformed[k] for k in input_names}, training=False)
+        # float32 whatever the layers computed in (trainer.precision; precision.py).
+        outputs = tf.cast(model({k: transformed[k] for k in input_names}, training=False),
+                          tf.float32)
         if class_names is None:
             return {"predictions": outputs}
         probabilities = tf.nn.softmax(outputs)

@@ -4,6 +4,17 @@ Per replica: per-example losses, divided by the *global* batch (tf.nn.compute_av
 regularization scaled by 1/replicas (tf.nn.scale_regularization_loss); gradients; one
 `apply_gradients`, which all-reduces (sums) the replicas' gradients and makes one update. Summed
 over replicas, the loss and the gradient are exactly those of one device on the global batch.
+
+With `accumulation_steps` K > 1 each replica gets K micro-batches per global step (one input
+batch of K x per-replica batch, cut in K), takes the gradient of each (loss over the same global
+batch, per-replica batch x replicas x K; regularization over replicas x K) and sums them, then
+makes the one update: the same sum as one device on the global batch, with the activations of one
+micro-batch in memory at a time.
+
+Under mixed_float16 (trainer_module/precision.py) the optimizer is a LossScaleOptimizer: the loss
+is scaled once before the gradients (each micro-batch's by the same scale) and the summed gradients
+unscaled once; a step whose gradients are not finite is skipped by the optimizer (its scale
+halves) and counted here, not an error. A non-finite *loss* stops training under every precision.
 """
 
 from __future__ import annotations
@@ -11,6 +22,8 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 import tensorflow as tf
+
+from trainer_module import precision
 
 
 class NonFiniteLoss(RuntimeError):
@@ -22,6 +35,13 @@ def global_average(global_batch: int) -> Callable[[tf.Tensor], tf.Tensor]:
     return lambda per_example: tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
 
 
+def _micro_shape(t: tf.Tensor, k: int):
+    """[k, batch / k, ...]: static where the batch is (drop_remainder), as XLA and TPUs want."""
+    if t.shape[0] is not None:
+        return [k, t.shape[0] // k] + t.shape[1:].as_list()
+    return tf.concat([[k, -1], tf.shape(t)[1:]], 0)
+
+
 class Trainer:
     """Owns the train step (Orbit's StandardTrainer, in small). train(n) runs n global steps in
     one tf.function, a tf.range loop, so a TPU host is called once per n steps."""
@@ -29,15 +49,20 @@ class Trainer:
     def __init__(self, strategy: tf.distribute.Strategy, model: tf.keras.Model,
                  optimizer: tf.keras.optimizers.Optimizer, per_example_loss, global_batch: int,
                  dataset, *, metrics: Mapping[str, tf.keras.metrics.Metric] | None = None,
-                 jit_compile: bool = False,
+                 jit_compile: bool = False, accumulation_steps: int = 1,
                  average_loss: Callable[[tf.Tensor], tf.Tensor] | None = None):
-        """metrics: {logs key: metric made in strategy.scope()}, updated with (labels, outputs)
-        on every step and reported (then reset) by each train(n)."""
+        """global_batch: the examples of one update (per-replica batch x replicas x
+        accumulation_steps); the dataset gives each replica accumulation_steps x per-replica
+        batch per step. metrics: {logs key: metric made in strategy.scope()}, updated with
+        (labels, outputs) on every (micro-)batch and reported (then reset) by each train(n)."""
         self.strategy, self.model, self.optimizer = strategy, model, optimizer
         self.per_example_loss = per_example_loss
         self.global_batch = global_batch
+        self.accumulation_steps = max(accumulation_steps, 1)
         self.average_loss = average_loss or global_average(global_batch)
         self.metrics = dict(metrics or {})
+        self.loss_scaled = precision.loss_scaled(optimizer)
+        self.skipped_steps = 0  # mixed_float16: steps the LossScaleOptimizer skipped (overflow)
         self._iterator = iter(dataset)
         self._gradients = (tf.function(self._compute_gradients, jit_compile=True)
                            if jit_compile else self._compute_gradients)
@@ -46,44 +71,81 @@ class Trainer:
     def _compute_gradients(self, x, y):
         with tf.GradientTape() as tape:
             outputs = self.model(x, training=True)
+            if outputs.dtype != tf.float32:  # a 16-bit last layer: the loss is taken in float32
+                outputs = tf.cast(outputs, tf.float32)
             loss = self.average_loss(self.per_example_loss(y, outputs))
             if self.model.losses:
-                loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
-        return tape.gradient(loss, self.model.trainable_variables), loss, outputs
+                regularization = tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
+                if self.accumulation_steps > 1:  # added once per micro-batch
+                    regularization /= self.accumulation_steps
+                loss += regularization
+            scaled = self.optimizer.get_scaled_loss(loss) if self.loss_scaled else loss
+        return tape.gradient(scaled, self.model.trainable_variables), loss, outputs
+
+    def _update_metrics(self, y, outputs):
+        for metric in self.metrics.values():
+            metric.update_state(y, outputs)
+
+    def _accumulate(self, x, y):
+        """The summed gradients and loss of the replica's accumulation_steps micro-batches."""
+        k = self.accumulation_steps
+        micro = tf.nest.map_structure(lambda t: tf.reshape(t, _micro_shape(t, k)), (x, y))
+        variables = self.model.trainable_variables
+        sums = [tf.zeros_like(v, dtype=tf.float32) for v in variables]
+        total = tf.constant(0.0)
+        for i in tf.range(k):
+            xi, yi = tf.nest.map_structure(lambda t: t[i], micro)
+            grads, loss, outputs = self._gradients(xi, yi)
+            self._update_metrics(yi, outputs)
+            # Embedding gradients come as IndexedSlices: summed dense.
+            sums = [s if g is None else s + tf.convert_to_tensor(g) for s, g in zip(sums, grads)]
+            total += loss
+        return sums, total
 
     def _replica_step(self, inputs):
         x, y = inputs
-        grads, loss, outputs = self._gradients(x, y)
+        if self.accumulation_steps > 1:
+            grads, loss = self._accumulate(x, y)
+        else:
+            grads, loss, outputs = self._gradients(x, y)
+            self._update_metrics(y, outputs)
+        if self.loss_scaled:
+            grads = self.optimizer.get_unscaled_gradients(grads)
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
-        for metric in self.metrics.values():
-            metric.update_state(y, outputs)
         # A NaN input can hide behind a ReLU in the loss yet poison the gradient: watch both.
         return loss, tf.linalg.global_norm(grads)
 
     def _run_steps(self, num_steps):
         total = tf.constant(0.0)
         done = tf.constant(0)
+        skipped = tf.constant(0)
         last = tf.constant(0.0)
         for _ in tf.range(num_steps):
             loss, norm = self.strategy.run(self._replica_step, args=(next(self._iterator),))
             last = self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
             norm = self.strategy.reduce(tf.distribute.ReduceOp.SUM, norm, axis=None)
             done += 1
-            if not tf.math.is_finite(last + norm):
+            if self.loss_scaled and tf.math.is_finite(last) and not tf.math.is_finite(norm):
+                skipped += 1  # the LossScaleOptimizer skipped this update and lowered its scale
+            elif not tf.math.is_finite(last + norm):
                 last = last + norm
                 break
             total += last
-        return total / tf.cast(tf.maximum(done, 1), tf.float32), last, done
+        return total / tf.cast(tf.maximum(done, 1), tf.float32), last, done, skipped
 
     def train(self, num_steps: int) -> dict[str, float]:
         """Runs num_steps global steps; raises NonFiniteLoss naming the step that went bad."""
         start = int(self.optimizer.iterations.numpy())
-        mean_loss, last, done = self._loop(tf.constant(num_steps))
+        mean_loss, last, done, skipped = self._loop(tf.constant(num_steps))
         done = int(done)
         if not bool(tf.math.is_finite(last)):
             raise NonFiniteLoss(f"loss or gradient became {float(last)} at global step {start + done}; "
                                 "training stopped (lower the learning rate or check the data)")
         logs = {"loss": float(mean_loss), "steps": done}
+        if self.loss_scaled:
+            self.skipped_steps += int(skipped)
+            logs["skipped_steps"] = self.skipped_steps
+            logs["loss_scale"] = float(self.optimizer.loss_scale)
         for key, metric in self.metrics.items():
             logs[key] = float(metric.result())
             metric.reset_state()

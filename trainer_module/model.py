@@ -28,7 +28,8 @@ def build_model(numeric: list[str], categorical: dict[str, int], outputs: int,
         x = tf.keras.layers.Dense(units, activation="relu", kernel_initializer=init(i),
                                   kernel_regularizer=reg, name=f"dense_{i}")(x)
     out = tf.keras.layers.Dense(outputs, kernel_initializer=init(len(hidden_units)),
-                                kernel_regularizer=reg, name="logits")(x)
+                                kernel_regularizer=reg, name="logits",
+                                dtype="float32")(x)  # float32 outputs under mixed precision too
     return tf.keras.Model(inputs, out)
 
 

@@ -1,6 +1,8 @@
 """TPU scaling rules as arithmetic: global batch, train steps from an example budget, LR and warmup.
 
-- keep the per-replica batch fixed when adding replicas: global = per-replica x replicas;
+- keep the per-replica batch fixed when adding replicas: global = per-replica x replicas (x the
+  micro-batches each replica accumulates, `trainer.accumulation_steps`: how a small slice
+  reproduces a larger one's global batch; `like()` finds the count);
 - keep the number of examples fixed: steps = example budget // global batch, where the budget
   is by default `epochs` passes over the training split (at least `min_train_examples`), so
   it follows the data, not a constant;
@@ -33,18 +35,37 @@ class Plan:
     warmup_steps: int
     warnings: tuple[str, ...] = ()
     budget: str = ""  # where the step count came from, in words
+    accumulation_steps: int = 1  # micro-batches of per_replica_batch per replica per update
+    precision: str = "float32"
+    on_tpu: bool = False
+
+    @property
+    def replica_step_batch(self) -> int:
+        """The examples one replica takes per global step: its micro-batches together."""
+        return self.per_replica_batch * self.accumulation_steps
 
     def describe(self) -> str:
+        accumulated = (f" x {self.accumulation_steps} accumulated micro-batches"
+                       if self.accumulation_steps > 1 else "")
         lines = [
             "Training plan (synchronous data parallel: one optimizer update per global step)",
             f"  replicas              {self.replicas}",
             f"  per-replica batch     {self.per_replica_batch}",
-            f"  global batch          {self.global_batch}  (= {self.per_replica_batch} x {self.replicas})",
+            f"  global batch          {self.global_batch}  (= {self.per_replica_batch} x "
+            f"{self.replicas}{accumulated})",
             f"  train steps           {self.train_steps}  ({self.examples} examples: {self.budget})",
             f"  learning rate         {self.learning_rate:g}  (= {self.base_learning_rate:g} x "
             f"{self.global_batch} / {self.base_batch})",
             f"  warmup steps          {self.warmup_steps}",
         ]
+        if self.accumulation_steps > 1:
+            lines.append(f"  accumulation          {self.accumulation_steps} micro-batches of "
+                         f"{self.per_replica_batch} summed per replica, then one update")
+        if self.precision != "float32" or self.on_tpu:
+            hint = ("  (on TPU, mixed_bfloat16 is the natural choice: the MXU multiplies in "
+                    "bfloat16; variables and outputs stay float32)"
+                    if self.on_tpu and self.precision == "float32" else "")
+            lines.append(f"  precision             {self.precision}{hint}")
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -54,17 +75,19 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None =
     rows, needed when the steps come from trainer.epochs."""
     if replicas < 1:
         raise ScalingError(f"replicas must be at least 1, got {replicas}")
+    accumulation = cfg.accumulation_steps
     if cfg.global_batch:
-        if cfg.global_batch % replicas:
+        if cfg.global_batch % (replicas * accumulation):
             raise ScalingError(
                 f"trainer.global_batch={cfg.global_batch} does not divide evenly over "
-                f"{replicas} replicas")
-        per_replica = cfg.global_batch // replicas
+                f"{replicas} replicas" + (f" x {accumulation} accumulation steps"
+                                          if accumulation > 1 else ""))
+        per_replica = cfg.global_batch // (replicas * accumulation)
     else:
         per_replica = cfg.per_replica_batch
     if per_replica < 1:
         raise ScalingError("trainer.per_replica_batch must be at least 1")
-    global_batch = per_replica * replicas
+    global_batch = per_replica * replicas * accumulation
     if cfg.train_steps:
         steps, budget = cfg.train_steps, "fixed trainer.train_steps"
     elif cfg.train_examples:
@@ -92,7 +115,16 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None =
     lr = cfg.base_learning_rate * global_batch / cfg.base_batch
     return Plan(replicas, per_replica, global_batch, steps, steps * global_batch, lr,
                 cfg.base_learning_rate, cfg.base_batch, min(cfg.warmup_steps, steps), tuple(warnings),
-                budget)
+                budget, accumulation, cfg.precision, on_tpu)
+
+
+def like(replicas: int, target_replicas: int) -> int:
+    """The accumulation steps with which `replicas` make the global batch of `target_replicas`
+    at the same per-replica batch (a v5e-4 rehearsing a v5e-16: 4)."""
+    if target_replicas % replicas:
+        raise ScalingError(f"{replicas} replicas cannot reproduce the global batch of "
+                           f"{target_replicas}: {target_replicas} is not a multiple of {replicas}")
+    return target_replicas // replicas
 
 
 def describe_plans(plans: list[tuple[str, Plan]], headers: dict[str, str] | None = None) -> str:

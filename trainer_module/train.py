@@ -17,8 +17,10 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from trainer_module import actions as actions_lib, controller as controller_lib
-from trainer_module import export, features, hooks, input_pipeline, loop, scaling, strategy as strategy_lib, warmup
-from trainer_module.config import CLASSIFICATION, REGRESSION, TrainerConfig, check_task, trainer_config_from_dict
+from trainer_module import export, features, hooks, input_pipeline, loop, precision, scaling
+from trainer_module import strategy as strategy_lib, warmup
+from trainer_module.config import (CLASSIFICATION, MIXED_FLOAT16, REGRESSION, TrainerConfig,
+                                   check_task, trainer_config_from_dict)
 
 
 @dataclasses.dataclass
@@ -89,6 +91,19 @@ def model_inputs(tf_transform_output, label: str, task: str, cfg: TrainerConfig)
     return hooks.ModelInputs(spec, sizes, task, outputs, cfg)
 
 
+def build_model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> tf.keras.Model:
+    """The model (the user's or the built-in one) in trainer.precision, outputs in float32; call
+    it in the strategy's scope. mixed_float16 on a TPU is refused here too: `auto` may only find
+    the TPU at run time."""
+    cfg = inputs.config
+    if cfg.precision == MIXED_FLOAT16 and strategy_lib.is_tpu(strategy):
+        raise strategy_lib.StrategyError(
+            "trainer.precision = mixed_float16 cannot run on a TPU (TPUStrategy refuses loss "
+            "scaling); use mixed_bfloat16")
+    with precision.policy(cfg.precision):
+        return precision.float32_outputs(hooks.build_model(inputs))
+
+
 def train_metrics(task: str) -> dict[str, tf.keras.metrics.Metric]:
     """The Trainer's metrics by logs key (make them in the strategy's scope): accuracy for
     classification, none for regression (the loss is the MSE)."""
@@ -112,9 +127,10 @@ def run(job: TrainJob, callbacks=()) -> dict:
     inputs = model_inputs(tf_transform_output, job.label, task, cfg)
     loss = hooks.per_example_loss(cfg, task, inputs.outputs)
     with strategy.scope():
-        model = hooks.build_model(inputs)
+        model = build_model(inputs, strategy)
         schedule = warmup.WarmupSchedule(plan.learning_rate, plan.warmup_steps)
-        optimizer = tf.keras.optimizers.Adam(learning_rate=schedule)
+        optimizer = precision.wrap_optimizer(tf.keras.optimizers.Adam(learning_rate=schedule),
+                                             cfg.precision)
         metrics = train_metrics(task)
     chief = strategy_lib.is_chief(strategy)
     checkpoint_dir = os.path.join(job.model_run_dir, "checkpoints")
@@ -134,10 +150,11 @@ def run(job: TrainJob, callbacks=()) -> dict:
     transform = tf_transform_output.transform_features_layer()
     raw_spec = _raw_spec(tf_transform_output, job.label)
     dataset = strategy.distribute_datasets_from_function(input_pipeline.make_dataset_fn(
-        job.train_files, raw_spec, job.label, task, plan.per_replica_batch, training=True,
+        job.train_files, raw_spec, job.label, task, plan.replica_step_batch, training=True,
         seed=cfg.seed, skip_steps=start, transform=transform))
     trainer = loop.Trainer(strategy, model, optimizer, loss,
-                           plan.global_batch, dataset, metrics=metrics, jit_compile=cfg.jit_compile)
+                           plan.global_batch, dataset, metrics=metrics, jit_compile=cfg.jit_compile,
+                           accumulation_steps=plan.accumulation_steps)
     logs = controller.train(trainer)
 
     eval_metrics = (evaluate(model, job, raw_spec, transform, task, plan)

@@ -17,6 +17,14 @@ differently on each replica. `verify` trains a few steps both ways from the same
 
 and compares every weight, trainable or not (BatchNormalization's moving statistics too).
 
+The lockstep side takes the job's own settings: trainer.precision (both sides in that policy; the
+tolerance widens to 16-bit rounding), trainer.accumulation_steps (each replica sums that many
+micro-batches per update), trainer.jit_compile (the XLA step; Keras, the reference, stays plain),
+and runs its steps in two host calls. With `workers` > 1 it runs in that many processes on
+loopback under MultiWorkerMirroredStrategy (one replica each, each process fed its own slices of
+every global batch), as a multi-host run does; the chief also trains the reference and compares.
+It fails, too, unless the optimizer made exactly one update per global step.
+
 Both sides use plain SGD at the plan's learning rate: each step moves every weight by exactly
 learning rate x gradient, so a gradient off by a factor shows in the weights by that factor. Adam
 would hide it: its step divides the gradient by its own running magnitude, so a gradient twice
@@ -25,7 +33,7 @@ too large makes nearly the same step.
 The logical CPU devices must exist before TensorFlow starts. A process that already runs
 TensorFlow uses `run_in_subprocess`, which runs the command line in a fresh process:
 
-    python -m trainer_module.verify JOB.json OUT.json --replicas N --steps K
+    python -m trainer_module.verify JOB.json OUT.json --replicas N --steps K [--workers W]
 
 (JOB.json: a TrainJob as a dict; OUT.json gets `Verification.to_dict()`; exit status 0 when it
 passed, 1 when not, 2 on an error, told in one line on stderr.) A process that has the devices
@@ -39,16 +47,19 @@ import dataclasses
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import hooks, input_pipeline, loop, scaling, strategy as strategy_lib, train
+from trainer_module import hooks, input_pipeline, loop, precision, scaling, strategy as strategy_lib
+from trainer_module import train
 
 # Passes when the largest weight difference is at most this fraction of how far the reference
 # weights moved. Measured on the penguins data, 3 SGD steps (relative = difference / movement):
@@ -61,6 +72,14 @@ from trainer_module import hooks, input_pipeline, loop, scaling, strategy as str
 # the weights does not shrink with the learning rate: the relative figure of a right model grows
 # as the learning rate falls (base_learning_rate 1e-4 on 8 replicas: 7.8e-5).
 DEFAULT_TOLERANCE = 1e-4
+# Under mixed precision both sides compute in 16 bits, the replicas on partial batches, so they
+# differ by rounding. Measured on the penguins data, 3 SGD steps, 2 / 4 / 8 replicas (relative):
+#   mixed_bfloat16: right 5.6e-3 / 4.5e-3 / 1.8e-2; a per-replica mean loss 0.96 / 2.8 / 6.0
+#   mixed_float16:  right 1.6e-4 / 2.0e-4 / 2.2e-4; a per-replica mean loss 0.96 / 2.8 / 6.0
+# bfloat16 keeps 8 bits of mantissa (2^-8 = 4e-3), float16 11. The tolerances sit 5x and 9x above
+# the worst right figure, 10x and 480x below the mildest wrong one. In bfloat16 that is too wide for
+# per-replica BatchNormalization statistics (0.04 to 0.07 in float32): verify those in float32.
+TOLERANCES = {"float32": DEFAULT_TOLERANCE, "mixed_bfloat16": 1e-1, "mixed_float16": 2e-3}
 _CAUSES = ("a loss averaged over one replica's batch, per-replica BatchNormalization statistics, "
            "per-replica randomness")
 
@@ -84,6 +103,11 @@ class Verification:
     moved: float
     tolerance: float
     passed: bool
+    updates: int = -1  # the optimizer's updates on the replicas' side (must equal steps)
+    accumulation_steps: int = 1
+    precision: str = "float32"
+    jit_compile: bool = False
+    workers: int = 1
 
     @property
     def relative(self) -> float:
@@ -104,9 +128,18 @@ class Verification:
 
     def lines(self) -> list[str]:
         """What to print: the setting, then the verdict."""
-        setting = (f"verify: {self.replicas} replicas x batch {self.per_replica_batch} = global "
-                   f"batch {self.global_batch}, {self.steps} SGD steps at learning rate "
-                   f"{self.learning_rate:g}")
+        where = (f" in {self.workers} worker processes" if self.workers > 1 else "")
+        accumulated = (f" x {self.accumulation_steps} accumulated"
+                       if self.accumulation_steps > 1 else "")
+        extras = "".join([f", {self.precision}" if self.precision != "float32" else "",
+                          ", XLA" if self.jit_compile else ""])
+        setting = (f"verify: {self.replicas} replicas{where} x batch {self.per_replica_batch}"
+                   f"{accumulated} = global batch {self.global_batch}, {self.steps} SGD steps at "
+                   f"learning rate {self.learning_rate:g}{extras}")
+        if self.updates not in (-1, self.steps):
+            return [setting, f"verify: the optimizer made {self.updates} updates in {self.steps} "
+                             "global steps, not one per step: the replicas do NOT make one "
+                             "device's update"]
         if self.moved <= 0:
             return [setting, "verify: the weights did not move (learning rate 0?), so there is "
                              "nothing to compare: not verified"]
@@ -122,17 +155,20 @@ class Verification:
 
 
 def verify(job: train.TrainJob, replicas: int = 2, steps: int = 3,
-           tolerance: float = DEFAULT_TOLERANCE) -> Verification:
-    """Trains `steps` global steps on `replicas` logical CPU devices with lockstep's loop and on
-    one device with Keras `fit`, from the same weights on the same data; compares the weights.
+           tolerance: float | None = None, workers: int = 1) -> Verification | None:
+    """Trains `steps` global steps on `replicas` replicas with lockstep's loop and on one device
+    with Keras `fit`, from the same weights on the same data; compares the weights.
 
-    The model, loss and input are the run's: `hooks.build_model` and `hooks.per_example_loss`
-    over Transform's output, `input_pipeline.make_dataset_fn` on job.train_files at the plan's
-    per-replica batch. Needs `replicas` logical CPU devices (`strategy.configure_emulated_replicas`
-    before TensorFlow starts; the command line does it).
+    The model, loss and input are the run's: `train.build_model` (in trainer.precision) and
+    `hooks.per_example_loss` over Transform's output, `input_pipeline.make_dataset_fn` on
+    job.train_files at the plan's batch. workers == 1: `replicas` logical CPU devices
+    (`strategy.configure_emulated_replicas` before TensorFlow starts; the command line does it).
+    workers > 1: this process is one of them (TF_CONFIG set), replicas == workers; the chief
+    returns the Verification, the others None.
     """
     cfg = job.trainer
-    strategy = _replica_strategy(replicas)
+    tolerance = TOLERANCES[cfg.precision] if tolerance is None else tolerance
+    strategy = _worker_strategy(workers) if workers > 1 else _replica_strategy(replicas)
     # The plan's batch and learning rate; fixed steps, so the training split need not be counted.
     plan = scaling.make_plan(dataclasses.replace(cfg, train_steps=steps), replicas)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
@@ -142,18 +178,29 @@ def verify(job: train.TrainJob, replicas: int = 2, steps: int = 3,
 
     tf.keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():
-        model = hooks.build_model(inputs)
-        optimizer = tf.keras.optimizers.SGD(plan.learning_rate)
+        model = train.build_model(inputs, strategy)
+        optimizer = precision.wrap_optimizer(tf.keras.optimizers.SGD(plan.learning_rate),
+                                             cfg.precision)
     initial = model.get_weights()
     dataset = strategy.distribute_datasets_from_function(
-        lambda _: tf.data.Dataset.from_tensor_slices(_stack(batches)))
-    trainer = loop.Trainer(strategy, model, optimizer, per_example_loss, plan.global_batch, dataset)
-    trainer.train(steps)
+        lambda ctx: tf.data.Dataset.from_tensor_slices(_stack(_pipeline_batches(
+            batches, replicas, ctx.num_input_pipelines, ctx.input_pipeline_id))))
+    trainer = loop.Trainer(strategy, model, optimizer, per_example_loss, plan.global_batch,
+                           dataset, jit_compile=cfg.jit_compile,
+                           accumulation_steps=plan.accumulation_steps)
+    first = max(steps // 2, 1)  # two host calls: the step loop resumes where it stopped
+    trainer.train(first)
+    if steps > first:
+        trainer.train(steps - first)
+    updates = int(optimizer.iterations.numpy())
+    if not strategy_lib.is_chief(strategy):
+        return None
 
     tf.keras.utils.set_random_seed(cfg.seed)
-    reference = hooks.build_model(inputs)  # no strategy: one device
+    reference = train.build_model(inputs, tf.distribute.get_strategy())  # no strategy: one device
     reference.set_weights(initial)
-    reference.compile(optimizer=tf.keras.optimizers.SGD(plan.learning_rate),
+    reference.compile(optimizer=precision.wrap_optimizer(
+                          tf.keras.optimizers.SGD(plan.learning_rate), cfg.precision),
                       loss=_MeanOverBatch(per_example_loss), jit_compile=False)
     x, y = _concatenate(batches)  # the global batches, one after the other
     reference.fit(x, y, batch_size=plan.global_batch, epochs=1, shuffle=False, verbose=0)
@@ -162,7 +209,26 @@ def verify(job: train.TrainJob, replicas: int = 2, steps: int = 3,
         [w.name for w in model.weights], initial, model.get_weights(), reference.get_weights())
     return Verification(replicas, steps, plan.per_replica_batch, plan.global_batch,
                         plan.learning_rate, difference, variable, moved, tolerance,
-                        passed=moved > 0 and difference <= tolerance * moved)
+                        passed=moved > 0 and difference <= tolerance * moved and updates == steps,
+                        updates=updates, accumulation_steps=plan.accumulation_steps,
+                        precision=cfg.precision, jit_compile=cfg.jit_compile, workers=workers)
+
+
+def _worker_strategy(workers: int) -> tf.distribute.MultiWorkerMirroredStrategy:
+    """This process's MultiWorkerMirroredStrategy (TF_CONFIG names the cluster and this task)."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    if strategy.num_replicas_in_sync != workers:
+        raise VerifyError(f"verify: {workers} workers asked for, but the cluster has "
+                          f"{strategy.num_replicas_in_sync} replicas")
+    return strategy
+
+
+def _pipeline_batches(batches: list, replicas: int, pipelines: int, pipeline_id: int) -> list:
+    """The batches one input pipeline feeds: of each step's `replicas` batches, the consecutive
+    run of its replicas (all of them with one pipeline; its own with one per worker)."""
+    fed = replicas // pipelines
+    return [batch for step in range(0, len(batches), replicas)
+            for batch in batches[step + pipeline_id * fed: step + (pipeline_id + 1) * fed]]
 
 
 def _replica_strategy(replicas: int) -> tf.distribute.MirroredStrategy:
@@ -179,12 +245,13 @@ def _replica_strategy(replicas: int) -> tf.distribute.MirroredStrategy:
 
 def _replica_batches(job: train.TrainJob, tf_transform_output, plan: scaling.Plan,
                      steps: int) -> list:
-    """The per-replica batches a run's input feeds its first `steps` global steps, in order:
+    """The per-replica batches (each replica's micro-batches together) a run's input feeds its
+    first `steps` global steps, in order:
     replica 0's, 1's, ... of step 0, then of step 1, ... (the run's input context: one input
     pipeline feeding all replicas, which takes consecutive batches in turn)."""
     dataset_fn = input_pipeline.make_dataset_fn(
         job.train_files, train._raw_spec(tf_transform_output, job.label), job.label, job.task,
-        plan.per_replica_batch, training=True, seed=job.trainer.seed,
+        plan.replica_step_batch, training=True, seed=job.trainer.seed,
         transform=tf_transform_output.transform_features_layer())
     context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                          num_replicas_in_sync=plan.replicas)
@@ -236,19 +303,25 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m trainer_module.verify",
         description="N replicas against one device on a TrainJob's model, loss and data.")
     parser.add_argument("job", help="a TrainJob as JSON")
-    parser.add_argument("out", help="where to write the result as JSON")
+    parser.add_argument("out", help="where to write the result as JSON (the chief writes it)")
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE)
+    parser.add_argument("--tolerance", type=float, default=None,
+                        help="default: by trainer.precision (TOLERANCES)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="this process is one of W workers (TF_CONFIG names the cluster)")
     args = parser.parse_args(argv)
     try:
         # Before TensorFlow starts: one device for the reference, N CPU replicas for lockstep.
         tf.config.set_visible_devices([], "GPU")
         tf.config.set_visible_devices([], "TPU")
-        strategy_lib.configure_emulated_replicas(args.replicas)
+        if args.workers == 1:
+            strategy_lib.configure_emulated_replicas(args.replicas)
         with open(args.job) as handle:
             job = train.TrainJob.from_dict(json.load(handle))
-        result = verify(job, args.replicas, args.steps, args.tolerance)
+        result = verify(job, args.replicas, args.steps, args.tolerance, args.workers)
+        if result is None:  # a worker that is not the chief: it trained its replica
+            return 0
         with open(args.out, "w") as handle:
             json.dump(result.to_dict(), handle, indent=2)
     except Exception as err:  # noqa: BLE001 - every failure ends as one line and status 2
@@ -259,38 +332,88 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if result.passed else 1
 
 
-def run_in_subprocess(job_dict: dict, replicas: int = 2, steps: int = 3, timeout: float = 600,
-                      tolerance: float = DEFAULT_TOLERANCE) -> Verification:
-    """`verify` in a fresh process (this one's TensorFlow may have started with other devices).
+def _free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
 
-    The child inherits this environment, PYTHONPATH included (the user's hooks must import
-    there); lockstep's own package is added after it. Raises VerifyError, one line with the
-    child's last line on stderr, when it fails or its status disagrees with its result.
+
+def run_in_subprocess(job_dict: dict, replicas: int = 2, steps: int = 3, timeout: float = 600,
+                      tolerance: float | None = None, workers: int = 1) -> Verification:
+    """`verify` in a fresh process (this one's TensorFlow may have started with other devices),
+    or in `workers` processes on loopback (one replica each; replicas is then workers).
+
+    The children inherit this environment, PYTHONPATH included (the user's hooks must import
+    there); lockstep's own package is added after it. Raises VerifyError, one line with a
+    child's last line on stderr, when one fails or the chief's status disagrees with its result.
     """
+    replicas = workers if workers > 1 else replicas
     package_root = str(Path(__file__).resolve().parent.parent)
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1",
                PYTHONPATH=os.pathsep.join(paths + [package_root] * (package_root not in paths)))
+    env.pop("TF_CONFIG", None)
+    cluster = [f"127.0.0.1:{port}" for port in _free_ports(workers)] if workers > 1 else []
     with tempfile.TemporaryDirectory(prefix="lockstep-verify-") as tmp:
         job_path, out_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "out.json")
         with open(job_path, "w") as handle:
             json.dump(job_dict, handle)
         command = [sys.executable, "-m", "trainer_module.verify", job_path, out_path,
-                   "--replicas", str(replicas), "--steps", str(steps), "--tolerance", str(tolerance)]
-        try:
-            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise VerifyError(f"verify: no result after {timeout:g} s ({replicas} replicas, "
-                              f"{steps} steps)") from None
+                   "--replicas", str(replicas), "--steps", str(steps), "--workers", str(workers)]
+        command += ["--tolerance", str(tolerance)] if tolerance is not None else []
+        children = []
+        for index in range(workers):
+            child_env = dict(env, TF_CONFIG=json.dumps(
+                {"cluster": {"worker": cluster}, "task": {"type": "worker", "index": index}})
+                             ) if cluster else env
+            # Files, not pipes: a worker blocked on a full pipe would stall the others' all-reduce.
+            log = open(os.path.join(tmp, f"worker-{index}.log"), "w+")  # noqa: SIM115
+            children.append((subprocess.Popen(command, env=child_env, stdout=subprocess.DEVNULL,
+                                              stderr=log, text=True), log))
+        outputs = _wait(children, timeout, f"{replicas} replicas, {steps} steps")
+        children = [child for child, _ in children]
         result = None
-        if done.returncode in (0, 1) and os.path.exists(out_path):
+        if children[0].returncode in (0, 1) and os.path.exists(out_path):
             with open(out_path) as handle:
                 result = Verification.from_dict(json.load(handle))
-    if result is None or done.returncode != (0 if result.passed else 1):
-        last = next((line for line in reversed(done.stderr.splitlines()) if line.strip()), "")
-        raise VerifyError(f"python -m trainer_module.verify exited with status {done.returncode}: "
+    failed = [(child.returncode, err) for child, err in zip(children, outputs)
+              if child.returncode not in (0, 1)]
+    if result is None or failed or children[0].returncode != (0 if result.passed else 1):
+        failed.sort(key=lambda item: item[0] != 2)  # the one that failed, not one killed after
+        status, stderr = failed[0] if failed else (children[0].returncode, outputs[0])
+        last = next((line for line in reversed(stderr.splitlines()) if line.strip()), "")
+        raise VerifyError(f"python -m trainer_module.verify exited with status {status}: "
                           f"{last.strip().removeprefix('verify: ')}")
     return result
+
+
+def _wait(children: list, timeout: float, what: str) -> list[str]:
+    """Each child's stderr, from its (process, log file). A child that fails (status 2 or a
+    signal) ends the others, which would wait for it in the all-reduce; VerifyError when they
+    outlast `timeout` together."""
+    deadline = time.monotonic() + timeout
+    try:
+        while any(child.poll() is None for child, _ in children):
+            failed = any(child.returncode not in (None, 0, 1) for child, _ in children)
+            if failed or time.monotonic() > deadline:
+                for child, _ in children:
+                    if child.poll() is None:
+                        child.kill()
+                        child.wait()
+                if not failed:
+                    raise VerifyError(f"verify: no result after {timeout:g} s ({what})")
+            time.sleep(0.2)
+    finally:
+        errors = []
+        for _, log in children:
+            log.seek(0)
+            errors.append(log.read())
+            log.close()
+    return errors
 
 
 if __name__ == "__main__":

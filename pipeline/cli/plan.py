@@ -21,6 +21,11 @@ def add_parser(sub) -> None:
     size.add_argument("--slice", action="append",
                       help="a TPU slice preset, e.g. v5e-4, v5e-16, v4-32 (repeatable)")
     size.add_argument("--replicas", type=int, help="a replica count (GPUs, CPU replicas, ...)")
+    plan.add_argument("--like", metavar="SLICE",
+                      help="a larger TPU slice to rehearse: each size accumulates the "
+                           "micro-batches (trainer.accumulation_steps) that make its global "
+                           "batch, learning rate and steps that slice's, e.g. --slice v5e-4 "
+                           "--like v5e-16")
     plan.add_argument("--per-replica-batch", type=int, help="override trainer.per_replica_batch")
     plan.add_argument("--global-batch", type=int, help="override trainer.global_batch")
     plan.add_argument("--train-examples", type=int, help="override trainer.train_examples")
@@ -54,8 +59,17 @@ def command(args) -> int:
         sizes = use_cases.sizes_for(config, args.slice, args.replicas)
     except slices.SliceError as err:
         raise UsageError(f"--slice: {err}") from None
+    try:
+        like = use_cases.sizes_for(config, [args.like])[0] if args.like else None
+    except slices.SliceError as err:
+        raise UsageError(f"--like: {err}") from None
     rows, where = use_cases.train_rows(config, args.rows)
-    plans = use_cases.plan(config, sizes, rows)
+    try:
+        plans = use_cases.plan(config, sizes, rows, like)
+    except scaling.ScalingError as err:
+        if like is None:
+            raise
+        raise UsageError(f"--like {args.like}: {err}") from None
     if args.json:
         print(json.dumps([{"size": label, **dataclasses.asdict(plan)} for label, plan in plans],
                          indent=2))

@@ -13,7 +13,8 @@ def add_parser(sub) -> None:
                     "model (trainer.model, trainer.loss, transform.preprocessing_fn) for a few "
                     "global steps on N emulated replicas and with Keras on one device on the "
                     "same global batches from the same weights, and prints the largest weight "
-                    "difference beside how far the weights moved. Exit 0 within the tolerance, "
+                    "difference beside how far the weights moved. Your trainer.precision, "
+                    "accumulation_steps and jit_compile apply. Exit 0 within the tolerance, "
                     "1 beyond it.")
     add_config_arg(verify)
     verify.add_argument("--data", help="a CSV file or a directory of CSV files (default: data.path)")
@@ -21,22 +22,27 @@ def add_parser(sub) -> None:
     verify.add_argument("--pipeline-root", help="where artifacts and ML Metadata go")
     verify.add_argument("--replicas", type=int, default=2, help="emulated replicas (default 2)")
     verify.add_argument("--steps", type=int, default=3, help="global steps (default 3)")
+    verify.add_argument("--workers", type=int, default=1,
+                        help="run the replicas in this many worker processes on loopback "
+                             "(MultiWorkerMirroredStrategy, one replica each, as on several "
+                             "hosts); default 1: emulated replicas in one process")
     verify.set_defaults(func=command)
 
 
 def command(args) -> int:
     from pipeline import use_cases
 
-    for flag, value in (("--replicas", args.replicas), ("--steps", args.steps)):
-        if value < (2 if flag == "--replicas" else 1):
-            raise UsageError(f"{flag} must be at least {2 if flag == '--replicas' else 1}, "
-                             f"got {value}")
+    for flag, value, least in (("--replicas", args.replicas, 2), ("--steps", args.steps, 1),
+                               ("--workers", args.workers, 1)):
+        if value < least:
+            raise UsageError(f"{flag} must be at least {least}, got {value}")
     prepared = use_cases.prepare(load_config(args, {
         "data.path": args.data, "data.label": args.label,
         "paths.pipeline_root": args.pipeline_root}))
     for line in prepared.lines():
         print(line, flush=True)
-    result = use_cases.verify(prepared, replicas=args.replicas, steps=args.steps)
+    result = use_cases.verify(prepared, replicas=args.replicas, steps=args.steps,
+                              workers=args.workers)
     for line in result.lines():
         print(line)
     return 0 if result.passed else 1

@@ -139,6 +139,7 @@ class RunReport:
                          f"{t.get('plan', {}).get('train_steps')} steps of global batch "
                          f"{t.get('plan', {}).get('global_batch')} "
                          f"({t.get('plan', {}).get('budget') or 'budget not recorded'})"
+                         + "".join(f", {part}" for part in precision_parts(t))
                          + (f", warm-started from {t.get('base_model')}" if t.get("warm_started") else ""))
             if t.get("model") or t.get("loss"):
                 lines.append(f"Model: {t.get('model') or 'built-in'}, loss "
@@ -177,6 +178,21 @@ def _span_list(spans: list[int]) -> str:
 
 def _ints(value) -> list[int]:
     return [int(x) for x in str(value or "").split(",") if x.strip()]
+
+
+def precision_parts(t: dict) -> list[str]:
+    """The Trainer summary's accumulation and precision, where they are not the defaults, and
+    float16's skipped steps: ["4 micro-batches accumulated per replica", "mixed_float16 (...)"]."""
+    plan, logs = t.get("plan", {}), t.get("train", {})
+    parts = []
+    if plan.get("accumulation_steps", 1) > 1:
+        parts.append(f"{plan['accumulation_steps']} micro-batches of {plan.get('per_replica_batch')}"
+                     " accumulated per replica")
+    if plan.get("precision", "float32") != "float32":
+        skipped = (f" (loss scaling skipped {logs['skipped_steps']} step(s) on overflow, scale "
+                   f"{logs.get('loss_scale', 0):g})" if "skipped_steps" in logs else "")
+        parts.append(f"{plan['precision']}{skipped}")
+    return parts
 
 
 def verify_line(v: dict) -> str:
