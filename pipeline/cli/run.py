@@ -27,7 +27,9 @@ def add_parser(sub) -> None:
     run.add_argument("--timeout-minutes", type=float,
                      help="stop the run with status 4 after this long (default: "
                           "run.timeout_minutes; 0: no limit)")
-    run.add_argument("--orchestrator", choices=["local", "kfp-local"], default="local",
+    from pipeline.use_cases import LOCAL, ORCHESTRATORS  # light: no TensorFlow
+
+    run.add_argument("--orchestrator", choices=ORCHESTRATORS, default=LOCAL,
                      help="local: TFX's LocalDagRunner (default); kfp-local: compile for Kubeflow "
                           "and run the spec under KFP's local orchestrator, each task a process")
     run.set_defaults(func=command)
