@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 
@@ -15,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO, PipelineRun
+from trainer_module.verify import free_ports
 from pipeline.config import TrainerConfig
 
 pytestmark = pytest.mark.slow
@@ -66,18 +66,8 @@ def test_killed_trainer_resumes_to_the_same_weights(penguins_run, tmp_path):
         np.testing.assert_allclose(a[key], b[key], atol=1e-6, err_msg=key)
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def test_two_workers_train_one_model_and_only_the_chief_exports(penguins_run, tmp_path):
-    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    workers = [f"127.0.0.1:{p}" for p in free_ports(2)]
     procs = []
     for index in range(2):
         env = dict(os.environ, TF_CONFIG=json.dumps(

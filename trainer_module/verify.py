@@ -332,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if result.passed else 1
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
+    """n free TCP ports on loopback (for a cluster of worker processes)."""
     sockets = [socket.socket() for _ in range(n)]
     for sock in sockets:
         sock.bind(("127.0.0.1", 0))
@@ -357,7 +358,7 @@ def run_in_subprocess(job_dict: dict, replicas: int = 2, steps: int = 3, timeout
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1",
                PYTHONPATH=os.pathsep.join(paths + [package_root] * (package_root not in paths)))
     env.pop("TF_CONFIG", None)
-    cluster = [f"127.0.0.1:{port}" for port in _free_ports(workers)] if workers > 1 else []
+    cluster = [f"127.0.0.1:{port}" for port in free_ports(workers)] if workers > 1 else []
     with tempfile.TemporaryDirectory(prefix="lockstep-verify-") as tmp:
         job_path, out_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "out.json")
         with open(job_path, "w") as handle:
