@@ -134,7 +134,7 @@ def test_bad_flags(kfp, compiled):
     package = ["--package", compiled["output"]]
     line = _one_line_error(lockstep("submit", "--host", kfp.host, *package, "--param",
                                     "dropout=0.3"), status=2)
-    assert "--param dropout: not a pipeline parameter (known: base_learning_rate, data_root" in line
+    assert "--param dropout: not a pipeline parameter (known: accumulation_steps, base_learning_rate, data_root" in line
     line = _one_line_error(lockstep("submit", "--host", kfp.host, *package, "--param",
                                     "train_steps=many"), status=2)
     assert "--param train_steps=many: must be" in line
