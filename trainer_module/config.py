@@ -31,6 +31,9 @@ STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "cpu")
 # outputs stay float32 under all three.
 FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16 = "float32", "mixed_bfloat16", "mixed_float16"
 PRECISIONS = (FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16)
+# Said where the config asks for it and where `auto` finds a TPU at run time (train.build_model).
+FLOAT16_ON_TPU = ("trainer.precision = mixed_float16 cannot run on a TPU (TPUStrategy refuses loss "
+                  "scaling); use mixed_bfloat16, which TPUs compute natively")
 # An integer label with more distinct values than this is a regression target (a count, a price
 # in dollars, a year), not classes: a softmax over hundreds of classes with a few examples each
 # learns little, and the values are ordered. Below it (grades, ratings, codes) it is classes.
@@ -153,9 +156,7 @@ class TrainerConfig:
             raise TrainerConfigError(f"trainer.precision must be {', '.join(PRECISIONS[:-1])} or "
                                      f"{PRECISIONS[-1]}, got {self.precision!r}")
         if self.precision == MIXED_FLOAT16 and (self.strategy == "tpu" or self.tpu_slice):
-            raise TrainerConfigError(
-                "trainer.precision = mixed_float16 cannot run on a TPU (TPUStrategy refuses loss "
-                "scaling); use mixed_bfloat16, which TPUs compute natively")
+            raise TrainerConfigError(FLOAT16_ON_TPU)
         if self.strategy not in STRATEGIES:
             raise TrainerConfigError(f"trainer.strategy must be {', '.join(STRATEGIES[:-1])} or "
                                      f"{STRATEGIES[-1]}, got {self.strategy!r}")

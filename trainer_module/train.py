@@ -19,8 +19,8 @@ import tensorflow_transform as tft
 from trainer_module import actions as actions_lib, controller as controller_lib
 from trainer_module import export, features, hooks, input_pipeline, loop, precision, scaling
 from trainer_module import strategy as strategy_lib, warmup
-from trainer_module.config import (CLASSIFICATION, MIXED_FLOAT16, REGRESSION, TrainerConfig,
-                                   check_task, trainer_config_from_dict)
+from trainer_module.config import (CLASSIFICATION, FLOAT16_ON_TPU, MIXED_FLOAT16, REGRESSION,
+                                   TrainerConfig, check_task, trainer_config_from_dict)
 
 
 @dataclasses.dataclass
@@ -97,9 +97,7 @@ def build_model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> 
     the TPU at run time."""
     cfg = inputs.config
     if cfg.precision == MIXED_FLOAT16 and strategy_lib.is_tpu(strategy):
-        raise strategy_lib.StrategyError(
-            "trainer.precision = mixed_float16 cannot run on a TPU (TPUStrategy refuses loss "
-            "scaling); use mixed_bfloat16")
+        raise strategy_lib.StrategyError(FLOAT16_ON_TPU)
     with precision.policy(cfg.precision):
         return precision.float32_outputs(hooks.build_model(inputs))
 

@@ -26,7 +26,7 @@ import os
 import re
 
 from pipeline import pipeline as pipeline_lib
-from pipeline.reporting.run_report import RunReport, precision_parts, verify_line
+from pipeline.reporting.run_report import RunReport, precision_text, verify_line
 
 HISTOGRAMS_SHOWN = 60  # features with a plot; the table lists them all
 TOP_VALUES = 8
@@ -268,8 +268,7 @@ def _training_section(report: RunReport) -> str:
                               f" per {plan.get('base_batch')} examples)"),
             ("warmup steps", plan.get("warmup_steps")),
             ("accumulation steps", plan.get("accumulation_steps", 1)),
-            ("precision", "; ".join(p for p in precision_parts(t) if "accumulated" not in p)
-             or "float32"),
+            ("precision", precision_text(t) or "float32"),
             ("warm start", t.get("base_model") if t.get("warm_started") else "no"),
             ("model", t.get("model") or "built-in"), ("loss", t.get("loss") or "built-in")]
     if t.get("verify"):

@@ -183,16 +183,26 @@ def _ints(value) -> list[int]:
 def precision_parts(t: dict) -> list[str]:
     """The Trainer summary's accumulation and precision, where they are not the defaults, and
     float16's skipped steps: ["4 micro-batches accumulated per replica", "mixed_float16 (...)"]."""
+    return [part for part in (accumulation_text(t), precision_text(t)) if part]
+
+
+def accumulation_text(t: dict) -> str:
+    """"4 micro-batches of 32 accumulated per replica", or "" without accumulation."""
+    plan = t.get("plan", {})
+    if plan.get("accumulation_steps", 1) <= 1:
+        return ""
+    return (f"{plan['accumulation_steps']} micro-batches of {plan.get('per_replica_batch')} "
+            "accumulated per replica")
+
+
+def precision_text(t: dict) -> str:
+    """"mixed_float16 (loss scaling skipped ...)", or "" in float32."""
     plan, logs = t.get("plan", {}), t.get("train", {})
-    parts = []
-    if plan.get("accumulation_steps", 1) > 1:
-        parts.append(f"{plan['accumulation_steps']} micro-batches of {plan.get('per_replica_batch')}"
-                     " accumulated per replica")
-    if plan.get("precision", "float32") != "float32":
-        skipped = (f" (loss scaling skipped {logs['skipped_steps']} step(s) on overflow, scale "
-                   f"{logs.get('loss_scale', 0):g})" if "skipped_steps" in logs else "")
-        parts.append(f"{plan['precision']}{skipped}")
-    return parts
+    if plan.get("precision", "float32") == "float32":
+        return ""
+    skipped = (f" (loss scaling skipped {logs['skipped_steps']} step(s) on overflow, scale "
+               f"{logs.get('loss_scale', 0):g})" if "skipped_steps" in logs else "")
+    return f"{plan['precision']}{skipped}"
 
 
 def verify_line(v: dict) -> str:
