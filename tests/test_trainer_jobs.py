@@ -1,7 +1,5 @@
 """The trainer as users run it: killed and resumed, on two workers, inside the pipeline."""
 
-import dataclasses
-import glob
 import json
 import os
 import re
@@ -13,21 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, PipelineRun
+from conftest import REPO, PipelineRun, penguins_job
 from trainer_module.verify import free_ports
-from pipeline.config import TrainerConfig
 
 pytestmark = pytest.mark.slow
-
-
-def _job(penguins_run, out_dir, **trainer):
-    root = penguins_run.pipeline_root
-    [transform_dir] = glob.glob(str(root / "Transform" / "transform_graph" / "*"))
-    examples = glob.glob(str(root / "CsvExampleGen" / "examples" / "*"))[0]
-    cfg = dataclasses.asdict(TrainerConfig(**trainer))
-    return {"train_files": [f"{examples}/Split-train/*"], "eval_files": [f"{examples}/Split-eval/*"],
-            "transform_dir": transform_dir, "model_run_dir": str(out_dir / "run"),
-            "serving_model_dir": str(out_dir / "serving"), "label": "species", "trainer": cfg}
 
 
 def _launch(job, out_dir, *extra, env=None):
@@ -48,8 +35,8 @@ def _final_weights(run_dir):
 
 def test_killed_trainer_resumes_to_the_same_weights(penguins_run, tmp_path):
     settings = dict(train_steps=60, checkpoint_every=20, steps_per_execution=5, seed=5)
-    whole = _launch(_job(penguins_run, tmp_path / "whole", **settings), tmp_path / "whole")
-    interrupted_job = _job(penguins_run, tmp_path / "cut", **settings)
+    whole = _launch(penguins_job(penguins_run, tmp_path / "whole", **settings), tmp_path / "whole")
+    interrupted_job = penguins_job(penguins_run, tmp_path / "cut", **settings)
     cut = _launch(interrupted_job, tmp_path / "cut", "--kill-at", "30")
     out, _ = cut.communicate(timeout=600)
     assert cut.returncode == -signal.SIGKILL, out[-2000:]
@@ -72,7 +59,7 @@ def test_two_workers_train_one_model_and_only_the_chief_exports(penguins_run, tm
     for index in range(2):
         env = dict(os.environ, TF_CONFIG=json.dumps(
             {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
-        job = _job(penguins_run, tmp_path, train_steps=30, steps_per_execution=5,
+        job = penguins_job(penguins_run, tmp_path, train_steps=30, steps_per_execution=5,
                    per_replica_batch=16)
         job["model_run_dir"] = str(tmp_path / "run")
         procs.append(_launch(job, tmp_path / f"w{index}", env=env))

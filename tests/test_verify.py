@@ -6,7 +6,6 @@ In process here: the test process already has 8 logical CPU devices (conftest.py
 import dataclasses
 import glob
 import os
-import subprocess
 
 import pytest
 

@@ -26,7 +26,8 @@ from typing import Any
 
 CLASSIFICATION, REGRESSION = "classification", "regression"
 TASKS = (CLASSIFICATION, REGRESSION)
-STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "cpu")
+PARAMETER_SERVER = "parameter_server"  # asynchronous: trainer_module/parameter_server.py
+STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "cpu", PARAMETER_SERVER)
 # What the layers compute in (trainer_module/precision.py). The variables, the loss and the model's
 # outputs stay float32 under all three.
 FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16 = "float32", "mixed_bfloat16", "mixed_float16"
@@ -84,7 +85,8 @@ def _run_parameter(default):
 
 @dataclasses.dataclass
 class TrainerConfig:
-    # Strategy: auto | tpu | multi_worker | mirrored | cpu (see trainer_module/strategy.py).
+    # Strategy: auto | tpu | multi_worker | mirrored | cpu (synchronous; trainer_module/strategy.py)
+    # or parameter_server (asynchronous; trainer_module/parameter_server.py).
     strategy: str = "auto"
     tpu: str = ""  # TPU name, or "local" on a TPU VM; also read from $TPU_NAME
     tpu_zone: str = ""
@@ -95,6 +97,10 @@ class TrainerConfig:
     tpu_slice: str = ""
     allow_fallback: bool = False  # true: a TPU that is not there falls back instead of failing
     emulate_replicas: int = 0  # >1: split the CPU into N logical devices under MirroredStrategy
+    # strategy parameter_server without TF_CONFIG: a cluster on loopback of this many workers
+    # and parameter servers (with TF_CONFIG, its cluster).
+    ps_workers: int = 2
+    ps_servers: int = 1
     # Batch: give per_replica_batch (the TPU way) or global_batch, not both.
     per_replica_batch: int = _run_parameter(32)
     global_batch: int = 0
@@ -160,6 +166,8 @@ class TrainerConfig:
         if self.strategy not in STRATEGIES:
             raise TrainerConfigError(f"trainer.strategy must be {', '.join(STRATEGIES[:-1])} or "
                                      f"{STRATEGIES[-1]}, got {self.strategy!r}")
+        if self.strategy == PARAMETER_SERVER:
+            self._validate_parameter_server()
         from trainer_module import hooks
 
         try:
@@ -178,6 +186,26 @@ class TrainerConfig:
                 raise TrainerConfigError(
                     f"trainer.tpu_slice={self.tpu_slice!r} needs trainer.strategy auto or tpu, "
                     f"got {self.strategy!r}")
+
+
+    def _validate_parameter_server(self) -> None:
+        if self.ps_workers < 1 or self.ps_servers < 1:
+            raise TrainerConfigError("trainer.ps_workers and trainer.ps_servers must be at least 1")
+        refused = [
+            (self.precision == MIXED_FLOAT16, "trainer.precision = mixed_float16 (tf-keras "
+             "refuses loss scaling under ParameterServerStrategy; use float32 or mixed_bfloat16)"),
+            (bool(self.tpu or self.tpu_slice), "a TPU (trainer.tpu / trainer.tpu_slice; TPUs "
+             "train synchronously: strategy auto or tpu)"),
+            (self.accumulation_steps > 1, "trainer.accumulation_steps > 1 (a synchronous batch "
+             "plan: every worker applies its own batches)"),
+            (self.emulate_replicas > 1, "trainer.emulate_replicas (its workers are processes: "
+             "trainer.ps_workers)"),
+            (self.verify, "trainer.verify (it checks synchronous training against one device)"),
+            (self.jit_compile, "trainer.jit_compile (not offered for the asynchronous step)"),
+        ]
+        for asked, what in refused:
+            if asked:
+                raise TrainerConfigError(f"trainer.strategy = parameter_server cannot take {what}")
 
 
 # name -> type of each trainer setting a Kubeflow run can override.

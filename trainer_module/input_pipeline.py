@@ -53,13 +53,16 @@ def list_files(patterns) -> list[str]:
 
 
 def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str,
-                    per_replica_batch: int, *, training: bool, seed: int = 0,
+                    per_replica_batch: int, *, training: bool, seed: int | None = 0,
                     skip_steps: int = 0, shuffle_buffer: int = 10_000, cache: bool | None = None,
                     chunk_steps: int | None = None, compression: str = "GZIP", transform=None):
     """Returns dataset_fn(input_context) -> per-replica batches of (features, label).
 
     skip_steps: global steps already trained (to resume there): each pipeline skips the
     per-replica batches it fed them, one per replica it feeds per step.
+    seed: the shuffle's; None: one from the clock where the dataset is made, so each worker of an
+    asynchronous run (trainer_module/parameter_server.py), which cannot be told apart from the
+    others and reads the whole split, reads it in an order of its own.
     """
     files = list_files(file_patterns)
     label_out = features.transformed_name(label_key)
@@ -77,6 +80,8 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
         return {k: tf.boolean_mask(v, keep) for k, v in parsed.items()}, tf.boolean_mask(label, keep)
 
     def dataset_fn(ctx: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+        shuffle_seed = seed if seed is not None else (
+            tf.cast(tf.timestamp() * 1e6, tf.int64) % (2**31 - 1))
         pipelines = ctx.num_input_pipelines if ctx else 1
         pipeline_id = ctx.input_pipeline_id if ctx else 0
         ds = tf.data.Dataset.from_tensor_slices(files)
@@ -98,13 +103,13 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
             # keep those in memory; every epoch reshuffles the chunks (the rebatch below cuts
             # them into steps; cutting them here instead, before the shuffle, made every later
             # slice a sub-buffer that tf.data logs an error for, and unbatch().batch() is slow).
-            ds = ds.shuffle(shuffle_buffer, seed=seed).batch(unit * chunk_steps)
+            ds = ds.shuffle(shuffle_buffer, seed=shuffle_seed).batch(unit * chunk_steps)
             ds = ds.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-            ds = ds.cache().shuffle(max(CACHED_STEP_SHUFFLE // chunk_steps, 16), seed=seed)
+            ds = ds.cache().shuffle(max(CACHED_STEP_SHUFFLE // chunk_steps, 16), seed=shuffle_seed)
             ds = ds.repeat()
         else:
             if training:
-                ds = ds.shuffle(shuffle_buffer, seed=seed).repeat()
+                ds = ds.shuffle(shuffle_buffer, seed=shuffle_seed).repeat()
             ds = ds.batch(unit)
             ds = ds.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         ds = ds.rebatch(per_replica_batch, drop_remainder=training)

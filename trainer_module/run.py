@@ -8,8 +8,8 @@ import os
 import tensorflow as tf
 from tfx.components.trainer.fn_args_utils import FnArgs
 
-from trainer_module import train
-from trainer_module.config import TrainSpec
+from trainer_module import parameter_server, train
+from trainer_module.config import PARAMETER_SERVER, TrainSpec
 
 
 def job_from_fn_args(fn_args: FnArgs) -> train.TrainJob:
@@ -25,8 +25,14 @@ SUMMARY_FILE = "training_summary.json"
 
 
 def run_fn(fn_args: FnArgs) -> None:
-    """Trains, exports, and leaves what happened in <ModelRun>/training_summary.json."""
+    """Trains, exports, and leaves what happened in <ModelRun>/training_summary.json.
+
+    On a parameter-server cluster the Trainer runs in every task; its worker and ps tasks
+    (TF_CONFIG) serve the chief's training until they are ended, and write nothing."""
     job = job_from_fn_args(fn_args)
+    if job.trainer.strategy == PARAMETER_SERVER and parameter_server.is_server_task():
+        parameter_server.serve()
+        return
     summary = train.run(job)
     if summary["chief"]:
         summary["base_model"] = job.base_model

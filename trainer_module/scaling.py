@@ -8,6 +8,11 @@
   it follows the data, not a constant;
 - scale the learning rate linearly with the global batch, with linear warmup.
 
+Under `trainer.strategy = parameter_server` (asynchronous) there is no global step: each worker
+applies the updates of its own batches. The "global batch" is then one update's batch (the
+per-replica batch x a worker's replicas, one on a CPU worker), the steps are the updates all the
+workers make together, and the learning rate scales with that one update's batch.
+
 Pure arithmetic, no TensorFlow: `lockstep plan` prints it in a blink. The warmup schedule itself
 is in trainer_module/warmup.py.
 """
@@ -16,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+
+from trainer_module.config import PARAMETER_SERVER
 
 
 class ScalingError(ValueError):
@@ -38,6 +45,12 @@ class Plan:
     accumulation_steps: int = 1  # micro-batches of per_replica_batch per replica per update
     precision: str = "float32"
     on_tpu: bool = False
+    workers: int = 0  # asynchronous (parameter_server): workers applying their own updates
+    parameter_servers: int = 0
+
+    @property
+    def asynchronous(self) -> bool:
+        return self.workers > 0
 
     @property
     def replica_step_batch(self) -> int:
@@ -45,6 +58,8 @@ class Plan:
         return self.per_replica_batch * self.accumulation_steps
 
     def describe(self) -> str:
+        if self.asynchronous:
+            return self._describe_asynchronous()
         accumulated = (f" x {self.accumulation_steps} accumulated micro-batches"
                        if self.accumulation_steps > 1 else "")
         lines = [
@@ -69,10 +84,32 @@ class Plan:
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
+    def _describe_asynchronous(self) -> str:
+        lines = [
+            "Training plan (asynchronous data parallel: each worker applies its own updates, "
+            "without waiting for the others)",
+            f"  workers               {self.workers}  (through {self.parameter_servers} "
+            f"parameter server{'s' * (self.parameter_servers != 1)})",
+            f"  batch per update      {self.global_batch}  (= {self.per_replica_batch} x "
+            f"{self.replicas} replica{'s' * (self.replicas != 1)} per worker)",
+            f"  updates               {self.train_steps}  (all workers together; "
+            f"{self.examples} examples: {self.budget})",
+            f"  learning rate         {self.learning_rate:g}  (= {self.base_learning_rate:g} x "
+            f"{self.global_batch} / {self.base_batch})",
+            f"  warmup steps          {self.warmup_steps}",
+        ]
+        if self.precision != "float32":
+            lines.append(f"  precision             {self.precision}")
+        lines += [f"  warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
 
-def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None = None) -> Plan:
-    """cfg: a TrainerConfig. replicas: num_replicas_in_sync. train_rows: the training split's
-    rows, needed when the steps come from trainer.epochs."""
+
+def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None = None,
+              cluster: tuple[int, int] | None = None) -> Plan:
+    """cfg: a TrainerConfig. replicas: num_replicas_in_sync (per worker, asynchronous).
+    train_rows: the training split's rows, needed when the steps come from trainer.epochs.
+    cluster: (workers, parameter servers) of an asynchronous run, when not the config's own
+    (trainer.ps_workers, trainer.ps_servers); TF_CONFIG's cluster, say."""
     if replicas < 1:
         raise ScalingError(f"replicas must be at least 1, got {replicas}")
     accumulation = cfg.accumulation_steps
@@ -113,9 +150,12 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None =
         warnings.append(f"per-replica batch {per_replica} is not a multiple of 8; TPU cores pad "
                         "it (128 fills the MXU best)")
     lr = cfg.base_learning_rate * global_batch / cfg.base_batch
+    workers, servers = (0, 0)
+    if cfg.strategy == PARAMETER_SERVER:
+        workers, servers = cluster or (cfg.ps_workers, cfg.ps_servers)
     return Plan(replicas, per_replica, global_batch, steps, steps * global_batch, lr,
                 cfg.base_learning_rate, cfg.base_batch, min(cfg.warmup_steps, steps), tuple(warnings),
-                budget, accumulation, cfg.precision, on_tpu)
+                budget, accumulation, cfg.precision, on_tpu, workers, servers)
 
 
 def like(replicas: int, target_replicas: int) -> int:

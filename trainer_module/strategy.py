@@ -4,6 +4,9 @@ Order, for `strategy = "auto"`: a TPU when one is named (config or $TPU_NAME), s
 TF_CONFIG names a cluster, GPUs when there are any, else the CPU: the default strategy, or N
 emulated replicas (the CPU split into N logical devices under MirroredStrategy) to study
 multi-replica behaviour on a laptop.
+
+`strategy = "parameter_server"` is asynchronous training on a cluster of workers and parameter
+servers (trainer_module/parameter_server.py).
 """
 
 from __future__ import annotations
@@ -59,6 +62,14 @@ def _tpu_strategy(name: str, zone: str, project: str):
 def resolve_strategy(cfg) -> tf.distribute.Strategy:
     """cfg: a TrainerConfig (or anything with its strategy/tpu/emulate_replicas fields)."""
     kind = cfg.strategy
+    if kind == "parameter_server":
+        from trainer_module import parameter_server
+
+        strategy = parameter_server.make_strategy(cfg)
+        workers, servers = parameter_server.cluster_size(strategy)
+        logging.info("Strategy: ParameterServerStrategy (asynchronous), %d workers, %d parameter "
+                     "servers", workers, servers)
+        return strategy
     tpu_name = cfg.tpu or os.environ.get("TPU_NAME", "")
     strategy = None
     if kind == "tpu" or (kind == "auto" and tpu_name):

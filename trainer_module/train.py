@@ -11,16 +11,18 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 from absl import logging
 import tensorflow as tf
 import tensorflow_transform as tft
 
 from trainer_module import actions as actions_lib, controller as controller_lib
-from trainer_module import export, features, hooks, input_pipeline, loop, precision, scaling
-from trainer_module import strategy as strategy_lib, warmup
-from trainer_module.config import (CLASSIFICATION, FLOAT16_ON_TPU, MIXED_FLOAT16, REGRESSION,
-                                   TrainerConfig, check_task, trainer_config_from_dict)
+from trainer_module import export, features, hooks, input_pipeline, loop, parameter_server
+from trainer_module import precision, scaling, strategy as strategy_lib, warmup
+from trainer_module.config import (CLASSIFICATION, FLOAT16_ON_TPU, MIXED_FLOAT16,
+                                   PARAMETER_SERVER, REGRESSION, TrainerConfig, check_task,
+                                   trainer_config_from_dict)
 
 
 @dataclasses.dataclass
@@ -63,8 +65,10 @@ def _plan(cfg: TrainerConfig, strategy: tf.distribute.Strategy, train_files) -> 
     train_rows = None
     if not cfg.train_steps and not cfg.train_examples:  # steps from the data: epochs over it
         train_rows = input_pipeline.count_records(input_pipeline.list_files(train_files))
+    cluster = (parameter_server.cluster_size(strategy)
+               if parameter_server.is_parameter_server(strategy) else None)
     plan = scaling.make_plan(cfg, strategy.num_replicas_in_sync, strategy_lib.is_tpu(strategy),
-                             train_rows)
+                             train_rows, cluster)
     logging.info("\n%s", plan.describe())
     if cfg.tpu_slice:
         from trainer_module import slices
@@ -113,12 +117,17 @@ def train_metrics(task: str) -> dict[str, tf.keras.metrics.Metric]:
 def run(job: TrainJob, callbacks=()) -> dict:
     """Trains, evaluates and exports one job; returns the summary (plan, train logs, eval).
 
-    callbacks: extra actions, callback(step, logs) after each chunk (trainer_module/actions.py).
+    callbacks: extra actions, callback(step, logs) after each chunk (trainer_module/actions.py);
+    not passed on to the process of its own that a parameter_server run trains in.
     """
     cfg = job.trainer
+    if cfg.strategy == PARAMETER_SERVER and not os.environ.get(
+            parameter_server.TRAINER_PROCESS_ENV):
+        return parameter_server.run_in_subprocess(dataclasses.asdict(job))
     verified = _verify(job) if cfg.verify else None
     tf.keras.utils.set_random_seed(cfg.seed)
     strategy = strategy_lib.resolve_strategy(cfg)
+    asynchronous = parameter_server.is_parameter_server(strategy)
     plan = _plan(cfg, strategy, job.train_files)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     task = job.task
@@ -130,6 +139,8 @@ def run(job: TrainJob, callbacks=()) -> dict:
         optimizer = precision.wrap_optimizer(tf.keras.optimizers.Adam(learning_rate=schedule),
                                              cfg.precision)
         metrics = train_metrics(task)
+        # Asynchronous: made in the scope, so its tables are copied to every worker.
+        transform = tf_transform_output.transform_features_layer() if asynchronous else None
     chief = strategy_lib.is_chief(strategy)
     checkpoint_dir = os.path.join(job.model_run_dir, "checkpoints")
     train_actions = actions_lib.standard_actions(
@@ -140,21 +151,21 @@ def run(job: TrainJob, callbacks=()) -> dict:
         model, optimizer, restore_from=checkpoint_dir, strategy=strategy,
         # Every worker saves (the all-reduce needs them all); only the chief's copy is kept.
         directory=checkpoint_dir if chief else tempfile.mkdtemp(prefix="lockstep-ckpt-"),
-        total_steps=plan.train_steps, steps_per_execution=cfg.steps_per_execution,
+        total_steps=plan.train_steps, steps_per_execution=_chunk(cfg, plan),
         checkpoint_every=cfg.checkpoint_every, actions=[*train_actions, *callbacks])
     start = controller.start_step
     warm = start == 0 and cfg.warm_start and _warm_start(model, job.base_model)
 
-    transform = tf_transform_output.transform_features_layer()
     raw_spec = _raw_spec(tf_transform_output, job.label)
-    dataset = strategy.distribute_datasets_from_function(input_pipeline.make_dataset_fn(
-        job.train_files, raw_spec, job.label, task, plan.replica_step_batch, training=True,
-        seed=cfg.seed, skip_steps=start, transform=transform))
-    trainer = loop.Trainer(strategy, model, optimizer, loss,
-                           plan.global_batch, dataset, metrics=metrics, jit_compile=cfg.jit_compile,
-                           accumulation_steps=plan.accumulation_steps)
+    trainer = _trainer(job, strategy, plan, model, optimizer, loss, metrics, raw_spec,
+                       transform or tf_transform_output.transform_features_layer(), start)
+    tic = time.perf_counter()
     logs = controller.train(trainer)
+    train_seconds = time.perf_counter() - tic
 
+    if asynchronous:  # export and evaluate a copy on the chief, not the servers' variables
+        model = _local_copy(model, inputs)
+    transform = tf_transform_output.transform_features_layer()
     eval_metrics = (evaluate(model, job, raw_spec, transform, task, plan)
                     if job.eval_files else {})
     logging.info("Eval: %s", eval_metrics)
@@ -162,9 +173,51 @@ def run(job: TrainJob, callbacks=()) -> dict:
     export.export_serving_model(model, tf_transform_output, job.label, task, target)
     return {"plan": dataclasses.asdict(plan), "train": logs, "eval": eval_metrics,
             "warm_started": bool(warm), "chief": chief, "strategy": type(strategy).__name__,
-            "replicas": strategy.num_replicas_in_sync,
+            "replicas": strategy.num_replicas_in_sync, "train_seconds": train_seconds,
             "verify": verified.to_dict() if verified else None,
+            "asynchronous": _asynchronous_summary(trainer, plan) if asynchronous else None,
             "model": cfg.model, "loss": cfg.loss}
+
+
+def _chunk(cfg: TrainerConfig, plan: scaling.Plan) -> int:
+    """Steps between the Controller's checkpoints and actions. Asynchronous: enough closures of
+    steps_per_execution for every worker to be busy (the chunk ends when all are done)."""
+    if plan.asynchronous:
+        return cfg.steps_per_execution * plan.workers * parameter_server.CLOSURES_PER_WORKER
+    return cfg.steps_per_execution
+
+
+def _trainer(job: TrainJob, strategy, plan: scaling.Plan, model, optimizer, loss, metrics,
+             raw_spec: dict, transform, start: int):
+    """The synchronous Trainer (loop.py), or the asynchronous one (parameter_server.py), with
+    its input: each worker of an asynchronous run shuffles the whole split its own way, and
+    starts afresh on resume (there is no global order to skip into)."""
+    cfg = job.trainer
+    asynchronous = parameter_server.is_parameter_server(strategy)
+    dataset_fn = input_pipeline.make_dataset_fn(
+        job.train_files, raw_spec, job.label, job.task, plan.replica_step_batch, training=True,
+        seed=None if asynchronous else cfg.seed, skip_steps=0 if asynchronous else start,
+        transform=transform)
+    if asynchronous:
+        return parameter_server.AsyncTrainer(strategy, model, optimizer, loss, plan.global_batch,
+                                             dataset_fn, metrics=metrics,
+                                             steps_per_closure=cfg.steps_per_execution)
+    dataset = strategy.distribute_datasets_from_function(dataset_fn)
+    return loop.Trainer(strategy, model, optimizer, loss, plan.global_batch, dataset,
+                        metrics=metrics, jit_compile=cfg.jit_compile,
+                        accumulation_steps=plan.accumulation_steps)
+
+
+def _local_copy(model: tf.keras.Model, inputs: hooks.ModelInputs) -> tf.keras.Model:
+    """The model built again on this process's own device, with the trained weights."""
+    copy = build_model(inputs, tf.distribute.get_strategy())
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def _asynchronous_summary(trainer, plan: scaling.Plan) -> dict:
+    return {"workers": plan.workers, "parameter_servers": plan.parameter_servers,
+            "updates": trainer.updates, **trainer.staleness()}
 
 
 class VerificationFailed(RuntimeError):

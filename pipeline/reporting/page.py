@@ -26,7 +26,8 @@ import os
 import re
 
 from pipeline import pipeline as pipeline_lib
-from pipeline.reporting.run_report import RunReport, precision_text, verify_line
+from pipeline.reporting.run_report import (RunReport, asynchronous_text, precision_text,
+                                           verify_line)
 
 HISTOGRAMS_SHOWN = 60  # features with a plot; the table lists them all
 TOP_VALUES = 8
@@ -273,6 +274,8 @@ def _training_section(report: RunReport) -> str:
             ("model", t.get("model") or "built-in"), ("loss", t.get("loss") or "built-in")]
     if t.get("verify"):
         rows.append(("verified", verify_line(t["verify"]).split(": ", 1)[1]))
+    if t.get("asynchronous"):
+        rows.append(("asynchronous", asynchronous_text(t["asynchronous"])))
     table = "<table>" + "".join(f"<tr><th>{_e(k)}</th><td data-plan='{_e(k)}'>{_e(v)}</td></tr>"
                                 for k, v in rows) + "</table>"
     uri = report.artifacts.get(f"{pipeline_lib.TRAINER_NODE}.model_run")

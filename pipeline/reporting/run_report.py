@@ -141,6 +141,8 @@ class RunReport:
                          f"({t.get('plan', {}).get('budget') or 'budget not recorded'})"
                          + "".join(f", {part}" for part in precision_parts(t))
                          + (f", warm-started from {t.get('base_model')}" if t.get("warm_started") else ""))
+            if t.get("asynchronous"):
+                lines.append("Asynchronous: " + asynchronous_text(t["asynchronous"]))
             if t.get("model") or t.get("loss"):
                 lines.append(f"Model: {t.get('model') or 'built-in'}, loss "
                              f"{t.get('loss') or 'built-in'} (your code)")
@@ -203,6 +205,15 @@ def precision_text(t: dict) -> str:
     skipped = (f" (loss scaling skipped {logs['skipped_steps']} step(s) on overflow, scale "
                f"{logs.get('loss_scale', 0):g})" if "skipped_steps" in logs else "")
     return f"{plan['precision']}{skipped}"
+
+
+def asynchronous_text(a: dict) -> str:
+    """A parameter-server run's cluster and staleness (train.py, `asynchronous` in the summary):
+    "2 workers, 1 parameter server, 400 updates, staleness mean 0.70 max 16 (...)"."""
+    return (f"{a['workers']} worker(s), {a['parameter_servers']} parameter server(s), "
+            f"{a['updates']} updates, staleness mean {a['staleness_mean']:.2f} max "
+            f"{a['staleness_max']} (updates by other workers between a worker's read of the "
+            "weights and its own update)")
 
 
 def verify_line(v: dict) -> str:

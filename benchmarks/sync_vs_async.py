@@ -1,0 +1,170 @@
+"""Synchronous against asynchronous data parallelism on the same model, data and examples.
+
+  sync   N worker processes under MultiWorkerMirroredStrategy: one update per global step of
+         N x batch, every worker waits for the all-reduce;
+  async  N worker processes and one parameter server under ParameterServerStrategy, a chief
+         coordinating: every worker applies its own updates of `batch`, without waiting.
+
+Both train the same number of examples (trainer.train_examples) with lockstep's Trainer and the
+scaling rules (the learning rate scales with the batch of one update), as clusters of processes on
+loopback named by TF_CONFIG, as on Kubernetes. Then both again with a straggler: worker 1 is
+stopped (SIGSTOP) for --stall of every 100 ms, as a machine that gets a quarter of a CPU would be;
+sync waits for it at every step, async goes on with the others.
+
+Prints, per run: updates, examples/s over the training loop, final train loss, eval accuracy (the
+exported model's, on the eval split), staleness; then the ratios async/sync.
+
+usage: python benchmarks/sync_vs_async.py [--pipeline-root ROOT --label L] [--workers N]
+         [--batch B] [--examples E] [--stall S]
+Without --pipeline-root it first runs the pipeline on the bundled data (its Transform output and
+examples are what the trainers read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness import REPO  # noqa: E402
+from trainer_module.config import TrainerConfig  # noqa: E402
+from trainer_module.parameter_server import TRAINER_PROCESS_ENV  # noqa: E402
+from trainer_module.verify import free_ports  # noqa: E402
+
+ENV = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
+
+
+def bundled_root(tmp: Path) -> Path:
+    root = tmp / "pipeline_root"
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--pipeline-root",
+                             str(root), "--serving-dir", str(tmp / "serving")], cwd=tmp, env=ENV,
+                            capture_output=True, text=True)
+    if result.returncode:
+        sys.exit(f"the pipeline run failed:\n{result.stderr[-3000:]}")
+    return root
+
+
+def job(root: Path, label: str, out: Path, **trainer) -> Path:
+    [transform_dir] = glob.glob(str(root / "Transform" / "transform_graph" / "*"))
+    examples = sorted(glob.glob(str(root / "CsvExampleGen" / "examples" / "*")))[-1]
+    out.mkdir(parents=True)
+    path = out / "job.json"
+    path.write_text(json.dumps({
+        "train_files": [f"{examples}/Split-train/*"], "eval_files": [f"{examples}/Split-eval/*"],
+        "transform_dir": transform_dir, "model_run_dir": str(out / "run"),
+        "serving_model_dir": str(out / "serving"), "label": label,
+        "trainer": dataclasses.asdict(TrainerConfig(**trainer))}))
+    return path
+
+
+def _start(command, out: Path, name: str, tf_config: dict, **env) -> subprocess.Popen:
+    log = open(out / f"{name}.log", "w")  # noqa: SIM115
+    return subprocess.Popen(command, env=dict(ENV, TF_CONFIG=json.dumps(tf_config), **env),
+                            stdout=log, stderr=subprocess.STDOUT)
+
+
+def _stall(process: subprocess.Popen, stall: float, done: threading.Event) -> None:
+    """Stops the process for `stall` of every 0.1 s until done: a straggler."""
+    while not done.is_set() and process.poll() is None:
+        os.kill(process.pid, signal.SIGSTOP)
+        time.sleep(stall)
+        os.kill(process.pid, signal.SIGCONT)
+        time.sleep(0.1 - stall)
+
+
+def run(kind: str, args, root: Path, tmp: Path, stall: float) -> dict:
+    name = f"{kind}{'-straggler' if stall else ''}"
+    out = tmp / name
+    workers = [f"localhost:{p}" for p in free_ports(args.workers)]
+    train = [sys.executable, "-m", "trainer_module.train"]
+    settings = dict(per_replica_batch=args.batch, train_examples=args.examples, seed=1,
+                    steps_per_execution=5, checkpoint_every=10**9, log_every=10**9)
+    if kind == "sync":
+        path = job(root, args.label, out, strategy="multi_worker", **settings)
+        cluster = {"worker": workers}
+        procs = [_start(train + [str(path), str(out / f"result-{i}.json")], out, f"worker-{i}",
+                        {"cluster": cluster, "task": {"type": "worker", "index": i}})
+                 for i in range(args.workers)]
+        chief, straggler = procs[0], procs[1]
+    else:
+        path = job(root, args.label, out, strategy="parameter_server", **settings)
+        chief_port, ps_port = free_ports(2)
+        cluster = {"chief": [f"localhost:{chief_port}"], "worker": workers,
+                   "ps": [f"localhost:{ps_port}"]}
+        serve = [sys.executable, "-m", "trainer_module.parameter_server"]
+        procs = [_start(serve, out, f"{task}-{i}", {"cluster": cluster, "task": {"type": task,
+                                                                             "index": i}})
+                 for task, i in [("ps", 0)] + [("worker", i) for i in range(args.workers)]]
+        straggler = procs[2]
+        chief = _start(train + [str(path), str(out / "result-0.json")], out, "chief",
+                       {"cluster": cluster, "task": {"type": "chief", "index": 0}},
+                       **{TRAINER_PROCESS_ENV: "1"})
+    done = threading.Event()
+    if stall:
+        threading.Thread(target=_stall, args=(straggler, stall, done), daemon=True).start()
+    try:
+        chief.wait(timeout=3600)
+    finally:
+        done.set()
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+                if kind == "async":
+                    proc.kill()
+                proc.wait()
+    if chief.returncode:
+        sys.exit(f"{name} failed; see {out}/chief.log or worker-0.log")
+    summary = json.loads((out / "result-0.json").read_text())
+    plan, asynchronous = summary["plan"], summary.get("asynchronous") or {}
+    return {"run": name, "updates": plan["train_steps"], "batch": plan["global_batch"],
+            "examples_per_sec": plan["examples"] / summary["train_seconds"],
+            "loss": summary["train"]["loss"],
+            "accuracy": summary["eval"].get("accuracy", summary["eval"].get("rmse")),
+            "staleness": (f"{asynchronous['staleness_mean']:.2f} / {asynchronous['staleness_max']}"
+                          if asynchronous else "-")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pipeline-root", type=Path, help="a finished lockstep run's root")
+    parser.add_argument("--label", default="species")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=32, help="per replica, per worker")
+    parser.add_argument("--examples", type=int, default=32_000)
+    parser.add_argument("--stall", type=float, default=0.075,
+                        help="seconds of every 0.1 s the straggler is stopped")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="lockstep-sync-async-") as tmp:
+        tmp = Path(tmp)
+        root = args.pipeline_root or bundled_root(tmp)
+        rows = [run(kind, args, root, tmp, stall)
+                for stall in (0.0, args.stall) for kind in ("sync", "async")]
+    print(f"{args.workers} workers, {args.examples} examples, batch {args.batch} per worker; "
+          f"straggler: worker 1 stopped {args.stall * 1000:.0f} ms of every 100 ms")
+    print(f"{'run':<17} {'updates':>8} {'batch':>6} {'examples/s':>11} {'loss':>8} "
+          f"{'eval':>7} {'staleness mean/max':>19}")
+    for r in rows:
+        print(f"{r['run']:<17} {r['updates']:>8} {r['batch']:>6} {r['examples_per_sec']:>11.0f} "
+              f"{r['loss']:>8.4f} {r['accuracy']:>7.4f} {r['staleness']:>19}")
+    sync, async_, sync_slow, async_slow = rows
+    print(f"async / sync examples/s: {async_['examples_per_sec'] / sync['examples_per_sec']:.2f} "
+          f"without a straggler, "
+          f"{async_slow['examples_per_sec'] / sync_slow['examples_per_sec']:.2f} with one; "
+          f"the straggler keeps {sync_slow['examples_per_sec'] / sync['examples_per_sec']:.2f} of "
+          f"sync's speed and {async_slow['examples_per_sec'] / async_['examples_per_sec']:.2f} of "
+          "async's")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Asynchronous training (trainer.strategy = parameter_server): what the config refuses, the
+plan, the staleness count on constructed cases, a killed worker, and a whole pipeline run that
+pushes a model that serves.
+
+A ParameterServerStrategy connects its process to a cluster for good, so everything that trains
+runs in processes of its own."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, PipelineRun, penguins_job, serving_accuracy
+from trainer_module import scaling
+from trainer_module.config import TrainerConfig, TrainerConfigError
+from trainer_module.verify import free_ports
+
+ENV = dict(os.environ, PYTHONPATH=str(REPO), TF_USE_LEGACY_KERAS="1")
+
+
+@pytest.mark.parametrize("setting, named", [
+    ({"precision": "mixed_float16"}, "mixed_float16"),
+    ({"tpu_slice": "v5e-4"}, "a TPU"),
+    ({"accumulation_steps": 2}, "accumulation_steps"),
+    ({"emulate_replicas": 4}, "emulate_replicas"),
+    ({"verify": True}, "trainer.verify"),
+    ({"jit_compile": True}, "jit_compile"),
+    ({"ps_workers": 0}, "ps_workers"),
+])
+def test_what_asynchronous_training_cannot_do_is_one_line_naming_it(setting, named):
+    with pytest.raises(TrainerConfigError) as err:
+        TrainerConfig(strategy="parameter_server", **setting).validate()
+    message = str(err.value)
+    assert "\n" not in message and named in message, message
+
+
+def test_the_plan_counts_updates_of_one_workers_batch():
+    cfg = TrainerConfig(strategy="parameter_server", ps_workers=3, ps_servers=2,
+                        per_replica_batch=64, train_examples=64_000)
+    plan = scaling.make_plan(cfg, replicas=1)
+    # No global step: one update is one worker's batch, the learning rate scales with it.
+    assert (plan.workers, plan.parameter_servers, plan.global_batch) == (3, 2, 64)
+    assert plan.train_steps == 1000 and plan.learning_rate == pytest.approx(0.02)
+    text = plan.describe()
+    assert "asynchronous data parallel" in text and "3  (through 2 parameter servers)" in text
+    assert "updates               1000  (all workers together" in text
+    # TF_CONFIG's cluster, not the config's, where there is one.
+    assert scaling.make_plan(cfg, 1, cluster=(5, 1)).workers == 5
+    assert not scaling.make_plan(TrainerConfig(train_steps=10), 4).asynchronous
+
+
+def _staleness(workers: int, sleep: float, steps: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(REPO / "tests" / "ps_staleness.py"), str(workers),
+                             str(sleep), str(steps)], env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_staleness_is_none_alone_and_the_other_workers_updates_when_steps_overlap():
+    alone, three = _staleness(1, 0.0, 40), _staleness(3, 0.04, 90)
+    results = []
+    for child in (alone, three):
+        out, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    alone, three = results
+    # One worker: nothing lands between its read and its update; one update per step, counted
+    # by the optimizer too.
+    assert (alone["staleness_mean"], alone["staleness_max"]) == (0, 0)
+    assert alone["updates"] == alone["iterations"] == 40
+    # Three workers whose steps are mostly a sleep between read and update: each update has the
+    # other two workers' updates land inside it (2), less where a chunk starts and ends.
+    assert three["updates"] == three["iterations"] == 90
+    assert 1.2 <= three["staleness_mean"] <= 2.2, three
+    assert three["staleness_max"] >= 2, three
+
+
+def _servers(cluster: dict, tmp_path) -> dict:
+    servers = {}
+    for task in [("worker", 0), ("worker", 1), ("ps", 0)]:
+        env = dict(ENV, TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": task[0], "index": task[1]}}))
+        log = open(tmp_path / f"{task[0]}-{task[1]}.log", "w")  # noqa: SIM115
+        servers[task] = subprocess.Popen([sys.executable, "-m", "trainer_module.parameter_server"],
+                                         env=env, stdout=subprocess.DEVNULL, stderr=log)
+    return servers
+
+
+@pytest.mark.slow
+def test_a_killed_worker_does_not_stop_training(penguins_run, tmp_path):
+    """A cluster of processes named by TF_CONFIG, as on Kubernetes: two workers and a parameter
+    server serve (`python -m trainer_module.parameter_server`), the chief trains; one worker is
+    killed once training is under way, and the coordinator finishes on the other."""
+    ports = [f"localhost:{port}" for port in free_ports(4)]
+    cluster = {"chief": ports[:1], "worker": ports[1:3], "ps": ports[3:]}
+    servers = _servers(cluster, tmp_path)
+    job = penguins_job(penguins_run, tmp_path, strategy="parameter_server", train_steps=600,
+                       log_every=20, steps_per_execution=5)
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    chief_env = dict(ENV, TF_CONFIG=json.dumps(
+        {"cluster": cluster, "task": {"type": "chief", "index": 0}}))
+    try:
+        chief = subprocess.Popen(
+            [sys.executable, str(REPO / "tests" / "train_job.py"), str(tmp_path / "job.json"),
+             str(tmp_path / "result.json")], env=chief_env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
+        log, killed_at = [], None
+        for line in chief.stdout:
+            log.append(line)
+            if killed_at is None and "/600 " in line:
+                servers[("worker", 1)].kill()
+                killed_at = line
+        chief.wait(timeout=600)
+    finally:
+        for server in servers.values():
+            server.kill()
+    text = "".join(log)
+    assert chief.returncode == 0, text[-3000:]
+    assert killed_at is not None and "step 600/600" not in killed_at, text[-3000:]
+    assert "Worker /job:worker/replica:0/task:1 failed" in text, text[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["strategy"] == "ParameterServerStrategyV2"
+    assert result["asynchronous"]["workers"] == 2 and result["asynchronous"]["updates"] == 600
+    assert (tmp_path / "serving" / "saved_model.pb").is_file()
+
+
+@pytest.mark.slow
+def test_a_parameter_server_run_pushes_a_model_that_serves(penguins_run, tmp_path):
+    """The bundled data, trainer.strategy = parameter_server and nothing else: a copy of the
+    shared run's pipeline root, so ExampleGen to Transform come from the cache and the Trainer,
+    Evaluator and Pusher run."""
+    shutil.copytree(penguins_run.pipeline_root, tmp_path / "pipeline_root")
+    (tmp_path / "ps.toml").write_text('[trainer]\nstrategy = "parameter_server"\n')
+    run = PipelineRun(tmp_path)
+    result = run.run("--config", tmp_path / "ps.toml")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "Trainer: ParameterServerStrategyV2" in out, out
+    assert "Asynchronous: 2 worker(s), 1 parameter server(s), " in out, out
+    assert "Blessed: yes" in out, out
+    [version] = run.pushed_versions()
+    eval_files = sorted((run.pipeline_root / "CsvExampleGen" / "examples").glob("*/Split-eval/*"))
+    accuracy = serving_accuracy(version, eval_files)
+    assert accuracy >= 0.9
+    reported = float(re.search(r"^Eval metrics: .*\bsparse_categorical_accuracy ([\d.]+)", out,
+                               re.M).group(1))
+    assert accuracy == pytest.approx(reported, abs=0.01)
+    summaries = sorted(run.pipeline_root.glob("Trainer/model_run/*/training_summary.json"),
+                       key=os.path.getmtime)
+    summary = json.loads(summaries[-1].read_text())
+    assert summary["asynchronous"]["updates"] == summary["plan"]["train_steps"]
+    assert summary["plan"]["workers"] == 2
