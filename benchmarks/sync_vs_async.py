@@ -56,7 +56,7 @@ def bundled_root(tmp: Path) -> Path:
 
 
 def job(root: Path, label: str, out: Path, **trainer) -> Path:
-    [transform_dir] = glob.glob(str(root / "Transform" / "transform_graph" / "*"))
+    transform_dir = sorted(glob.glob(str(root / "Transform" / "transform_graph" / "*")))[-1]
     examples = sorted(glob.glob(str(root / "CsvExampleGen" / "examples" / "*")))[-1]
     out.mkdir(parents=True)
     path = out / "job.json"
