@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import collections
 import json
+import logging as std_logging
 import os
 import subprocess
 import sys
@@ -40,9 +41,13 @@ from absl import logging
 import tensorflow as tf
 
 from trainer_module import loop
+from trainer_module.config import PROGRESS_LOGGER
 
 # Set in the process that trains (run_in_subprocess): train.run trains there, not again in a child.
 TRAINER_PROCESS_ENV = "LOCKSTEP_PARAMETER_SERVER_TRAINER"
+# That process's progress records (config.Progress) cross to the parent as stderr lines with this
+# prefix, and are logged again there, where a console may draw them.
+PROGRESS_PREFIX = "lockstep-progress "
 SERVER_TASKS = ("worker", "ps")
 # Closures scheduled per worker between two joins (the Controller's chunk, train.py): every
 # worker stays busy while the others finish theirs.
@@ -227,6 +232,32 @@ class AsyncTrainer(loop.Trainer):
                 "staleness_max": self.staleness_max}
 
 
+class _ProgressToStderr(std_logging.Handler):
+    def emit(self, record: std_logging.LogRecord) -> None:
+        progress = getattr(record, "progress", None)
+        if progress is not None:
+            sys.stderr.write(PROGRESS_PREFIX + json.dumps(progress) + "\n")
+            sys.stderr.flush()
+
+
+def relay_progress() -> None:
+    """In the process run_in_subprocess starts: its progress records go to the parent too."""
+    logger = std_logging.getLogger(PROGRESS_LOGGER)
+    logger.setLevel(std_logging.INFO)
+    if not any(isinstance(h, _ProgressToStderr) for h in logger.handlers):
+        logger.addHandler(_ProgressToStderr())
+
+
+def _relay(line: str) -> None:
+    """A line of the trainer process's stderr, passed on: a progress record is logged again."""
+    if line.startswith(PROGRESS_PREFIX):
+        progress = json.loads(line[len(PROGRESS_PREFIX):])
+        std_logging.getLogger(PROGRESS_LOGGER).info(
+            "step %d/%d", progress["step"], progress["total"], extra={"progress": progress})
+    else:
+        sys.stderr.write(line)
+
+
 def run_in_subprocess(job_dict: dict) -> dict:
     """Trains a TrainJob (as a dict) with `python -m trainer_module.train` in a fresh process and
     returns its summary. Its log lines pass through to this process's stderr; a failure is a
@@ -247,8 +278,8 @@ def run_in_subprocess(job_dict: dict) -> dict:
         last = collections.deque(maxlen=1)
         try:
             for line in child.stderr:
-                sys.stderr.write(line)
-                if line.strip():
+                _relay(line)
+                if line.strip() and not line.startswith(PROGRESS_PREFIX):
                     last.append(line.strip())
             child.wait()
         finally:

@@ -124,6 +124,8 @@ def run(job: TrainJob, callbacks=()) -> dict:
     if cfg.strategy == PARAMETER_SERVER and not os.environ.get(
             parameter_server.TRAINER_PROCESS_ENV):
         return parameter_server.run_in_subprocess(dataclasses.asdict(job))
+    if os.environ.get(parameter_server.TRAINER_PROCESS_ENV):
+        parameter_server.relay_progress()
     verified = _verify(job) if cfg.verify else None
     tf.keras.utils.set_random_seed(cfg.seed)
     strategy = strategy_lib.resolve_strategy(cfg)
