@@ -118,9 +118,10 @@ def test_a_retried_trainer_task_resumes_from_its_checkpoint(kfp_local_run, tmp_p
                     verify=False)
     # The task's environment: the example's hooks on PYTHONPATH (in the image, its ENV does it).
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(EXAMPLE), str(REPO)]))
-    whole = _trainer_command(kfp_local_run.pipeline_dir, tmp_path / "whole", **settings)
-    done = subprocess.run(whole, capture_output=True, text=True, timeout=900, env=env)
-    assert done.returncode == 0, done.stdout[-3000:]
+    # The uninterrupted run beside the one that is cut (two cores).
+    whole = subprocess.Popen(
+        _trainer_command(kfp_local_run.pipeline_dir, tmp_path / "whole", **settings),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
     cut = _trainer_command(kfp_local_run.pipeline_dir, tmp_path / "cut", **settings)
     checkpoints = tmp_path / "cut" / "model_run" / "checkpoints"
@@ -136,6 +137,9 @@ def test_a_retried_trainer_task_resumes_from_its_checkpoint(kfp_local_run, tmp_p
     step = int(saved.rsplit("-", 1)[1])
     assert 0 < step < 600
     assert not (tmp_path / "cut" / "model" / "Format-Serving").exists()
+
+    out, _ = whole.communicate(timeout=900)
+    assert whole.returncode == 0, out[-3000:]
 
     retry = subprocess.run(cut, capture_output=True, text=True, timeout=900, env=env)  # same input
     assert retry.returncode == 0, retry.stdout[-3000:] + retry.stderr[-3000:]
