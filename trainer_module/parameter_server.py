@@ -6,7 +6,8 @@ the parameter servers, takes the gradient of its own batch and applies it, while
 the same, without waiting for each other. A slow or lost worker costs only its own updates; the
 price is staleness: between a worker's read and its update, other workers' updates land, so its
 gradient was taken at weights that are no longer there. `AsyncTrainer` counts it for every update
-(the optimizer's step counter read before the forward pass and again just before the update).
+(a counter of its own on the parameter servers, read before the weights are read and incremented
+after they are updated).
 
 The pieces tf.distribute.ParameterServerStrategy needs, as this module does them:
 - a ClusterCoordinator in the trainer's process (the chief) schedules steps on the workers;
@@ -139,8 +140,8 @@ class AsyncTrainer(loop.Trainer):
     Each scheduled closure runs up to `steps_per_closure` steps on one worker (fewer round trips
     than one closure a step); train(n) schedules n steps, waits for all of them and returns their
     mean loss, the metrics, and the staleness of the run's updates so far: for each update, how
-    many updates other workers applied between this worker's read of the step counter (before the
-    forward pass) and its own update.
+    many updates other workers applied between this worker's read of the weights (the forward
+    pass) and its own update.
 
     The loss is the synchronous one on one worker's batch: per-example losses / that batch
     (`global_batch` here: the batch of one update), gradients, one apply_gradients.
