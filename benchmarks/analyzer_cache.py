@@ -60,7 +60,7 @@ def ingest(data: Path, window: int, out: Path):
     output_config = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
         example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=4),
         example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)]))
-    custom = csv_example_gen.make_custom_config(LABEL, ["", "NA"], PATTERN, window)
+    custom = csv_example_gen.ExampleGenSpec(LABEL, ("", "NA"), PATTERN, window).to_custom_config()
     csv_example_gen.Executor().Do({}, {"examples": [examples]}, {
         "input_base": str(data),
         "input_config": proto_utils.proto_to_json(example_gen_pb2.Input(splits=[

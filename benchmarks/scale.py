@@ -74,7 +74,7 @@ def _stage_pipeline(kind: str, data: str, root: str) -> None:
     from tfx import v1 as tfx
     from tfx.proto import example_gen_pb2
 
-    from components.csv_example_gen import CsvExampleGen
+    from components.csv_example_gen import CsvExampleGen, ExampleGenSpec
     from components.csv_format import DEFAULT_MISSING_VALUES
     from pipeline.pipeline import TRANSFORM_SETTINGS
     from trainer_module.config import CLASSIFICATION, TransformSpec
@@ -83,8 +83,8 @@ def _stage_pipeline(kind: str, data: str, root: str) -> None:
         example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=4),
         example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)]))
     if kind == "ours":
-        example_gen = CsvExampleGen(input_base=data, label=LABEL,
-                                    missing_values=list(DEFAULT_MISSING_VALUES),
+        example_gen = CsvExampleGen(input_base=data,
+                                    spec=ExampleGenSpec(LABEL, DEFAULT_MISSING_VALUES),
                                     output_config=output)
     else:
         example_gen = tfx.components.CsvExampleGen(input_base=data, output_config=output)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import concurrent.futures
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -58,33 +59,76 @@ TEMP_PREFIX = ".tmp-"
 GZIP_LEVEL = 1
 
 
-def _select_spans(input_base: str, options: dict) -> tuple[list[int], list[str]]:
-    """The spans, and their files, that the custom config's span settings select."""
-    return spans.select(input_base, options["span_pattern"], int(options.get("span_window", 1)),
-                        marker=options.get("span_marker", spans.DEFAULT_MARKER))
+class ExampleGenConfigError(ValueError):
+    """ExampleGen's custom_config cannot be read: the message names the key."""
 
 
-def make_custom_config(label: str, missing_values: list[str], span_pattern: str = "",
-                       span_window: int = 1,
-                       span_marker: str = spans.DEFAULT_MARKER) -> example_gen_pb2.CustomConfig:
-    struct = struct_pb2.Struct()
-    struct.update({"label": label, "missing_values": list(missing_values),
-                   "span_pattern": span_pattern, "span_window": span_window,
-                   "span_marker": span_marker})
-    packed = any_pb2.Any()
-    packed.Pack(struct)
-    return example_gen_pb2.CustomConfig(custom_config=packed)
+_SPEC_KEYS = ("label", "missing_values", "span_pattern", "span_window", "span_marker")
 
 
-def read_custom_config(exec_properties: dict[str, Any]) -> dict[str, Any]:
-    raw = exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY)
-    if not raw:
-        return {}
-    config = example_gen_pb2.CustomConfig()
-    json_format.Parse(raw, config)
-    struct = struct_pb2.Struct()
-    config.custom_config.Unpack(struct)
-    return json_format.MessageToDict(struct)
+@dataclasses.dataclass(frozen=True)
+class ExampleGenSpec:
+    """What the executor and the driver read from ExampleGen's custom_config: the label column,
+    the cells that mean missing, and the span settings (components/spans.py). The codec refuses
+    an unknown, missing or mistyped key, as TrainSpec and TransformSpec do."""
+
+    label: str
+    missing_values: tuple[str, ...] = csv_format.DEFAULT_MISSING_VALUES
+    span_pattern: str = ""
+    span_window: int = 1
+    span_marker: str = spans.DEFAULT_MARKER
+
+    def to_custom_config(self) -> example_gen_pb2.CustomConfig:
+        struct = struct_pb2.Struct()
+        struct.update({"label": self.label, "missing_values": list(self.missing_values),
+                       "span_pattern": self.span_pattern, "span_window": self.span_window,
+                       "span_marker": self.span_marker})
+        packed = any_pb2.Any()
+        packed.Pack(struct)
+        return example_gen_pb2.CustomConfig(custom_config=packed)
+
+    @classmethod
+    def from_exec_properties(cls, exec_properties: dict[str, Any]) -> "ExampleGenSpec":
+        raw = exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY)
+        if not raw:
+            raise ExampleGenConfigError("ExampleGen custom_config: missing (it names the label)")
+        config = example_gen_pb2.CustomConfig()
+        json_format.Parse(raw, config)
+        struct = struct_pb2.Struct()
+        config.custom_config.Unpack(struct)
+        return cls.from_dict(json_format.MessageToDict(struct))
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "ExampleGenSpec":
+        unknown = sorted(set(values) - set(_SPEC_KEYS))
+        missing = sorted(set(_SPEC_KEYS) - set(values))
+        if unknown or missing:
+            raise ExampleGenConfigError("ExampleGen custom_config: " + "; ".join(
+                ([f"unknown key(s) {', '.join(unknown)}"] if unknown else [])
+                + ([f"missing key(s) {', '.join(missing)}"] if missing else [])))
+        tokens = values["missing_values"]
+        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+            raise ExampleGenConfigError(
+                f"ExampleGen custom_config: missing_values must be a list of text, got {tokens!r}")
+        window = values["span_window"]
+        if isinstance(window, bool) or not isinstance(window, (int, float)) \
+                or window != int(window) or window < 1:
+            raise ExampleGenConfigError(
+                f"ExampleGen custom_config: span_window must be a whole number >= 1, got {window!r}")
+        for key in ("label", "span_pattern", "span_marker"):
+            if not isinstance(values[key], str):
+                raise ExampleGenConfigError(
+                    f"ExampleGen custom_config: {key} must be text, got {values[key]!r}")
+        return cls(values["label"], tuple(tokens), values["span_pattern"], int(window),
+                   values["span_marker"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "missing_values": list(self.missing_values)}
+
+    def select_spans(self, input_base: str) -> tuple[list[int], list[str]]:
+        """The spans, and their files, that the span settings select."""
+        return spans.select(input_base, self.span_pattern, self.span_window,
+                            marker=self.span_marker)
 
 
 def _plan(path: str, header: list[str], first: str) -> list[csv_format.Read]:
@@ -243,11 +287,11 @@ def _CsvRecords(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_
     """The CSV files of one input split as serialized tf.Examples, or (shard_dirs given) as
     written files, one PCollection of (split index, path)."""
     input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
-    options = read_custom_config(exec_properties)
+    spec = ExampleGenSpec.from_exec_properties(exec_properties)
     span_of = {}
-    if options.get("span_pattern"):
-        pattern = f"{input_base.rstrip('/')}/{options['span_pattern']}"
-        _, files = _select_spans(input_base, options)
+    if spec.span_pattern:
+        pattern = f"{input_base.rstrip('/')}/{spec.span_pattern}"
+        _, files = spec.select_spans(input_base)
         span_of = {path: span for span, paths in spans.group(files, pattern).items()
                    for path in paths}
     else:
@@ -255,9 +299,9 @@ def _CsvRecords(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_
         files = sorted(fileio.glob(pattern))
     if not files:
         raise csv_format.CsvError(f"{pattern}: no CSV file matches")
-    missing = list(options.get("missing_values", csv_format.DEFAULT_MISSING_VALUES))
+    missing = list(spec.missing_values)
     header, _ = csv_format.read_header(files[0])
-    label = options.get("label")
+    label = spec.label
     if label and label not in header:
         raise csv_format.CsvError(
             f"{files[0]}: label column '{label}' is not in the header ({', '.join(header)})")
@@ -300,11 +344,11 @@ class Executor(BaseExampleGenExecutor):
         split_dirs = [artifact_utils.get_split_uri([examples], name) for name in split_names]
         for directory in split_dirs:
             fileio.makedirs(directory)
-        options = read_custom_config(exec_properties)
+        spec = ExampleGenSpec.from_exec_properties(exec_properties)
         chosen, files = [], []
-        if options.get("span_pattern"):
-            chosen, files = _select_spans(
-                exec_properties[standard_component_specs.INPUT_BASE_KEY], options)
+        if spec.span_pattern:
+            chosen, files = spec.select_spans(
+                exec_properties[standard_component_specs.INPUT_BASE_KEY])
         exec_properties["_beam_pipeline_args"] = self._beam_pipeline_args or []
         if output_config.split_config.splits:
             buckets = list(itertools.accumulate(
@@ -329,11 +373,11 @@ class Executor(BaseExampleGenExecutor):
             examples.set_string_custom_property(DATA_FINGERPRINT_KEY, spans.fingerprint(files))
             with fileio.open(f"{examples.uri}/{COLUMN_TYPES_FILE}") as handle:
                 types = json.load(handle)
-            encoding = {"types": types, "options": options,
+            encoding = {"types": types, "options": spec.to_dict(),
                         "output_config": exec_properties[
                             standard_component_specs.OUTPUT_CONFIG_KEY]}
             full = (f"{exec_properties[standard_component_specs.INPUT_BASE_KEY].rstrip('/')}/"
-                    f"{options['span_pattern']}")
+                    f"{spec.span_pattern}")
             examples.set_string_custom_property(SPAN_DATASETS_KEY, json.dumps(
                 span_identities(chosen, files, full, encoding)))
 
@@ -347,27 +391,21 @@ class SpanDriver(example_gen_driver.FileBasedDriver):
     def resolve_exec_properties(self, exec_properties, pipeline_info, component_info):
         exec_properties = super().resolve_exec_properties(exec_properties, pipeline_info,
                                                           component_info)
-        options = read_custom_config(exec_properties)
-        if options.get("span_pattern"):
-            _, files = _select_spans(exec_properties[standard_component_specs.INPUT_BASE_KEY],
-                                     options)
+        spec = ExampleGenSpec.from_exec_properties(exec_properties)
+        if spec.span_pattern:
+            _, files = spec.select_spans(exec_properties[standard_component_specs.INPUT_BASE_KEY])
             exec_properties[example_gen_utils.FINGERPRINT_PROPERTY_NAME] = spans.fingerprint(files)
         return exec_properties
 
 
 class CsvExampleGen(example_gen_component.FileBasedExampleGen):
-    """FileBasedExampleGen over CSV with missing-value tokens; label and tokens via custom_config."""
+    """FileBasedExampleGen over CSV with missing-value tokens; its settings are an ExampleGenSpec."""
 
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
     DRIVER_CLASS = SpanDriver
 
-    def __init__(self, input_base: str, label: str, missing_values: list[str],
-                 span_pattern: str = "", span_window: int = 1,
-                 span_marker: str = spans.DEFAULT_MARKER, **kwargs):
-        """span_pattern: files under input_base with {SPAN} for the span number; the executor
-        resolves it (see components/spans.py), so the input_config pattern must not hold {SPAN}."""
-        super().__init__(
-            input_base=input_base,
-            custom_config=make_custom_config(label, missing_values, span_pattern, span_window,
-                                             span_marker),
-            **kwargs)
+    def __init__(self, input_base: str, spec: ExampleGenSpec, **kwargs):
+        """spec.span_pattern: files under input_base with {SPAN} for the span number; the
+        executor resolves it (see components/spans.py), so the input_config pattern must not
+        hold {SPAN}."""
+        super().__init__(input_base=input_base, custom_config=spec.to_custom_config(), **kwargs)

@@ -11,7 +11,7 @@ from tfx.orchestration import metadata, pipeline as tfx_pipeline
 from tfx.orchestration.data_types import RuntimeParameter
 from tfx.proto import example_gen_pb2
 
-from components.csv_example_gen import CsvExampleGen
+from components.csv_example_gen import CsvExampleGen, ExampleGenSpec
 from components.evaluator import Evaluator
 from components.example_validator import ExampleValidator
 from components.latest_model import LatestPushedModel
@@ -68,6 +68,12 @@ def code_fingerprint(config: Config) -> str:
                              config.transform.preprocessing_fn)
 
 
+def example_gen_spec(config: Config) -> ExampleGenSpec:
+    data = config.data
+    return ExampleGenSpec(data.label, tuple(data.missing_values), data.span_pattern,
+                          data.span_window, data.span_marker)
+
+
 def train_spec(config: Config, label: str, task: str) -> TrainSpec:
     trainer = dataclasses.replace(config.trainer)
     if config.trainer.tpu_slice and config.trainer.strategy == "auto":
@@ -111,9 +117,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
             name: RuntimeParameter(name=name, ptype=RUN_PARAMETERS[name], default=value)
             for name, value in trainer_parameters.items()}
     example_gen = CsvExampleGen(
-        input_base=input_base, label=label, missing_values=config.data.missing_values,
-        span_pattern=config.data.span_pattern, span_window=config.data.span_window,
-        span_marker=config.data.span_marker,
+        input_base=input_base, spec=example_gen_spec(config),
         input_config=example_gen_pb2.Input(splits=[
             example_gen_pb2.Input.Split(name="single_split", pattern=pattern)]),
         output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[

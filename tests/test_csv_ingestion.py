@@ -117,7 +117,7 @@ def _run_executor(csv_dir, out_dir, beam_args=()):
             example_gen_pb2.Input.Split(name="single_split", pattern="*.csv")])),
         specs.OUTPUT_CONFIG_KEY: json_format.MessageToJson(output),
         specs.CUSTOM_CONFIG_KEY: json_format.MessageToJson(
-            csv_example_gen.make_custom_config("label", MISSING)),
+            csv_example_gen.ExampleGenSpec("label", tuple(MISSING)).to_custom_config()),
     }
     executor = csv_example_gen.Executor(
         csv_example_gen.Executor.Context(beam_pipeline_args=list(beam_args), tmp_dir=str(out_dir)))
@@ -214,3 +214,27 @@ def test_not_utf8_is_one_line(tmp_path):
     header, offset = csv_format.read_header(str(path))
     with pytest.raises(csv_format.CsvError, match=r"latin1.csv: not UTF-8 text \(byte 9\)"):
         list(csv_format.record_batches(csv_format.Read(str(path), offset, -1), header))
+
+
+def test_example_gen_spec_round_trips_through_the_custom_config():
+    spec = csv_example_gen.ExampleGenSpec("label", ("", "NA"), "span-{SPAN}/*.csv", 3, "")
+    raw = json_format.MessageToJson(spec.to_custom_config())
+    assert csv_example_gen.ExampleGenSpec.from_exec_properties(
+        {specs.CUSTOM_CONFIG_KEY: raw}) == spec  # the Struct's 3.0 comes back as the int 3
+
+
+@pytest.mark.parametrize("change, error", [
+    ({"span_windw": 2}, "unknown key(s) span_windw"),
+    ({"span_window": None}, "missing key(s) span_window"),
+    ({"span_window": 1.5}, "span_window must be a whole number >= 1, got 1.5"),
+    ({"span_window": "2"}, "span_window must be a whole number >= 1, got '2'"),
+    ({"missing_values": "NA"}, "missing_values must be a list of text, got 'NA'"),
+    ({"label": 3}, "label must be text, got 3"),
+])
+def test_example_gen_spec_refuses_unknown_missing_and_mistyped_keys(change, error):
+    values = csv_example_gen.ExampleGenSpec("label").to_dict()
+    values.update(change)
+    values = {k: v for k, v in values.items() if v is not None}
+    with pytest.raises(csv_example_gen.ExampleGenConfigError) as caught:
+        csv_example_gen.ExampleGenSpec.from_dict(values)
+    assert str(caught.value) == f"ExampleGen custom_config: {error}"
