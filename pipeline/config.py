@@ -16,7 +16,7 @@ from typing import Any
 from components.csv_format import DEFAULT_MISSING_VALUES
 from components.fs import is_uri
 from trainer_module import hooks
-from trainer_module.config import TASKS, TrainerConfig, TrainerConfigError
+from trainer_module.config import TASKS, TrainerConfig, TrainerConfigError, coerce
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_DATA = REPO_ROOT / "data" / "penguins"
@@ -33,7 +33,7 @@ REPLACED_KEYS = {"eval.min_accuracy": 'eval.bounds = {accuracy = ...} (with eval
                                          "version, scored on the same eval split"}
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class DataConfig:
     path: str = str(BUNDLED_DATA)  # a CSV file, or a directory of CSVs
     label: str = "species"
@@ -65,7 +65,7 @@ class DataConfig:
     feature_drift: dict[str, float] = dataclasses.field(default_factory=dict)  # {col = bound}
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class TransformConfig:
     # Your own tf.Transform preprocessing_fn, by dotted path ("package.module:function",
     # trainer_module/hooks.py): function(inputs) -> {feature: tensor}, over the raw columns but the
@@ -73,7 +73,7 @@ class TransformConfig:
     preprocessing_fn: str = ""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class EvalConfig:
     # The metric the Evaluator gates on and the Pusher records: auto (auc for a binary label,
     # accuracy for more classes, rmse for a regression), or accuracy | auc | log_loss (classes),
@@ -95,21 +95,21 @@ class EvalConfig:
     slices: list[str] = dataclasses.field(default_factory=list)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class PathsConfig:
     pipeline_root: str = "runs/pipeline_root"
     serving_dir: str = "runs/serving"
     metadata: str = ""  # SQLite path; default <pipeline_root>/metadata.sqlite
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class PushConfig:
     # Versions kept in the serving dir: the newest N (0: keep all). Older ones are removed after
     # a push; a removed version is never pushed again (components/serving_dir.py).
     keep_versions: int = 0
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class RunConfig:
     # One run per pipeline root at a time: a second `lockstep run` waits this long for the lock,
     # then exits with status 3 and says who holds it since when.
@@ -119,7 +119,7 @@ class RunConfig:
     timeout_minutes: float = 0.0
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class KubeflowConfig:
     # The pipeline image (infra/Dockerfile); the tag defaults to the package version.
     image: str = "lockstep-pipeline"
@@ -145,7 +145,7 @@ class KubeflowConfig:
     trainer_retry_backoff_seconds: int = 60
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Config:
     pipeline_name: str = "lockstep"
     enable_cache: bool = True
@@ -170,8 +170,10 @@ class Config:
         return dataclasses.asdict(self)
 
 
-def _merge(obj: Any, values: dict[str, Any], where: str) -> None:
+def _merged(obj: Any, values: dict[str, Any], where: str) -> Any:
+    """A copy of the (frozen) section `obj` with `values` ({key: value or table}) in it."""
     fields = {f.name: f for f in dataclasses.fields(obj)}
+    changes = {}
     for key, value in values.items():
         name = key.replace("-", "_")
         dotted = f"{where}.{key}" if where else key
@@ -179,44 +181,17 @@ def _merge(obj: Any, values: dict[str, Any], where: str) -> None:
             raise ConfigError(f"config key '{dotted}' was replaced by {REPLACED_KEYS[dotted]}")
         if name not in fields:
             raise ConfigError(f"unknown config key '{dotted}' (known: {', '.join(sorted(fields))})")
-        current = getattr(obj, name)
+        current = changes.get(name, getattr(obj, name))
         if dataclasses.is_dataclass(current):
             if not isinstance(value, dict):
                 raise ConfigError(f"config key '{dotted}' must be a table of keys")
-            _merge(current, value, dotted)
+            changes[name] = _merged(current, value, dotted)
             continue
-        setattr(obj, name, _coerce(value, current, dotted))
-
-
-def _coerce(value: Any, current: Any, dotted: str) -> Any:
-    kind = type(current)
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
-    elif kind is int and not isinstance(value, bool):
         try:
-            if float(value) == int(float(value)):
-                return int(float(value))
-        except (TypeError, ValueError):
-            pass
-    elif kind is float and not isinstance(value, bool):
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            pass
-    elif kind is str:
-        return str(value)
-    elif kind is dict:
-        if isinstance(value, dict):  # its values are checked where they are used
-            return {str(k): v for k, v in value.items()}
-    elif kind is list:
-        if isinstance(value, list):
-            return value
-        if isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()]
-    raise ConfigError(f"config key '{dotted}' must be {kind.__name__}, got {value!r}")
+            changes[name] = coerce(value, current, f"config key '{dotted}'")
+        except TrainerConfigError as err:
+            raise ConfigError(str(err)) from None
+    return dataclasses.replace(obj, **changes)
 
 
 def load(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None = None) -> Config:
@@ -243,7 +218,7 @@ def load(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None
         if not isinstance(values, dict):
             raise ConfigError(f"config file {p}: the top level must be a table of keys")
         try:
-            _merge(config, values, "")
+            config = _merged(config, values, "")
         except ConfigError as err:
             raise ConfigError(f"config file {p}: {err}") from None
         if has_hooks(config):
@@ -257,20 +232,23 @@ def load(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None
         tree: dict[str, Any] = {leaf: value}
         for part in reversed(head.split(".") if head else []):
             tree = {part: tree}
-        _merge(config, tree, "")
+        config = _merged(config, tree, "")
     validate(config)
     return config
 
 
 def absolutize(config: Config) -> Config:
-    """Local paths made absolute (artifact URIs in ML Metadata must not depend on the cwd)."""
-    for section, name in (("paths", "pipeline_root"), ("paths", "serving_dir"),
-                          ("paths", "metadata"), ("data", "path")):
-        obj = getattr(config, section)
-        value = getattr(obj, name)
-        if value and not is_uri(value):
-            setattr(obj, name, os.path.abspath(os.path.expanduser(value)))
-    return config
+    """The config with its local paths made absolute (artifact URIs in ML Metadata must not
+    depend on the cwd)."""
+    def absolute(value: str) -> str:
+        return os.path.abspath(os.path.expanduser(value)) if value and not is_uri(value) else value
+
+    paths = config.paths
+    return dataclasses.replace(
+        config, data=dataclasses.replace(config.data, path=absolute(config.data.path)),
+        paths=dataclasses.replace(paths, pipeline_root=absolute(paths.pipeline_root),
+                                  serving_dir=absolute(paths.serving_dir),
+                                  metadata=absolute(paths.metadata)))
 
 
 def has_hooks(config: Config) -> bool:

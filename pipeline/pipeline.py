@@ -75,10 +75,10 @@ def example_gen_spec(config: Config) -> ExampleGenSpec:
 
 
 def train_spec(config: Config, label: str, task: str) -> TrainSpec:
-    trainer = dataclasses.replace(config.trainer)
-    if config.trainer.tpu_slice and config.trainer.strategy == "auto":
+    trainer = config.trainer
+    if trainer.tpu_slice and trainer.strategy == "auto":
         # On a GKE TPU node the chips are local to the pod.
-        trainer.strategy, trainer.tpu = "tpu", config.trainer.tpu or "local"
+        trainer = dataclasses.replace(trainer, strategy="tpu", tpu=trainer.tpu or "local")
     return TrainSpec(label, task, trainer, code_fingerprint(config))
 
 

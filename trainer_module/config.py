@@ -22,6 +22,7 @@ This module imports nothing from the pipeline or its components, and no TensorFl
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 CLASSIFICATION, REGRESSION = "classification", "regression"
@@ -83,7 +84,7 @@ def _run_parameter(default):
     return dataclasses.field(default=default, metadata={"run_parameter": True})
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class TrainerConfig:
     # Strategy: auto | tpu | multi_worker | mirrored | cpu (synchronous; trainer_module/strategy.py)
     # or parameter_server (asynchronous; trainer_module/parameter_server.py).
@@ -214,13 +215,21 @@ RUN_PARAMETERS: dict[str, type] = {
     for f in dataclasses.fields(TrainerConfig) if f.metadata.get("run_parameter")}
 
 
-def _typed(value: Any, default: Any, where: str) -> Any:
-    """value as the type of the field's default; bool, int and float are never confused."""
+def coerce(value: Any, default: Any, where: str) -> Any:
+    """value as the type of a setting whose default is `default`: the one rule for the config
+    file, the flags, a custom_config and a KFP run parameter. bool, int and float are never
+    confused and text is never parsed; a whole float is an int (JSON numbers from KFP)."""
     kind = type(default)
     if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
+    if kind is str and isinstance(value, os.PathLike):
+        return os.fspath(value)
     if kind is int and isinstance(value, float) and value.is_integer():
-        return int(value)  # JSON numbers from a KFP parameter
+        return int(value)
+    if kind is list and isinstance(value, (list, tuple)):
+        return list(value)
+    if kind is dict and isinstance(value, dict):  # its values are checked where they are used
+        return {str(k): v for k, v in value.items()}
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
     raise TrainerConfigError(f"{where} must be {kind.__name__}, got {value!r}")
@@ -234,7 +243,7 @@ def trainer_config_from_dict(values: dict[str, Any], where: str = "trainer") -> 
     if unknown:
         raise TrainerConfigError(f"unknown {where} key(s) {', '.join(unknown)} "
                                  f"(known: {', '.join(sorted(fields))})")
-    config = TrainerConfig(**{name: _typed(value, getattr(defaults, name), f"{where}.{name}")
+    config = TrainerConfig(**{name: coerce(value, getattr(defaults, name), f"{where}.{name}")
                               for name, value in values.items()})
     config.validate()
     return config
