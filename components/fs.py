@@ -39,6 +39,38 @@ def open_binary(path: str) -> BinaryIO:
     return fileio().open(path, "rb") if is_uri(path) else open(path, "rb")
 
 
+def read_bytes(path: str) -> bytes:
+    with open_binary(path) as handle:
+        return handle.read()
+
+
+def read_text(path: str) -> str:
+    """A text file's content, UTF-8."""
+    return read_bytes(path).decode("utf-8")
+
+
+def exists(path: str) -> bool:
+    return fileio().exists(path) if is_uri(path) else os.path.exists(path)
+
+
+def is_dir(path: str) -> bool:
+    return fileio().isdir(path) if is_uri(path) else os.path.isdir(path)
+
+
+def glob(pattern: str) -> list[str]:
+    """The paths that match, sorted."""
+    import glob as glob_lib
+
+    return sorted(fileio().glob(pattern) if is_uri(pattern) else glob_lib.glob(pattern))
+
+
+def makedirs(path: str) -> None:
+    if is_uri(path):
+        fileio().makedirs(path)
+    else:
+        os.makedirs(path, exist_ok=True)
+
+
 def size(path: str) -> int:
     """A file's size in bytes."""
     return fileio().stat(path).length if is_uri(path) else os.path.getsize(path)
@@ -52,11 +84,15 @@ def write_text(path: str, text: str) -> None:
             handle.write(text)
         return
     temporary = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-    with open(temporary, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):  # the write failed: leave nothing half-written
+            os.remove(temporary)
 
 
 def create_exclusive(path: str) -> None:

@@ -113,3 +113,11 @@ def test_lockstep_report_rewrites_a_past_run(penguins_run, tmp_path):
     missing = lockstep("report", "no-such-run", "--pipeline-root", penguins_run.pipeline_root)
     assert missing.returncode == 2
     assert missing.stderr.strip().startswith("lockstep: error: no run 'no-such-run' in ")
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    unwritable = lockstep("report", first, "--pipeline-root", penguins_run.pipeline_root,
+                          "--output", blocked / "reports")
+    assert unwritable.returncode == 2
+    [line] = unwritable.stderr.strip().splitlines()
+    assert line.startswith("lockstep: error: the report could not be written: "), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([written.name, "a-file"])

@@ -163,10 +163,32 @@ def test_precision_and_accumulation_are_checked(values, message):
 
 def test_summary_names_accumulation_precision_and_skipped_steps():
     from pipeline.reporting.run_report import precision_parts
+    from trainer_module.summary import TrainingSummary
 
-    assert precision_parts({"plan": {"accumulation_steps": 1, "precision": "float32"}}) == []
-    assert precision_parts({
+    read = TrainingSummary.from_dict
+    assert precision_parts(read({"plan": {"accumulation_steps": 1, "precision": "float32"}})) == []
+    assert precision_parts(read({
         "plan": {"accumulation_steps": 4, "per_replica_batch": 32, "precision": "mixed_float16"},
-        "train": {"skipped_steps": 2, "loss_scale": 8192.0}}) == [
+        "train": {"skipped_steps": 2, "loss_scale": 8192.0}})) == [
         "4 micro-batches of 32 accumulated per replica",
         "mixed_float16 (loss scaling skipped 2 step(s) on overflow, scale 8192)"]
+
+
+def test_the_training_summary_round_trips_and_reads_an_older_one():
+    import json
+
+    from trainer_module import scaling
+    from trainer_module.summary import Asynchronous, TrainingSummary, Verification
+
+    plan = scaling.make_plan(TrainerConfig(train_steps=40), replicas=2)
+    summary = TrainingSummary(
+        plan, {"loss": 0.5, "skipped_steps": 1}, {"accuracy": 0.9}, "MirroredStrategy", 2,
+        train_seconds=3.5, warm_started=True, base_model="/serving/3", model="m:build",
+        verify=Verification(2, 3, 32, 64, 0.02, 3e-8, "dense/kernel:0", 1e-2, 1e-4, True),
+        asynchronous=Asynchronous(2, 1, 40, 0.7, 3))
+    assert TrainingSummary.from_dict(json.loads(json.dumps(summary.to_dict()))) == summary
+    older = TrainingSummary.from_dict({"strategy": "MirroredStrategy", "replicas": 2,
+                                       "plan": {"train_steps": 40, "global_batch": 64},
+                                       "a_key_of_another_version": 1})
+    assert (older.plan.train_steps, older.plan.global_batch, older.verify, older.train) == (
+        40, 64, None, {})

@@ -3,6 +3,7 @@ decides and says before it starts, the plan for a small and a large slice, a com
 KFP's SDK loads, a run that finds the lock held, and the report a run's outputs make."""
 
 import json
+import os
 
 import pytest
 import yaml
@@ -125,3 +126,18 @@ def test_the_run_report_says_what_the_outputs_hold_and_its_page_shows_it(tmp_pat
     assert report.gate.metric == "accuracy"
     html = page.render(report)
     assert "0.93" in html and "/serving/7" in html and "<svg" not in html.split("<body", 1)[0]
+
+
+def test_a_page_that_cannot_be_written_is_an_error_and_leaves_nothing(tmp_path, monkeypatch):
+    report = run_report.build([run_report.NodeReport("Trainer", "executed", 1.0)],
+                              _outputs(tmp_path))
+    config = _config(tmp_path)
+    # A page that fails half-way through its write: UTF-8 cannot encode a lone surrogate.
+    monkeypatch.setattr(page, "render", lambda *args: "<html>" + "x" * 100_000 + "\udc80")
+    directory = tmp_path / "reports"
+    path, error = use_cases.write_page(report, config, history=[], directory=str(directory))
+    assert path is None and error.startswith("UnicodeEncodeError: "), error
+    assert list(directory.iterdir()) == []  # no page, no temporary file
+    monkeypatch.undo()
+    path, error = use_cases.write_page(report, config, history=[], directory=str(directory))
+    assert error is None and [p.name for p in directory.iterdir()] == [os.path.basename(path)]

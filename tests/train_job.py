@@ -29,7 +29,7 @@ def main(argv):
                 os.kill(os.getpid(), signal.SIGKILL)
         callbacks.append(kill)
     result = train.run(job, callbacks=callbacks)
-    json.dump(result, open(argv[2], "w"))
+    json.dump(result.to_dict(), open(argv[2], "w"))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ import tensorflow as tf
 
 from trainer_module import loop
 from trainer_module.config import PROGRESS_LOGGER
+from trainer_module.summary import TrainingSummary
 
 # Set in the process that trains (run_in_subprocess): train.run trains there, not again in a child.
 TRAINER_PROCESS_ENV = "LOCKSTEP_PARAMETER_SERVER_TRAINER"
@@ -259,7 +260,7 @@ def _relay(line: str) -> None:
         sys.stderr.write(line)
 
 
-def run_in_subprocess(job_dict: dict) -> dict:
+def run_in_subprocess(job_dict: dict) -> TrainingSummary:
     """Trains a TrainJob (as a dict) with `python -m trainer_module.train` in a fresh process and
     returns its summary. Its log lines pass through to this process's stderr; a failure is a
     ParameterServerError with its last line."""
@@ -292,7 +293,7 @@ def run_in_subprocess(job_dict: dict) -> dict:
                 f"the parameter-server trainer exited with status {child.returncode}: "
                 f"{last[0] if last else 'no output'}")
         with open(out_path) as handle:
-            return json.load(handle)
+            return TrainingSummary.from_dict(json.load(handle))
 
 
 def main() -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -10,6 +11,7 @@ from tfx.components.trainer.fn_args_utils import FnArgs
 
 from trainer_module import parameter_server, train
 from trainer_module.config import PARAMETER_SERVER, TrainSpec
+from trainer_module.summary import SUMMARY_FILE
 
 
 def job_from_fn_args(fn_args: FnArgs) -> train.TrainJob:
@@ -19,9 +21,6 @@ def job_from_fn_args(fn_args: FnArgs) -> train.TrainJob:
         transform_dir=fn_args.transform_graph_path, model_run_dir=fn_args.model_run_dir,
         serving_model_dir=fn_args.serving_model_dir, label=spec.label, task=spec.task,
         trainer=spec.trainer, base_model=fn_args.base_model or "")
-
-
-SUMMARY_FILE = "training_summary.json"
 
 
 def run_fn(fn_args: FnArgs) -> None:
@@ -34,7 +33,7 @@ def run_fn(fn_args: FnArgs) -> None:
         parameter_server.serve()
         return
     summary = train.run(job)
-    if summary["chief"]:
-        summary["base_model"] = job.base_model
+    if summary.chief:
+        summary = dataclasses.replace(summary, base_model=job.base_model)
         with tf.io.gfile.GFile(os.path.join(job.model_run_dir, SUMMARY_FILE), "w") as handle:
-            json.dump(summary, handle, indent=2, default=str)
+            json.dump(summary.to_dict(), handle, indent=2)

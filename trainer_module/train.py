@@ -20,6 +20,7 @@ import tensorflow_transform as tft
 from trainer_module import actions as actions_lib, controller as controller_lib
 from trainer_module import export, features, hooks, input_pipeline, loop, parameter_server
 from trainer_module import precision, scaling, strategy as strategy_lib, warmup
+from trainer_module.summary import Asynchronous, TrainingSummary
 from trainer_module.config import (CLASSIFICATION, FLOAT16_ON_TPU, MIXED_FLOAT16,
                                    PARAMETER_SERVER, REGRESSION, TrainerConfig, check_task,
                                    trainer_config_from_dict)
@@ -114,8 +115,8 @@ def train_metrics(task: str) -> dict[str, tf.keras.metrics.Metric]:
     return {}
 
 
-def run(job: TrainJob, callbacks=()) -> dict:
-    """Trains, evaluates and exports one job; returns the summary (plan, train logs, eval).
+def run(job: TrainJob, callbacks=()) -> TrainingSummary:
+    """Trains, evaluates and exports one job; returns its summary (plan, train logs, eval).
 
     callbacks: extra actions, callback(step, logs) after each chunk (trainer_module/actions.py);
     not passed on to the process of its own that a parameter_server run trains in.
@@ -173,12 +174,11 @@ def run(job: TrainJob, callbacks=()) -> dict:
     logging.info("Eval: %s", eval_metrics)
     target = job.serving_model_dir if chief else tempfile.mkdtemp(prefix="lockstep-worker-export-")
     export.export_serving_model(model, tf_transform_output, job.label, task, target)
-    return {"plan": dataclasses.asdict(plan), "train": logs, "eval": eval_metrics,
-            "warm_started": bool(warm), "chief": chief, "strategy": type(strategy).__name__,
-            "replicas": strategy.num_replicas_in_sync, "train_seconds": train_seconds,
-            "verify": verified.to_dict() if verified else None,
-            "asynchronous": _asynchronous_summary(trainer, plan) if asynchronous else None,
-            "model": cfg.model, "loss": cfg.loss}
+    return TrainingSummary(
+        plan, dict(logs), eval_metrics, type(strategy).__name__,
+        strategy.num_replicas_in_sync, chief=chief, train_seconds=train_seconds,
+        warm_started=bool(warm), model=cfg.model, loss=cfg.loss, verify=verified,
+        asynchronous=_asynchronous_summary(trainer, plan) if asynchronous else None)
 
 
 def _chunk(cfg: TrainerConfig, plan: scaling.Plan) -> int:
@@ -217,9 +217,9 @@ def _local_copy(model: tf.keras.Model, inputs: hooks.ModelInputs) -> tf.keras.Mo
     return copy
 
 
-def _asynchronous_summary(trainer, plan: scaling.Plan) -> dict:
-    return {"workers": plan.workers, "parameter_servers": plan.parameter_servers,
-            "updates": trainer.updates, **trainer.staleness()}
+def _asynchronous_summary(trainer, plan: scaling.Plan) -> Asynchronous:
+    return Asynchronous(plan.workers, plan.parameter_servers, trainer.updates,
+                        **trainer.staleness())
 
 
 class VerificationFailed(RuntimeError):
@@ -278,7 +278,7 @@ def main(argv: list[str]) -> int:
     result = run(job)
     if len(argv) > 2:
         with open(argv[2], "w") as handle:
-            json.dump(result, handle)
+            json.dump(result.to_dict(), handle)
     return 0
 
 

@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
 import socket
 import subprocess
@@ -60,6 +59,7 @@ import tensorflow_transform as tft
 
 from trainer_module import hooks, input_pipeline, loop, precision, scaling, strategy as strategy_lib
 from trainer_module import train
+from trainer_module.summary import Verification  # noqa: F401 (its result; the summary holds it)
 
 # Passes when the largest weight difference is at most this fraction of how far the reference
 # weights moved. Measured on the penguins data, 3 SGD steps (relative = difference / movement):
@@ -80,78 +80,10 @@ DEFAULT_TOLERANCE = 1e-4
 # the worst right figure, 10x and 480x below the mildest wrong one. In bfloat16 that is too wide for
 # per-replica BatchNormalization statistics (0.04 to 0.07 in float32): verify those in float32.
 TOLERANCES = {"float32": DEFAULT_TOLERANCE, "mixed_bfloat16": 1e-1, "mixed_float16": 2e-3}
-_CAUSES = ("a loss averaged over one replica's batch, per-replica BatchNormalization statistics, "
-           "per-replica randomness")
 
 
 class VerifyError(RuntimeError):
     """verify cannot run here (too few CPU devices, a failed subprocess); one line."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Verification:
-    """What `verify` found: the setting, then the largest weight difference between the
-    replicas and one device (in `variable`) against the reference's largest movement."""
-
-    replicas: int
-    steps: int
-    per_replica_batch: int
-    global_batch: int
-    learning_rate: float
-    max_difference: float
-    variable: str
-    moved: float
-    tolerance: float
-    passed: bool
-    updates: int = -1  # the optimizer's updates on the replicas' side (must equal steps)
-    accumulation_steps: int = 1
-    precision: str = "float32"
-    jit_compile: bool = False
-    workers: int = 1
-
-    @property
-    def relative(self) -> float:
-        """The largest difference as a fraction of the largest movement."""
-        if self.moved > 0:
-            return self.max_difference / self.moved
-        return 0.0 if self.max_difference == 0 else math.inf
-
-    def to_dict(self) -> dict:
-        """The fields, and `relative`, as JSON-ready values."""
-        return {**dataclasses.asdict(self), "relative": self.relative}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Verification":
-        d = dict(d)
-        d.pop("relative", None)  # derived
-        return cls(**d)
-
-    def lines(self) -> list[str]:
-        """What to print: the setting, then the verdict."""
-        where = (f" in {self.workers} worker processes" if self.workers > 1 else "")
-        accumulated = (f" x {self.accumulation_steps} accumulated"
-                       if self.accumulation_steps > 1 else "")
-        extras = "".join([f", {self.precision}" if self.precision != "float32" else "",
-                          ", XLA" if self.jit_compile else ""])
-        setting = (f"verify: {self.replicas} replicas{where} x batch {self.per_replica_batch}"
-                   f"{accumulated} = global batch {self.global_batch}, {self.steps} SGD steps at "
-                   f"learning rate {self.learning_rate:g}{extras}")
-        if self.updates not in (-1, self.steps):
-            return [setting, f"verify: the optimizer made {self.updates} updates in {self.steps} "
-                             "global steps, not one per step: the replicas do NOT make one "
-                             "device's update"]
-        if self.moved <= 0:
-            return [setting, "verify: the weights did not move (learning rate 0?), so there is "
-                             "nothing to compare: not verified"]
-        found = (f"verify: largest weight difference {self.max_difference:.1e} ({self.variable}), "
-                 f"weights moved {self.moved:.1e}: {self.relative:.1e} of the movement, ")
-        if self.passed:
-            verdict = (f"within {self.tolerance:.0e}: {self.replicas} replicas make the update "
-                       "one device makes on the global batch")
-        else:
-            verdict = (f"beyond {self.tolerance:.0e}: the replicas do NOT make one device's "
-                       f"update; look at {self.variable} ({_CAUSES})")
-        return [setting, found + verdict]
 
 
 def verify(job: train.TrainJob, replicas: int = 2, steps: int = 3,

@@ -35,7 +35,7 @@ def _row(report) -> dict:
         "blessed": report.blessed,
         "pushed_to": report.pushed_to,
         "push_note": report.push_note,
-        "examples": report.training.get("plan", {}).get("examples"),
+        "examples": report.training.plan.examples if report.training else None,
     }
 
 

@@ -18,13 +18,12 @@ Plots are matplotlib's, embedded as inline SVG: the page loads nothing, and open
 from __future__ import annotations
 
 import datetime
-import glob
 import html
 import io
 import json
-import os
 import re
 
+from components import fs
 from pipeline import pipeline as pipeline_lib
 from pipeline.reporting.run_report import (RunReport, asynchronous_text, precision_text,
                                            verify_line)
@@ -74,10 +73,9 @@ def _statistics(uri: str) -> dict:
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
     splits = {}
-    for path in sorted(glob.glob(os.path.join(uri, "Split-*", "FeatureStats.pb"))):
-        split = os.path.basename(os.path.dirname(path))[len("Split-"):]
-        with open(path, "rb") as handle:
-            stats = statistics_pb2.DatasetFeatureStatisticsList.FromString(handle.read())
+    for path in fs.glob(fs.join(uri, "Split-*", "FeatureStats.pb")):
+        split = path.rsplit("/", 2)[-2][len("Split-"):]
+        stats = statistics_pb2.DatasetFeatureStatisticsList.FromString(fs.read_bytes(path))
         splits[split] = stats.datasets[0]
     return splits
 
@@ -168,7 +166,7 @@ def _data_section(report: RunReport) -> str:
                      "</p>")
     parts.append(_drift_table(report.drift))
     uri = report.artifacts.get(f"{pipeline_lib.STATISTICS_NODE}.statistics")
-    if not uri or not os.path.isdir(uri):
+    if not uri or not fs.is_dir(uri):
         return "".join(parts) + "<p class=muted>No statistics recorded.</p>"
     splits = _statistics(uri)
     parts.append("<table><tr><th>split</th><th>rows</th></tr>" + "".join(
@@ -184,14 +182,13 @@ def _data_section(report: RunReport) -> str:
 
 def _schema_section(report: RunReport) -> str:
     uri = report.artifacts.get(f"{pipeline_lib.SCHEMA_NODE}.schema")
-    path = os.path.join(uri, "schema.pbtxt") if uri else ""
-    if not path or not os.path.exists(path):
+    path = fs.join(uri, "schema.pbtxt") if uri else ""
+    if not path or not fs.exists(path):
         return "<h2 id=schema>Schema</h2><p class=muted>No schema recorded.</p>"
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    with open(path) as handle:
-        schema = text_format.Parse(handle.read(), schema_pb2.Schema())
+    schema = text_format.Parse(fs.read_text(path), schema_pb2.Schema())
     domains = {d.name: len(d.value) for d in schema.string_domain}
     rows = []
     for f in schema.feature:
@@ -209,10 +206,9 @@ def _anomalies_section(report: RunReport) -> str:
     if uri:
         from tensorflow_metadata.proto.v0 import anomalies_pb2
 
-        for path in sorted(glob.glob(os.path.join(uri, "Split-*", "SchemaDiff.pb"))):
-            split = os.path.basename(os.path.dirname(path))[len("Split-"):]
-            with open(path, "rb") as handle:
-                anomalies = anomalies_pb2.Anomalies.FromString(handle.read())
+        for path in fs.glob(fs.join(uri, "Split-*", "SchemaDiff.pb")):
+            split = path.rsplit("/", 2)[-2][len("Split-"):]
+            anomalies = anomalies_pb2.Anomalies.FromString(fs.read_bytes(path))
             for name, info in anomalies.anomaly_info.items():
                 found.append(f"<tr><td>{_e(split)}</td><td>{_e(name)}</td>"
                              f"<td>{_e(info.short_description)}</td>"
@@ -231,7 +227,7 @@ def training_curve(model_run_uri: str) -> dict[str, list[tuple[int, float]]]:
     curves: dict[str, list[tuple[int, float]]] = {}
     from tensorflow.core.util import event_pb2
 
-    for path in sorted(glob.glob(os.path.join(model_run_uri, "train", "events.out.tfevents.*"))):
+    for path in fs.glob(fs.join(model_run_uri, "train", "events.out.tfevents.*")):
         for record in tf.data.TFRecordDataset(path):
             event = event_pb2.Event.FromString(record.numpy())
             for value in event.summary.value:
@@ -260,26 +256,26 @@ def _training_section(report: RunReport) -> str:
     t = report.training
     if not t:
         return "<h2 id=training>Training</h2><p class=muted>No training summary recorded.</p>"
-    plan = t.get("plan", {})
-    rows = [("strategy", t.get("strategy")), ("replicas", t.get("replicas")),
-            ("per-replica batch", plan.get("per_replica_batch")),
-            ("global batch", plan.get("global_batch")), ("steps", plan.get("train_steps")),
-            ("examples", plan.get("examples")), ("budget", plan.get("budget")),
-            ("learning rate", f"{plan.get('learning_rate')} (base {plan.get('base_learning_rate')}"
-                              f" per {plan.get('base_batch')} examples)"),
-            ("warmup steps", plan.get("warmup_steps")),
-            ("accumulation steps", plan.get("accumulation_steps", 1)),
+    plan = t.plan
+    rows = [("strategy", t.strategy), ("replicas", t.replicas),
+            ("per-replica batch", plan.per_replica_batch),
+            ("global batch", plan.global_batch), ("steps", plan.train_steps),
+            ("examples", plan.examples), ("budget", plan.budget),
+            ("learning rate", f"{plan.learning_rate} (base {plan.base_learning_rate}"
+                              f" per {plan.base_batch} examples)"),
+            ("warmup steps", plan.warmup_steps),
+            ("accumulation steps", plan.accumulation_steps),
             ("precision", precision_text(t) or "float32"),
-            ("warm start", t.get("base_model") if t.get("warm_started") else "no"),
-            ("model", t.get("model") or "built-in"), ("loss", t.get("loss") or "built-in")]
-    if t.get("verify"):
-        rows.append(("verified", verify_line(t["verify"]).split(": ", 1)[1]))
-    if t.get("asynchronous"):
-        rows.append(("asynchronous", asynchronous_text(t["asynchronous"])))
+            ("warm start", t.base_model if t.warm_started else "no"),
+            ("model", t.model or "built-in"), ("loss", t.loss or "built-in")]
+    if t.verify:
+        rows.append(("verified", verify_line(t.verify).split(": ", 1)[1]))
+    if t.asynchronous:
+        rows.append(("asynchronous", asynchronous_text(t.asynchronous)))
     table = "<table>" + "".join(f"<tr><th>{_e(k)}</th><td data-plan='{_e(k)}'>{_e(v)}</td></tr>"
                                 for k, v in rows) + "</table>"
     uri = report.artifacts.get(f"{pipeline_lib.TRAINER_NODE}.model_run")
-    curves = training_curve(uri) if uri and os.path.isdir(uri) else {}
+    curves = training_curve(uri) if uri and fs.is_dir(uri) else {}
     final = curves.get("loss", [])[-1:] or []
     plot = _curve_plot(curves) or "<p class=muted>No training curve recorded.</p>"
     last = (f"<p>Last logged loss <span data-final-loss>{final[0][1]:.4f}</span> at step "
@@ -294,14 +290,13 @@ def _thresholds(report: RunReport) -> list[str]:
     from pipeline.reporting.run_report import bound_in_words
 
     uri = report.artifacts.get(f"{pipeline_lib.EVALUATOR_NODE}.evaluation")
-    path = os.path.join(uri, "eval_config.json") if uri else ""
-    if not path or not os.path.exists(path):
+    path = fs.join(uri, "eval_config.json") if uri else ""
+    if not path or not fs.exists(path):
         return []
     from google.protobuf import json_format
     from tensorflow_model_analysis.proto import config_pb2
 
-    with open(path) as handle:
-        stored = json.load(handle)
+    stored = json.loads(fs.read_text(path))
     config = json_format.ParseDict(stored.get("evalConfig", stored), config_pb2.EvalConfig(),
                                    ignore_unknown_fields=True)
     lines = []
@@ -491,15 +486,9 @@ def file_name(run_id: str) -> str:
 
 
 def write(report: RunReport, directory: str, history: list[RunReport] = ()) -> str:
-    """Writes the page under directory (a temporary name, then a rename); returns its path."""
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, file_name(report.run_id))
-    temporary = path + ".tmp"
-    try:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(render(report, history))
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    """Writes the page under directory (components/fs.py: whole, or not at all); returns its
+    path."""
+    fs.makedirs(directory)
+    path = fs.join(directory, file_name(report.run_id))
+    fs.write_text(path, render(report, history))
     return path

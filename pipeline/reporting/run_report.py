@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from typing import Any
 
-from components import evaluator, latest_model, pusher, transform
+from components import evaluator, fs, latest_model, pusher, transform
 from components.csv_example_gen import SPANS_KEY
 from pipeline import evaluation
 from pipeline.pipeline import (BASELINE_NODE, EVALUATOR_NODE, EXAMPLE_GEN_NODE, PUSHER_NODE,
                                TRAINER_NODE, TRANSFORM_NODE)
 from trainer_module import features
-from trainer_module.run import SUMMARY_FILE
+from trainer_module.summary import SUMMARY_FILE, Asynchronous, TrainingSummary, Verification
 
 
 @dataclasses.dataclass
@@ -49,7 +48,7 @@ class RunReport:
     pushed_to: str | None
     spans: list[int] = dataclasses.field(default_factory=list)  # the spans the examples came from
     baseline: str | None = None  # the pushed model the Evaluator compared with
-    training: dict = dataclasses.field(default_factory=dict)  # trainer_module.run's summary
+    training: TrainingSummary | None = None  # the Trainer's (trainer_module/summary.py)
     task: str = ""  # classification | regression, and why
     failures: list[str] = dataclasses.field(default_factory=list)  # why not blessed
     slice_metrics: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
@@ -135,19 +134,18 @@ class RunReport:
             lines.append("Data: span " + ", ".join(map(str, self.spans)) + analysis)
         if self.training:
             t = self.training
-            lines.append(f"Trainer: {t.get('strategy')} on {t.get('replicas')} replica(s), "
-                         f"{t.get('plan', {}).get('train_steps')} steps of global batch "
-                         f"{t.get('plan', {}).get('global_batch')} "
-                         f"({t.get('plan', {}).get('budget') or 'budget not recorded'})"
+            lines.append(f"Trainer: {t.strategy} on {t.replicas} replica(s), "
+                         f"{t.plan.train_steps} steps of global batch {t.plan.global_batch} "
+                         f"({t.plan.budget or 'budget not recorded'})"
                          + "".join(f", {part}" for part in precision_parts(t))
-                         + (f", warm-started from {t.get('base_model')}" if t.get("warm_started") else ""))
-            if t.get("asynchronous"):
-                lines.append("Asynchronous: " + asynchronous_text(t["asynchronous"]))
-            if t.get("model") or t.get("loss"):
-                lines.append(f"Model: {t.get('model') or 'built-in'}, loss "
-                             f"{t.get('loss') or 'built-in'} (your code)")
-            if t.get("verify"):
-                lines.append(verify_line(t["verify"]))
+                         + (f", warm-started from {t.base_model}" if t.warm_started else ""))
+            if t.asynchronous:
+                lines.append("Asynchronous: " + asynchronous_text(t.asynchronous))
+            if t.model or t.loss:
+                lines.append(f"Model: {t.model or 'built-in'}, loss {t.loss or 'built-in'} "
+                             "(your code)")
+            if t.verify:
+                lines.append(verify_line(t.verify))
         lines.append(f"Baseline: the serving model, {self.baseline}" if self.baseline
                      else "Baseline: none (first model)")
         lines += self.gate_lines()
@@ -182,47 +180,45 @@ def _ints(value) -> list[int]:
     return [int(x) for x in str(value or "").split(",") if x.strip()]
 
 
-def precision_parts(t: dict) -> list[str]:
+def precision_parts(t: TrainingSummary) -> list[str]:
     """The Trainer summary's accumulation and precision, where they are not the defaults, and
     float16's skipped steps: ["4 micro-batches accumulated per replica", "mixed_float16 (...)"]."""
     return [part for part in (accumulation_text(t), precision_text(t)) if part]
 
 
-def accumulation_text(t: dict) -> str:
+def accumulation_text(t: TrainingSummary) -> str:
     """"4 micro-batches of 32 accumulated per replica", or "" without accumulation."""
-    plan = t.get("plan", {})
-    if plan.get("accumulation_steps", 1) <= 1:
+    if t.plan.accumulation_steps <= 1:
         return ""
-    return (f"{plan['accumulation_steps']} micro-batches of {plan.get('per_replica_batch')} "
+    return (f"{t.plan.accumulation_steps} micro-batches of {t.plan.per_replica_batch} "
             "accumulated per replica")
 
 
-def precision_text(t: dict) -> str:
+def precision_text(t: TrainingSummary) -> str:
     """"mixed_float16 (loss scaling skipped ...)", or "" in float32."""
-    plan, logs = t.get("plan", {}), t.get("train", {})
-    if plan.get("precision", "float32") == "float32":
+    if t.plan.precision == "float32":
         return ""
-    skipped = (f" (loss scaling skipped {logs['skipped_steps']} step(s) on overflow, scale "
+    logs = t.train
+    skipped = (f" (loss scaling skipped {logs['skipped_steps']:g} step(s) on overflow, scale "
                f"{logs.get('loss_scale', 0):g})" if "skipped_steps" in logs else "")
-    return f"{plan['precision']}{skipped}"
+    return f"{t.plan.precision}{skipped}"
 
 
-def asynchronous_text(a: dict) -> str:
+def asynchronous_text(a: Asynchronous) -> str:
     """A parameter-server run's cluster and staleness (train.py, `asynchronous` in the summary):
     "2 workers, 1 parameter server, 400 updates, staleness mean 0.70 max 16 (...)"."""
-    return (f"{a['workers']} worker(s), {a['parameter_servers']} parameter server(s), "
-            f"{a['updates']} updates, staleness mean {a['staleness_mean']:.2f} max "
-            f"{a['staleness_max']} (updates by other workers between a worker's read of the "
+    return (f"{a.workers} worker(s), {a.parameter_servers} parameter server(s), "
+            f"{a.updates} updates, staleness mean {a.staleness_mean:.2f} max "
+            f"{a.staleness_max} (updates by other workers between a worker's read of the "
             "weights and its own update)")
 
 
-def verify_line(v: dict) -> str:
-    """trainer.verify's figures (trainer_module/verify.py, Verification.to_dict) in one line."""
-    relative = v["max_difference"] / v["moved"] if v.get("moved") else float("inf")
-    return (f"Verify: {v['replicas']} replicas equal one device on global batch "
-            f"{v['global_batch']} over {v['steps']} steps: largest weight difference "
-            f"{v['max_difference']:.1e} ({v['variable']}) beside {v['moved']:.1e} moved, "
-            f"{relative:.1e} {'within' if v['passed'] else 'BEYOND'} {v['tolerance']:.0e}")
+def verify_line(v: Verification) -> str:
+    """trainer.verify's figures (trainer_module/verify.py) in one line."""
+    return (f"Verify: {v.replicas} replicas equal one device on global batch "
+            f"{v.global_batch} over {v.steps} steps: largest weight difference "
+            f"{v.max_difference:.1e} ({v.variable}) beside {v.moved:.1e} moved, "
+            f"{v.relative:.1e} {'within' if v.passed else 'BEYOND'} {v.tolerance:.0e}")
 
 
 def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunReport:
@@ -244,7 +240,7 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
         if int(out.properties.get(pusher.PUSHED_KEY, 0)):
             pushed_to = out.properties.get(pusher.DESTINATION_KEY)
         push_note = out.properties.get(pusher.NOTE_KEY) or ""
-    spans, baseline, training = [], None, {}
+    spans, baseline, training = [], None, None
     for out in outputs.get(EXAMPLE_GEN_NODE, []):
         if out.properties.get(SPANS_KEY):
             spans = [int(x) for x in str(out.properties[SPANS_KEY]).split(",")]
@@ -252,19 +248,17 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
         if int(out.properties.get(latest_model.FOUND_KEY, 0)):
             baseline = out.properties.get(latest_model.SOURCE_KEY)
     for out in outputs.get(TRAINER_NODE, []):
-        summary = os.path.join(out.uri, SUMMARY_FILE)
-        if out.key == "model_run" and os.path.exists(summary):
-            with open(summary) as handle:
-                training = json.load(handle)
+        summary = fs.join(out.uri, SUMMARY_FILE)
+        if out.key == "model_run" and fs.exists(summary):
+            training = TrainingSummary.from_dict(json.loads(fs.read_text(summary)))
     classes, analyzed, cached = [], [], []
     for out in outputs.get(TRANSFORM_NODE, []):
         if out.key == "transform_graph":
             analyzed = _ints(out.properties.get(transform.ANALYZED_SPANS_KEY))
             cached = _ints(out.properties.get(transform.CACHED_SPANS_KEY))
-        vocab = os.path.join(out.uri, "transform_fn", "assets", features.LABEL_VOCAB)
-        if out.key == "transform_graph" and os.path.exists(vocab):
-            with open(vocab, encoding="utf-8") as handle:
-                classes = [line.rstrip("\n") for line in handle]
+        vocab = fs.join(out.uri, "transform_fn", "assets", features.LABEL_VOCAB)
+        if out.key == "transform_graph" and fs.exists(vocab):
+            classes = fs.read_text(vocab).splitlines()
     return RunReport(nodes, metrics, blessed, pushed_to, spans, baseline, training,
                      failures=failures, slice_metrics=slice_metrics, push_note=push_note,
                      artifacts={f"{node}.{out.key}": out.uri

@@ -1,0 +1,148 @@
+"""What a training run leaves behind, typed: its TrainingSummary (training_summary.json in the
+model run, written by trainer_module/run.py, read back by the run report), with the scaling plan
+it followed, the final train and eval figures, trainer.verify's Verification and a
+parameter-server run's Asynchronous figures.
+
+Light on purpose (no TensorFlow): the report and `lockstep runs` read summaries of past runs. A
+summary written by another version reads back with defaults for what it lacks; keys this
+version does not know are ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from trainer_module.scaling import Plan
+
+SUMMARY_FILE = "training_summary.json"
+
+_CAUSES = ("a loss averaged over one replica's batch, per-replica BatchNormalization statistics, "
+           "per-replica randomness")
+
+
+def _known(cls, values: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in values.items() if k in names}
+
+
+@dataclasses.dataclass(frozen=True)
+class Verification:
+    """What `verify` found: the setting, then the largest weight difference between the
+    replicas and one device (in `variable`) against the reference's largest movement."""
+
+    replicas: int
+    steps: int
+    per_replica_batch: int
+    global_batch: int
+    learning_rate: float
+    max_difference: float
+    variable: str
+    moved: float
+    tolerance: float
+    passed: bool
+    updates: int = -1  # the optimizer's updates on the replicas' side (must equal steps)
+    accumulation_steps: int = 1
+    precision: str = "float32"
+    jit_compile: bool = False
+    workers: int = 1
+
+    @property
+    def relative(self) -> float:
+        """The largest difference as a fraction of the largest movement."""
+        if self.moved > 0:
+            return self.max_difference / self.moved
+        return 0.0 if self.max_difference == 0 else math.inf
+
+    def to_dict(self) -> dict:
+        """The fields, and `relative`, as JSON-ready values."""
+        return {**dataclasses.asdict(self), "relative": self.relative}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Verification":
+        return cls(**_known(cls, d))  # `relative` is derived
+
+    def lines(self) -> list[str]:
+        """What to print: the setting, then the verdict."""
+        where = (f" in {self.workers} worker processes" if self.workers > 1 else "")
+        accumulated = (f" x {self.accumulation_steps} accumulated"
+                       if self.accumulation_steps > 1 else "")
+        extras = "".join([f", {self.precision}" if self.precision != "float32" else "",
+                          ", XLA" if self.jit_compile else ""])
+        setting = (f"verify: {self.replicas} replicas{where} x batch {self.per_replica_batch}"
+                   f"{accumulated} = global batch {self.global_batch}, {self.steps} SGD steps at "
+                   f"learning rate {self.learning_rate:g}{extras}")
+        if self.updates not in (-1, self.steps):
+            return [setting, f"verify: the optimizer made {self.updates} updates in {self.steps} "
+                             "global steps, not one per step: the replicas do NOT make one "
+                             "device's update"]
+        if self.moved <= 0:
+            return [setting, "verify: the weights did not move (learning rate 0?), so there is "
+                             "nothing to compare: not verified"]
+        found = (f"verify: largest weight difference {self.max_difference:.1e} ({self.variable}), "
+                 f"weights moved {self.moved:.1e}: {self.relative:.1e} of the movement, ")
+        if self.passed:
+            verdict = (f"within {self.tolerance:.0e}: {self.replicas} replicas make the update "
+                       "one device makes on the global batch")
+        else:
+            verdict = (f"beyond {self.tolerance:.0e}: the replicas do NOT make one device's "
+                       f"update; look at {self.variable} ({_CAUSES})")
+        return [setting, found + verdict]
+
+
+@dataclasses.dataclass(frozen=True)
+class Asynchronous:
+    """A parameter-server run (trainer_module/parameter_server.py): its cluster, the updates
+    applied, and the staleness measured: how many updates by other workers came between a
+    worker's read of the weights and its own update."""
+
+    workers: int
+    parameter_servers: int
+    updates: int
+    staleness_mean: float
+    staleness_max: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSummary:
+    """One training run: the plan it followed, its last train logs, its eval figures, where it
+    ran, and what the user's code and trainer.verify had to do with it."""
+
+    plan: Plan
+    train: dict[str, float]
+    eval: dict[str, float]
+    strategy: str  # the tf.distribute strategy's class name
+    replicas: int
+    chief: bool = True
+    train_seconds: float = 0.0
+    warm_started: bool = False
+    base_model: str = ""
+    model: str = ""  # the user's model hook ("": the built-in one)
+    loss: str = ""
+    verify: Verification | None = None
+    asynchronous: Asynchronous | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: plain values, the nested records as dicts."""
+        values = dataclasses.asdict(self)
+        values["verify"] = self.verify.to_dict() if self.verify else None
+        values["plan"]["warnings"] = list(self.plan.warnings)
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "TrainingSummary":
+        values = _known(cls, values)
+        plan = _known(Plan, values.get("plan") or {})
+        plan["warnings"] = tuple(plan.get("warnings", ()))
+        defaults = {f.name: 0 for f in dataclasses.fields(Plan)
+                    if f.default is dataclasses.MISSING}
+        return cls(**{**values, "plan": Plan(**{**defaults, **plan}),
+                      "train": dict(values.get("train") or {}),
+                      "eval": dict(values.get("eval") or {}),
+                      "strategy": str(values.get("strategy", "")),
+                      "replicas": int(values.get("replicas", 0)),
+                      "verify": (Verification.from_dict(values["verify"])
+                                 if values.get("verify") else None),
+                      "asynchronous": (Asynchronous(**_known(Asynchronous, values["asynchronous"]))
+                                       if values.get("asynchronous") else None)})
