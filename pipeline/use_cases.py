@@ -1,6 +1,6 @@
 """What lockstep does, one function each: prepare a run (check the data, take the decisions), run
-it here (LocalDagRunner, or the compiled spec under kfp.local), compile it for Kubeflow, plan the
-training, and read a past run back.
+it here (LocalDagRunner, or the compiled spec under kfp.local), compile it for Kubeflow, submit
+and schedule it there (or in the local crontab), plan the training, and read a past run back.
 
 No argparse and no print: the CLI turns flags into a Config, calls one of these and prints what
 comes back; tests call them directly. Heavy imports (TFX, TensorFlow, kfp) happen inside the
@@ -9,9 +9,12 @@ functions that need them, so preparing a run reads the CSVs before TensorFlow lo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 
@@ -414,3 +417,169 @@ def train_rows(config: Config, rows: int | None = None) -> tuple[int | None, str
     count = data.rows * train // (train + evaluation)
     return count, (f"Training rows: about {count} ({train} of {train + evaluation} hash buckets "
                    f"of the {data.rows} rows in {config.data.path})")
+
+
+# ------------------------------------------------------ Kubeflow Pipelines: submit and schedule
+
+@dataclasses.dataclass(frozen=True)
+class KfpAccess:
+    """Which KFP server, as who, where: what the flags say (None: the config's value, or the
+    environment's; pipeline/kubeflow/client.py resolves host and token)."""
+
+    host: str | None = None
+    token_file: str | None = None  # a file holding the bearer token, or "-" for stdin
+    namespace: str | None = None
+    experiment: str | None = None
+    service_account: str | None = None
+
+
+def kfp_target(config: Config, access: KfpAccess):
+    """The KFP server to talk to (kubeflow/client.py's Target).
+
+    Raises:
+      ConfigError: a token would go to a host the user did not name, or over plain HTTP.
+    """
+    from pipeline.kubeflow import client
+
+    k = config.kubeflow
+    token = client.resolve_token(access.token_file)
+    try:
+        host = client.resolve_host(access.host, k.host, with_token=bool(token))
+    except client.UnsafeEndpoint as err:
+        raise ConfigError(str(err)) from None
+    return client.Target(host=host, token=token, namespace=access.namespace or k.namespace,
+                         experiment=access.experiment or k.experiment,
+                         service_account=access.service_account or k.service_account)
+
+
+@contextlib.contextmanager
+def spec_package(config: Config, package: str | None = None, image: str | None = None):
+    """The spec to send: `package` (a `lockstep compile` output), or one compiled now in a
+    fresh process and removed after."""
+    if package:
+        yield package
+        return
+    from pipeline.kubeflow import compiler
+
+    directory = tempfile.mkdtemp(prefix="lockstep-")
+    try:
+        path = os.path.join(directory, "pipeline.yaml")
+        compiler.compile_in_fresh_process(config, path, image=image)
+        yield path
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def run_parameters(package: str, pairs: list[str] | None) -> dict:
+    """NAME=VALUE pairs as the spec's declared parameters, typed.
+
+    Raises:
+      ConfigError: a name the spec does not declare, or a value of the wrong type.
+    """
+    from pipeline.kubeflow import client
+
+    try:
+        return client.parse_params(pairs, client.declared_parameters(package))
+    except client.KfpError as err:
+        raise ConfigError(str(err)) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Submitted:
+    run_id: str
+    run_name: str
+    where: str  # the experiment, or Vertex AI
+    url: str = ""
+
+
+def submit(config: Config, access: KfpAccess, *, package: str | None = None,
+           image: str | None = None, params: list[str] | None = None,
+           pipeline_root: str | None = None, run_name: str | None = None,
+           vertex: tuple[str, str] | None = None) -> Submitted:
+    """One run of the pipeline on KFP, or on Vertex AI Pipelines (vertex: project, region).
+
+    Raises:
+      ConfigError: a bad parameter or endpoint; KfpError: the server refused or failed.
+    """
+    from datetime import datetime, timezone
+
+    from pipeline.kubeflow import client
+
+    run_name = run_name or f"{config.pipeline_name}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
+    with spec_package(config, package, image) as spec:
+        values = run_parameters(spec, params)
+        if vertex:
+            name = client.submit_vertex(spec, *vertex, run_name, values,
+                                        pipeline_root or config.paths.pipeline_root,
+                                        access.service_account or config.kubeflow.service_account)
+            return Submitted(name, run_name, "Vertex AI Pipelines")
+        target = kfp_target(config, access)
+        run_id = client.submit(target, spec, run_name, values, pipeline_root)
+    return Submitted(run_id, run_name, target.experiment, client.run_url(target, run_id))
+
+
+@dataclasses.dataclass(frozen=True)
+class Scheduled:
+    name: str
+    job_id: str
+    action: str = "created"  # with apply: created | unchanged | replaced
+    replaced: tuple[str, ...] = ()
+
+
+def schedule(config: Config, access: KfpAccess, cron: str, *, name: str | None = None,
+             max_concurrency: int = 1, catch_up: bool = False, apply: bool = False,
+             package: str | None = None, image: str | None = None,
+             params: list[str] | None = None, pipeline_root: str | None = None) -> Scheduled:
+    """A recurring run on KFP (cron: 6 fields, UTC). apply: make the recurring run of this name
+    match: create it, leave it, or replace it.
+
+    Raises:
+      ConfigError: a bad cron, parameter or endpoint; KfpError: the server refused or failed.
+    """
+    from pipeline.kubeflow import client
+
+    name = name or f"{config.pipeline_name}-retrain"
+    with spec_package(config, package, image) as spec:
+        values = run_parameters(spec, params)
+        target = kfp_target(config, access)
+        if apply:
+            action, job_id, removed = client.apply_schedule(
+                target, spec, name, cron, values, max_concurrency, catch_up, pipeline_root)
+            return Scheduled(name, job_id, action, tuple(removed))
+        job_id = client.schedule(target, spec, name, cron, values, max_concurrency, catch_up,
+                                 pipeline_root)
+    return Scheduled(name, job_id)
+
+
+def schedules(config: Config, access: KfpAccess, action: str = "list",
+              schedule_id: str | None = None) -> list:
+    """list: the recurring runs (kubeflow/client.py's Schedule); pause | resume | delete: that
+    one (returns [])."""
+    from pipeline.kubeflow import client
+
+    target = kfp_target(config, access)
+    if action == "list":
+        return client.list_schedules(target)
+    client.change_schedule(target, action, schedule_id)
+    return []
+
+
+def schedule_locally(config: Config, config_path: str | None, cron: str,
+                     name: str | None = None) -> str:
+    """A crontab entry (5 fields, machine local time) that runs `lockstep run` under the lock;
+    returns the line installed."""
+    from pipeline.local import schedule as local_schedule
+
+    log = os.path.join(config.paths.pipeline_root, "logs", "schedule.log")
+    line = local_schedule.entry(name or config.pipeline_name, cron, config_path, os.getcwd(),
+                                log=log)
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    local_schedule.install(name or config.pipeline_name, line)
+    return line
+
+
+def unschedule_locally(config: Config, name: str | None = None) -> bool:
+    """Removes the crontab entry; whether there was one."""
+    from pipeline.local import schedule as local_schedule
+
+    return local_schedule.remove(name or config.pipeline_name)

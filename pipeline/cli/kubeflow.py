@@ -4,10 +4,7 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import shutil
-import tempfile
 
 from pipeline.cli.common import add_config_arg, load_config
 from pipeline.cli.errors import UsageError
@@ -69,139 +66,89 @@ def add_parsers(sub) -> None:
     scheds.set_defaults(func=schedules_command)
 
 
-def _target(args, config):
-    from pipeline.kubeflow import client as kubeflow_client
+def _access(args):
+    from pipeline import use_cases
 
     if args.token is not None:
         raise UsageError("--token would put the token in the command line, which every user "
                          "sees in `ps` and shell history: use --token-file FILE (or - for "
                          "stdin) or $KF_PIPELINES_TOKEN")
-    k = config.kubeflow
-    token = kubeflow_client.resolve_token(args.token_file)
-    try:
-        host = kubeflow_client.resolve_host(args.host, k.host, with_token=bool(token))
-    except kubeflow_client.UnsafeEndpoint as err:
-        raise UsageError(str(err)) from None
-    return kubeflow_client.Target(
-        host=host, token=token,
-        namespace=args.namespace or k.namespace, experiment=args.experiment or k.experiment,
-        service_account=args.service_account or k.service_account)
+    return use_cases.KfpAccess(args.host, args.token_file, args.namespace, args.experiment,
+                               args.service_account)
 
 
-@contextlib.contextmanager
-def _package(args, config):
-    """The spec to send: --package, or one compiled now (in a fresh process) and removed after."""
-    if args.package:
-        if not os.path.isfile(args.package):
-            raise UsageError(f"--package {args.package}: no such file")
-        yield args.package
-        return
-    from pipeline.kubeflow import compiler
-
-    directory = tempfile.mkdtemp(prefix="lockstep-")
-    try:
-        path = os.path.join(directory, "pipeline.yaml")
-        compiler.compile_in_fresh_process(config, path, image=args.image)
-        yield path
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def _params(args, package):
-    from pipeline.kubeflow import client as kubeflow_client
-
-    try:
-        return kubeflow_client.parse_params(args.param, kubeflow_client.declared_parameters(package))
-    except kubeflow_client.KfpError as err:
-        raise UsageError(str(err)) from None
+def _spec_args(args) -> dict:
+    if args.package and not os.path.isfile(args.package):
+        raise UsageError(f"--package {args.package}: no such file")
+    return {"package": args.package, "image": args.image, "params": args.param,
+            "pipeline_root": args.pipeline_root}
 
 
 def submit_command(args) -> int:
-    from datetime import datetime, timezone
+    from pipeline import use_cases
 
-    from pipeline.kubeflow import client as kubeflow_client
-
+    if args.vertex and not (args.project and args.region):
+        raise UsageError("--vertex needs --project and --region")
     config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
-    with _package(args, config) as package:
-        params = _params(args, package)
-        run_name = args.run_name or (f"{config.pipeline_name}-"
-                                     f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}")
-        if args.vertex:
-            if not (args.project and args.region):
-                raise UsageError("--vertex needs --project and --region")
-            name = kubeflow_client.submit_vertex(
-                package, args.project, args.region, run_name, params,
-                args.pipeline_root or config.paths.pipeline_root,
-                args.service_account or config.kubeflow.service_account)
-            print(f"lockstep: submitted {name} to Vertex AI Pipelines")
-            return 0
-        target = _target(args, config)
-        run_id = kubeflow_client.submit(target, package, run_name, params, args.pipeline_root)
-    print(f"lockstep: run {run_id} ({run_name}) in experiment '{target.experiment}'")
-    print(kubeflow_client.run_url(target, run_id))
+    done = use_cases.submit(config, _access(args), run_name=args.run_name,
+                            vertex=(args.project, args.region) if args.vertex else None,
+                            **_spec_args(args))
+    if args.vertex:
+        print(f"lockstep: submitted {done.run_id} to Vertex AI Pipelines")
+        return 0
+    print(f"lockstep: run {done.run_id} ({done.run_name}) in experiment '{done.where}'")
+    print(done.url)
     return 0
 
 
 def schedule_command(args) -> int:
+    from pipeline import use_cases
+
     if args.local:
         return _schedule_local(args)
     if not args.cron:
         raise UsageError("--cron is required")
-    from pipeline.kubeflow import client as kubeflow_client
-
     config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
-    with _package(args, config) as package:
-        params = _params(args, package)
-        target = _target(args, config)
-        name = args.name or f"{config.pipeline_name}-retrain"
-        if args.apply:
-            action, job_id, removed = kubeflow_client.apply_schedule(
-                target, package, name, args.cron, params, args.max_concurrency, args.catch_up,
-                args.pipeline_root)
-            print(f"lockstep: recurring run '{name}' {action}: {job_id}"
-                  + (f" (replaced {', '.join(removed)})" if removed else ""))
-            return 0
-        job_id = kubeflow_client.schedule(target, package, name, args.cron, params,
-                                          args.max_concurrency, args.catch_up, args.pipeline_root)
-    print(f"lockstep: recurring run {job_id} ({name}): cron '{args.cron}' UTC, max concurrency "
-          f"{args.max_concurrency}, {'catch-up' if args.catch_up else 'no catch-up'}")
+    done = use_cases.schedule(config, _access(args), args.cron, name=args.name,
+                              max_concurrency=args.max_concurrency, catch_up=args.catch_up,
+                              apply=args.apply, **_spec_args(args))
+    if args.apply:
+        print(f"lockstep: recurring run '{done.name}' {done.action}: {done.job_id}"
+              + (f" (replaced {', '.join(done.replaced)})" if done.replaced else ""))
+        return 0
+    print(f"lockstep: recurring run {done.job_id} ({done.name}): cron '{args.cron}' UTC, max "
+          f"concurrency {args.max_concurrency}, {'catch-up' if args.catch_up else 'no catch-up'}")
     return 0
 
 
 def _schedule_local(args) -> int:
-    from pipeline.local import schedule as local_schedule
+    from pipeline import use_cases
 
     config = load_config(args)
     name = args.name or config.pipeline_name
     if args.remove:
-        found = local_schedule.remove(name)
+        found = use_cases.unschedule_locally(config, name)
         print(f"lockstep: {'removed' if found else 'no'} local schedule '{name}'")
         return 0
     if not args.cron:
         raise UsageError("--cron is required")
-    log = os.path.join(config.paths.pipeline_root, "logs", "schedule.log")
-    line = local_schedule.entry(name, args.cron, args.config, os.getcwd(), log=log)
-    os.makedirs(os.path.dirname(log), exist_ok=True)
-    local_schedule.install(name, line)
+    line = use_cases.schedule_locally(config, args.config, args.cron, name)
     print(f"lockstep: installed local schedule '{name}' (machine local time):\n  {line}")
     return 0
 
 
 def schedules_command(args) -> int:
-    from pipeline.kubeflow import client as kubeflow_client
+    from pipeline import use_cases
 
-    config = load_config(args, absolute=False)
-    target = _target(args, config)
-    if args.action == "list":
-        rows = kubeflow_client.list_schedules(target)
-        for row in rows:
-            print(f"{row.id}  {row.status:<8} {row.cron:<18} max {row.max_concurrency:<3} "
-                  f"{row.name}")
-        if not rows:
-            print("lockstep: no recurring runs")
-        return 0
-    if not args.id:
+    if args.action != "list" and not args.id:
         raise UsageError(f"schedules {args.action} needs the recurring run id")
-    kubeflow_client.change_schedule(target, args.action, args.id)
-    print(f"lockstep: {args.action} {args.id}: done")
+    config = load_config(args, absolute=False)
+    rows = use_cases.schedules(config, _access(args), args.action, args.id)
+    if args.action != "list":
+        print(f"lockstep: {args.action} {args.id}: done")
+        return 0
+    for row in rows:
+        print(f"{row.id}  {row.status:<8} {row.cron:<18} max {row.max_concurrency:<3} {row.name}")
+    if not rows:
+        print("lockstep: no recurring runs")
     return 0
