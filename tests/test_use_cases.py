@@ -3,6 +3,7 @@ decides and says before it starts, the plan for a small and a large slice, a com
 KFP's SDK loads, a run that finds the lock held, and the report a run's outputs make."""
 
 import json
+import re
 import os
 
 import pytest
@@ -141,3 +142,52 @@ def test_a_page_that_cannot_be_written_is_an_error_and_leaves_nothing(tmp_path, 
     monkeypatch.undo()
     path, error = use_cases.write_page(report, config, history=[], directory=str(directory))
     assert error is None and [p.name for p in directory.iterdir()] == [os.path.basename(path)]
+
+
+def test_kfp_local_is_bridged_only_while_a_run_lasts():
+    """pipeline/local/kfp_local.py patches four kfp.local functions for a run; afterwards, and
+    after a run that raised, kfp.local is as it was (other code in the process sees stock KFP)."""
+    from kfp.local import (docker_task_handler, executor_input_utils, executor_output_utils,
+                           subprocess_task_handler)
+
+    from pipeline.local import kfp_local
+
+    patched = [(subprocess_task_handler, "SubprocessTaskHandler"),
+               (docker_task_handler, "DockerTaskHandler"),
+               (executor_output_utils, "runtime_artifact_to_dsl_artifact"),
+               (executor_input_utils, "get_local_task_resource_name")]
+    stock = [getattr(module, name) for module, name in patched]
+    with pytest.raises(RuntimeError, match="a task went wrong"):
+        with kfp_local.bridged():
+            assert all(getattr(m, n) is not s for (m, n), s in zip(patched, stock))
+            raise RuntimeError("a task went wrong")
+    assert [getattr(module, name) for module, name in patched] == stock
+
+
+def test_the_console_shows_components_and_progress_and_logs_everything_else(tmp_path, capfd):
+    """pipeline/local/console.py in process: component lines and the Trainer's progress on the
+    terminal, what C++ writes to fd 2 in the run's log, the process's file descriptors as they
+    were afterwards. (Under pytest, sys.stdout and the root logger are pytest's, so prints and
+    library logs are not checked here.)"""
+    import dataclasses
+    import logging
+
+    from pipeline.local.console import Console
+    from trainer_module.config import PROGRESS_LOGGER, Progress
+
+    log = tmp_path / "logs" / "run.log"
+    with Console(str(log)):
+        os.write(2, b"C++ chatter straight to fd 2\n")
+        tfx = logging.getLogger("tfx.orchestration")
+        tfx.info("Component Trainer is running.")
+        logging.getLogger(PROGRESS_LOGGER).info("step", extra={"progress": dataclasses.asdict(
+            Progress(step=40, total=40, loss=0.25, examples_per_sec=1234.0, eta=0.0))})
+        tfx.info("Component Trainer is finished.")
+    os.write(1, b"after the run\n")
+    out, err = capfd.readouterr()
+    lines = out.splitlines()
+    assert lines[0] == "  Trainer              step 40/40  loss 0.2500  1,234 examples/s  ETA 0s"
+    assert re.fullmatch(r"  Trainer +executed +\d+\.\ds", lines[1]), lines
+    assert lines[2:] == ["after the run"] and err == ""
+    logged = log.read_text()
+    assert "C++ chatter straight to fd 2" in logged
