@@ -7,6 +7,11 @@
   its first and last buckets, where it is off by a point or more (penguins: 0.948 for 0.964).
   It keeps each example's score (12 bytes), so memory grows with the eval split.
 
+- `ClippedBinaryCrossEntropy` (binary_crossentropy): the weighted mean log loss of the positive
+  class's probability, clipped to [1e-7, 1 - 1e-7] as Keras clips it. TFMA's BinaryCrossEntropy
+  computes 0 * log(0) for a probability of exactly 1 (a confident model in float32 gives it), and
+  reports NaN where the served model's log loss is finite.
+
 The Evaluator's config names them by this module (pipeline/evaluation.py), so TFMA imports it
 in whichever process runs the Evaluator.
 """
@@ -108,5 +113,40 @@ class ExactAUC(metric_types.Metric):
             _computations(_AUCCombiner)), name=name)
 
 
+EPSILON = 1e-7  # Keras' epsilon: log loss of a probability clipped to [EPSILON, 1 - EPSILON]
+
+
+def log_loss(labels, probabilities):
+    """Each example's log loss (labels 0 or 1, the positive class's probabilities), clipped."""
+    p = np.clip(np.asarray(probabilities, np.float64), EPSILON, 1.0 - EPSILON)
+    return -(labels * np.log(p) + (1.0 - labels) * np.log(1.0 - p))
+
+
+class _LogLossCombiner(_Combiner):
+    """Accumulates [Σw, Σw·loss]."""
+
+    def create_accumulator(self):
+        return np.zeros(2)
+
+    def add_input(self, accumulator, element):
+        for y, prediction, w in self._examples(element):
+            accumulator += (w, w * float(log_loss(np.array(y), np.array(prediction))))
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        return np.sum(list(accumulators), axis=0)
+
+    def extract_output(self, accumulator):
+        weight, loss = accumulator
+        return {self._key: loss / weight if weight else float("nan")}
+
+
+class ClippedBinaryCrossEntropy(metric_types.Metric):
+    def __init__(self, name: str = "binary_crossentropy"):
+        super().__init__(metric_util.merge_per_key_computations(
+            _computations(_LogLossCombiner)), name=name)
+
+
 metric_types.register_metric(RSquared)
+metric_types.register_metric(ClippedBinaryCrossEntropy)
 metric_types.register_metric(ExactAUC)

@@ -172,7 +172,7 @@ def eval_config(gate: Gate, label: str, slices: list[str], max_regression: float
         found = next((b for b in gate.bounds if gate.tfma_name(b.metric) == name), None)
         result = tfma.MetricConfig(class_name=class_name,
                                    config=json.dumps(config) if config else "")
-        if class_name in ("RSquared", "ExactAUC"):
+        if class_name in ("RSquared", "ExactAUC", "ClippedBinaryCrossEntropy"):
             result.module = "components.metrics"
         if found is None:
             return result
@@ -211,7 +211,7 @@ def eval_config(gate: Gate, label: str, slices: list[str], max_regression: float
                 binarize=tfma.BinarizationOptions(class_ids={"values": [1]}),
                 metrics=[metric("ExactAUC", "auc"), metric("Precision", "precision"),
                          metric("Recall", "recall"),
-                         metric("BinaryCrossEntropy", "binary_crossentropy"),
+                         metric("ClippedBinaryCrossEntropy", "binary_crossentropy"),
                          metric("CalibrationPlot", "calibration_plot", num_buckets=10)]))
         prediction_key = "probabilities"
     return tfma.EvalConfig(

@@ -91,3 +91,19 @@ def test_exact_auc_is_the_rank_statistic_with_ties_and_weights():
         exact_auc(labels[:6], scores[:6], np.ones(6)))
     doubled = exact_auc(np.r_[labels, 1], np.r_[scores, 0.35], np.ones(8))
     assert exact_auc(labels, scores, np.array([1, 1, 2, 1, 1, 1, 1.0])) == pytest.approx(doubled)
+
+
+def test_binary_log_loss_is_finite_for_a_certain_right_answer():
+    """TFMA's BinaryCrossEntropy gives NaN (0 * log 0) for a probability of exactly 1 on a
+    positive; ours clips as Keras does, so the Evaluator's figure is the served model's."""
+    import numpy as np
+
+    from components.metrics import log_loss
+
+    labels, probabilities = np.array([1.0, 0.0, 1.0, 0.0]), np.array([1.0, 1.0, 0.5, 0.0])
+    losses = log_loss(labels, probabilities)
+    assert np.all(np.isfinite(losses))
+    assert losses == pytest.approx([0.0, -np.log(1e-7), np.log(2.0), 0.0], abs=1e-6)
+    with np.errstate(divide="ignore", invalid="ignore"):  # what TFMA computes
+        assert np.isnan(-(labels * np.log(probabilities)
+                          + (1 - labels) * np.log(1 - probabilities))[0])
