@@ -401,10 +401,12 @@ def sizes_for(config: Config, slices: list[str] | None = None,
 
 
 def train_rows(config: Config, rows: int | None = None) -> tuple[int | None, str]:
-    """The training split's rows when the steps come from the data, and where that came from:
-    `rows` if given, else counted in data.path times the train split's share of the buckets."""
-    trainer = config.trainer
-    if trainer.train_steps or trainer.train_examples:
+    """The training split's rows when the steps or the batch come from the data, and where that
+    came from: `rows` if given, else counted in data.path times the train split's share of the
+    buckets."""
+    from trainer_module import scaling
+
+    if not scaling.needs_rows(config.trainer):
         return None, ""
     if rows is not None:
         if rows < 1:

@@ -1,5 +1,6 @@
 """Test setup: legacy Keras and 8 emulated CPU replicas, both before TensorFlow starts."""
 
+import gc
 import os
 import subprocess
 import sys
@@ -17,6 +18,16 @@ tf.config.set_logical_device_configuration(
     [tf.config.LogicalDeviceConfiguration() for _ in range(8)])
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _collect_tensorflow_garbage():
+    """Frees each test's garbage in cycles (traced functions holding tf.data iterators) on the
+    main thread, between tests, as the Trainer does at its end (components/memory.py). Left to a
+    later collection, it can be freed on a tf.data thread that runs Python, whose iterator's
+    teardown then waits on threads of its own: a hang, seen in test_synchronous_training."""
+    yield
+    gc.collect()
 LOCKSTEP = [sys.executable, "-m", "pipeline.cli"]
 
 

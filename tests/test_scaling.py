@@ -64,3 +64,32 @@ def test_warmup_is_linear_then_flat():
 def test_plan_describes_the_one_update_rule():
     text = scaling.make_plan(cfg(per_replica_batch=8), 8, train_rows=10_000).describe()
     assert "global batch          64  (= 8 x 8)" in text and "one optimizer update" in text
+
+
+def test_default_batch_fits_the_hardware_and_the_data():
+    # No batch setting: the hardware's batch where the data has room for it...
+    cpu = scaling.make_plan(cfg(), 1, train_rows=269_200)
+    assert (cpu.per_replica_batch, cpu.global_batch) == (256, 256)
+    assert cpu.batch_source == ("the default for a CPU replica; trainer.per_replica_batch sets it")
+    tpu = scaling.make_plan(cfg(), 8, on_tpu=True, train_rows=10**6)
+    assert (tpu.per_replica_batch, tpu.global_batch) == (128, 1024) and not tpu.warnings
+    assert scaling.make_plan(cfg(), 2, train_rows=10**6, hardware="gpu").per_replica_batch == 256
+    # ... halved until an epoch is at least MIN_STEPS_PER_EPOCH global steps, not below 32.
+    mid = scaling.make_plan(cfg(), 1, train_rows=8_060)
+    assert mid.per_replica_batch == 64 and 8_060 // mid.global_batch >= scaling.MIN_STEPS_PER_EPOCH
+    assert "halved to 64 so an epoch of 8060 rows is at least 100 steps" in mid.batch_source
+    replicas = scaling.make_plan(cfg(), 4, train_rows=8_060)  # the replicas share the epoch
+    assert replicas.per_replica_batch == 32 and replicas.global_batch == 128
+    assert scaling.make_plan(cfg(), 1, train_rows=272).per_replica_batch == 32
+    # The learning rate follows the batch by the one linear rule.
+    assert mid.learning_rate == pytest.approx(cfg().base_learning_rate * 64 / cfg().base_batch)
+    # A setting wins, and the plan says which.
+    fixed = scaling.make_plan(cfg(per_replica_batch=32), 1, train_rows=269_200)
+    assert fixed.per_replica_batch == 32 and fixed.batch_source == "trainer.per_replica_batch"
+    assert scaling.make_plan(cfg(global_batch=512), 2, train_rows=100).batch_source == (
+        "trainer.global_batch=512")
+    assert "per-replica batch     256  (the default for a CPU replica" in cpu.describe()
+    # Without a row count (fixed steps, `lockstep plan` with no data): the hardware's.
+    assert not scaling.needs_rows(cfg(per_replica_batch=32, train_steps=10))
+    assert scaling.needs_rows(cfg(train_steps=10))
+    assert scaling.make_plan(cfg(train_steps=10), 1).per_replica_batch == 256

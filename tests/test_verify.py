@@ -36,7 +36,10 @@ def _verify(penguins_run, replicas=2, **trainer) -> verify_lib.Verification:
 @pytest.mark.parametrize("replicas", [2, 4])
 def test_builtin_model_makes_one_devices_update(penguins_run, replicas):
     result = _verify(penguins_run, replicas)
-    learning_rate = 0.01 * 32 * replicas / 32  # base_learning_rate x global batch / base_batch
+    # The default batch on penguins' 272 training rows is the smallest, 32 (scaling.py); the rate
+    # is base_learning_rate x global batch / base_batch.
+    defaults = TrainerConfig()
+    learning_rate = defaults.base_learning_rate * 32 * replicas / defaults.base_batch
     assert (result.replicas, result.steps, result.per_replica_batch, result.global_batch) == (
         replicas, 3, 32, 32 * replicas)
     assert result.learning_rate == pytest.approx(learning_rate)

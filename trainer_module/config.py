@@ -102,8 +102,11 @@ class TrainerConfig:
     # and parameter servers (with TF_CONFIG, its cluster).
     ps_workers: int = 2
     ps_servers: int = 1
-    # Batch: give per_replica_batch (the TPU way) or global_batch, not both.
-    per_replica_batch: int = _run_parameter(32)
+    # Batch: give per_replica_batch (the TPU way) or global_batch, not both. Neither (0): the
+    # plan picks the per-replica batch for the hardware and the data (trainer_module/scaling.py,
+    # default_per_replica_batch: 256 on a CPU or GPU replica, 128 on a TPU core, halved on small
+    # data down to 32) and says so.
+    per_replica_batch: int = _run_parameter(0)
     global_batch: int = 0
     # Steps, by default from the data: `epochs` passes over the training split (counted by the
     # Trainer), at least `min_train_examples` (small data needs many passes); steps = examples //
@@ -113,8 +116,11 @@ class TrainerConfig:
     train_examples: int = _run_parameter(0)
     train_steps: int = _run_parameter(0)
     # Learning rate: scaled linearly with the global batch, with linear warmup.
-    base_learning_rate: float = _run_parameter(0.01)
-    base_batch: int = 32
+    # Anchored at the default batch of a CPU or GPU replica (256), where Adam at 0.02 trains as
+    # well as batch 32 at 0.01 did (README, "The default batch"); the linear rule gives a smaller
+    # batch (small data) a proportionally smaller rate.
+    base_learning_rate: float = _run_parameter(0.02)
+    base_batch: int = 256
     warmup_steps: int = 20
     steps_per_execution: int = 10
     checkpoint_every: int = 200

@@ -8,7 +8,9 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import config, features
+from trainer_module import autograph_rules, config, features
+
+autograph_rules.install()  # tf_keras unconverted in the traced signatures
 
 
 def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTransformOutput,

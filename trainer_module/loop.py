@@ -23,7 +23,9 @@ from typing import Callable, Mapping
 
 import tensorflow as tf
 
-from trainer_module import precision
+from trainer_module import autograph_rules, precision
+
+autograph_rules.install()  # tf_keras unconverted in the traced step (its docstring says why)
 
 
 class NonFiniteLoss(RuntimeError):
@@ -64,6 +66,10 @@ class Trainer:
         self.loss_scaled = precision.loss_scaled(optimizer)
         self.skipped_steps = 0  # mixed_float16: steps the LossScaleOptimizer skipped (overflow)
         self._iterator = iter(dataset)
+        with strategy.scope():
+            # The slots now, not in the step's first trace: a tf.function that creates variables
+            # is traced twice.
+            optimizer.build(model.trainable_variables)
         self._gradients = (tf.function(self._compute_gradients, jit_compile=True)
                            if jit_compile else self._compute_gradients)
         self._loop = tf.function(self._run_steps)

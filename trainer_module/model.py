@@ -17,7 +17,8 @@ def build_model(numeric: list[str], categorical: dict[str, int], outputs: int,
     inputs, parts = {}, []
     for key in numeric:
         inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.float32)
-        parts.append(tf.keras.layers.Reshape((1,))(inputs[key]))
+    if numeric:  # one [batch, n] stack, not a layer per column: width costs little to trace and save
+        parts.append(tf.stack([inputs[key] for key in numeric], axis=1))
     for i, (key, size) in enumerate(sorted(categorical.items())):
         inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.int64)
         embedded = tf.keras.layers.Embedding(

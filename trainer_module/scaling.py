@@ -25,6 +25,16 @@ import math
 from trainer_module.config import PARAMETER_SERVER
 
 
+# The per-replica batch when the config names none (trainer.per_replica_batch = 0 and no
+# trainer.global_batch, the default): the hardware's, halved while an epoch of the training split
+# would be fewer than MIN_STEPS_PER_EPOCH global steps, never below MIN_AUTO_BATCH. A TPU core's
+# 128 fills its MXU; on a CPU or GPU replica a small model's step costs about the same at 256 as
+# at 32 (host and kernel-launch overheads dominate), so the larger batch makes the epochs 8x cheaper.
+HARDWARE_BATCH = {"tpu": 128, "gpu": 256, "cpu": 256}
+MIN_AUTO_BATCH = 32
+MIN_STEPS_PER_EPOCH = 100
+
+
 class ScalingError(ValueError):
     """Batch or step settings that cannot work together; the message names the setting."""
 
@@ -48,6 +58,8 @@ class Plan:
     workers: int = 0  # asynchronous (parameter_server): workers applying their own updates
     parameter_servers: int = 0
 
+    batch_source: str = ""  # where the per-replica batch came from, in words
+
     @property
     def asynchronous(self) -> bool:
         return self.workers > 0
@@ -65,7 +77,7 @@ class Plan:
         lines = [
             "Training plan (synchronous data parallel: one optimizer update per global step)",
             f"  replicas              {self.replicas}",
-            f"  per-replica batch     {self.per_replica_batch}",
+            f"  per-replica batch     {self.per_replica_batch}  ({self.batch_source})",
             f"  global batch          {self.global_batch}  (= {self.per_replica_batch} x "
             f"{self.replicas}{accumulated})",
             f"  train steps           {self.train_steps}  ({self.examples} examples: {self.budget})",
@@ -91,7 +103,8 @@ class Plan:
             f"  workers               {self.workers}  (through {self.parameter_servers} "
             f"parameter server{'s' * (self.parameter_servers != 1)})",
             f"  batch per update      {self.global_batch}  (= {self.per_replica_batch} x "
-            f"{self.replicas} replica{'s' * (self.replicas != 1)} per worker)",
+            f"{self.replicas} replica{'s' * (self.replicas != 1)} per worker; "
+            f"{self.batch_source})",
             f"  updates               {self.train_steps}  (all workers together; "
             f"{self.examples} examples: {self.budget})",
             f"  learning rate         {self.learning_rate:g}  (= {self.base_learning_rate:g} x "
@@ -104,14 +117,46 @@ class Plan:
         return "\n".join(lines)
 
 
+def needs_rows(cfg) -> bool:
+    """Whether make_plan needs the training split's row count: the steps come from
+    trainer.epochs, or the batch from the data (neither batch setting given)."""
+    steps_from_data = not cfg.train_steps and not cfg.train_examples
+    return steps_from_data or auto_batch(cfg)
+
+
+def auto_batch(cfg) -> bool:
+    """Whether the per-replica batch is lockstep's choice (no batch setting given)."""
+    return not cfg.per_replica_batch and not cfg.global_batch
+
+
+def default_per_replica_batch(hardware: str, replicas: int, accumulation: int = 1,
+                              train_rows: int | None = None) -> tuple[int, str]:
+    """The per-replica batch for this hardware ("tpu", "gpu" or "cpu") and data, and why."""
+    batch = HARDWARE_BATCH[hardware]
+    reason = f"the default for a {hardware.upper()} replica"
+    if train_rows is not None:
+        ceiling = train_rows // (MIN_STEPS_PER_EPOCH * replicas * accumulation)
+        while batch > MIN_AUTO_BATCH and batch > ceiling:
+            batch //= 2
+        if batch < HARDWARE_BATCH[hardware]:
+            reason += (f", halved to {batch} so an epoch of {train_rows} rows is at least "
+                       f"{MIN_STEPS_PER_EPOCH} steps")
+    return batch, reason + "; trainer.per_replica_batch sets it"
+
+
 def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None = None,
-              cluster: tuple[int, int] | None = None) -> Plan:
+              cluster: tuple[int, int] | None = None, hardware: str = "") -> Plan:
     """cfg: a TrainerConfig. replicas: num_replicas_in_sync (per worker, asynchronous).
-    train_rows: the training split's rows, needed when the steps come from trainer.epochs.
-    cluster: (workers, parameter servers) of an asynchronous run, when not the config's own
-    (trainer.ps_workers, trainer.ps_servers); TF_CONFIG's cluster, say."""
+    train_rows: the training split's rows, needed when the steps come from trainer.epochs, and
+    used to fit the default batch to the data. cluster: (workers, parameter servers) of an
+    asynchronous run, when not the config's own (trainer.ps_workers, trainer.ps_servers);
+    TF_CONFIG's cluster, say. hardware: "tpu", "gpu" or "cpu", what a replica is (default: "tpu"
+    when on_tpu, else "cpu"), for the default batch."""
     if replicas < 1:
         raise ScalingError(f"replicas must be at least 1, got {replicas}")
+    hardware = hardware or ("tpu" if on_tpu else "cpu")
+    if hardware not in HARDWARE_BATCH:
+        raise ScalingError(f"hardware must be one of {', '.join(HARDWARE_BATCH)}, got {hardware!r}")
     accumulation = cfg.accumulation_steps
     if cfg.global_batch:
         if cfg.global_batch % (replicas * accumulation):
@@ -120,8 +165,12 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None =
                 f"{replicas} replicas" + (f" x {accumulation} accumulation steps"
                                           if accumulation > 1 else ""))
         per_replica = cfg.global_batch // (replicas * accumulation)
+        batch_source = f"trainer.global_batch={cfg.global_batch}"
+    elif cfg.per_replica_batch:
+        per_replica, batch_source = cfg.per_replica_batch, "trainer.per_replica_batch"
     else:
-        per_replica = cfg.per_replica_batch
+        per_replica, batch_source = default_per_replica_batch(hardware, replicas, accumulation,
+                                                              train_rows)
     if per_replica < 1:
         raise ScalingError("trainer.per_replica_batch must be at least 1")
     global_batch = per_replica * replicas * accumulation
@@ -155,7 +204,7 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None =
         workers, servers = cluster or (cfg.ps_workers, cfg.ps_servers)
     return Plan(replicas, per_replica, global_batch, steps, steps * global_batch, lr,
                 cfg.base_learning_rate, cfg.base_batch, min(cfg.warmup_steps, steps), tuple(warnings),
-                budget, accumulation, cfg.precision, on_tpu, workers, servers)
+                budget, accumulation, cfg.precision, on_tpu, workers, servers, batch_source)
 
 
 def like(replicas: int, target_replicas: int) -> int:

@@ -116,6 +116,17 @@ def is_tpu(strategy) -> bool:
     return isinstance(strategy, (tf.distribute.TPUStrategy,))
 
 
+def hardware(strategy) -> str:
+    """What one replica is: "tpu", "gpu" or "cpu" (the default batch depends on it)."""
+    if is_tpu(strategy):
+        return "tpu"
+    try:
+        devices = strategy.extended.worker_devices
+    except (AttributeError, RuntimeError, NotImplementedError):  # the default strategy: the CPU
+        devices = ()
+    return "gpu" if any("GPU" in str(d).upper() for d in devices) else "cpu"
+
+
 def is_chief(strategy) -> bool:
     """True where this process should write the exported model (the chief, or the only worker)."""
     resolver = getattr(strategy, "cluster_resolver", None)

@@ -64,12 +64,12 @@ def _warm_start(model: tf.keras.Model, base_model: str) -> bool:
 def _plan(cfg: TrainerConfig, strategy: tf.distribute.Strategy, train_files) -> scaling.Plan:
     """The scaling plan for this strategy, printed, with its warnings logged."""
     train_rows = None
-    if not cfg.train_steps and not cfg.train_examples:  # steps from the data: epochs over it
+    if scaling.needs_rows(cfg):  # steps or the batch from the data
         train_rows = input_pipeline.count_records(input_pipeline.list_files(train_files))
     cluster = (parameter_server.cluster_size(strategy)
                if parameter_server.is_parameter_server(strategy) else None)
     plan = scaling.make_plan(cfg, strategy.num_replicas_in_sync, strategy_lib.is_tpu(strategy),
-                             train_rows, cluster)
+                             train_rows, cluster, strategy_lib.hardware(strategy))
     logging.info("\n%s", plan.describe())
     if cfg.tpu_slice:
         from trainer_module import slices

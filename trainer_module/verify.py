@@ -101,8 +101,12 @@ def verify(job: train.TrainJob, replicas: int = 2, steps: int = 3,
     cfg = job.trainer
     tolerance = TOLERANCES[cfg.precision] if tolerance is None else tolerance
     strategy = _worker_strategy(workers) if workers > 1 else _replica_strategy(replicas)
-    # The plan's batch and learning rate; fixed steps, so the training split need not be counted.
-    plan = scaling.make_plan(dataclasses.replace(cfg, train_steps=steps), replicas)
+    # The plan's batch and learning rate, for fixed steps: the split is counted only when the
+    # batch comes from the data.
+    fixed = dataclasses.replace(cfg, train_steps=steps)
+    rows = (input_pipeline.count_records(input_pipeline.list_files(job.train_files))
+            if scaling.needs_rows(fixed) else None)
+    plan = scaling.make_plan(fixed, replicas, train_rows=rows)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     inputs = train.model_inputs(tf_transform_output, job.label, job.task, cfg)
     per_example_loss = hooks.per_example_loss(cfg, job.task, inputs.outputs)

@@ -1,0 +1,64 @@
+"""tf-keras is not rewritten by AutoGraph when a traced step calls a model; user code still is.
+
+Without the rule (trainer_module/autograph_rules.py) TensorFlow 2.16 converted Keras' own
+Layer.__call__ and its helpers once per layer call in every trace: most of the Trainer's time on a
+wide table."""
+
+import collections
+
+import pytest
+import tensorflow as tf
+from tensorflow.python.autograph.pyct import transpiler
+
+from trainer_module import autograph_rules, loop  # noqa: F401  (loop installs the rule)
+
+
+@pytest.fixture
+def converted(monkeypatch):
+    """Counts the functions AutoGraph converts, by (module, qualified name)."""
+    seen = collections.Counter()
+    original = transpiler.PyToPy.transform_function
+
+    def counting(self, fn, user_context):
+        seen[(getattr(fn, "__module__", "") or "", getattr(fn, "__qualname__", ""))] += 1
+        return original(self, fn, user_context)
+
+    monkeypatch.setattr(transpiler.PyToPy, "transform_function", counting)
+    return seen
+
+
+class Clipped(tf.keras.layers.Layer):
+    """A user's layer with Python control flow on a tensor: it needs AutoGraph to trace."""
+
+    def call(self, x):
+        if tf.reduce_max(x) > 1.0:
+            return tf.minimum(x, 1.0)
+        return x
+
+
+def _wide_model(columns: int) -> tf.keras.Model:
+    inputs = {f"c{i}": tf.keras.Input(shape=(), name=f"c{i}") for i in range(columns)}
+    x = tf.stack(list(inputs.values()), axis=1)
+    x = tf.keras.layers.Dense(4, activation="relu")(Clipped()(x))
+    return tf.keras.Model(inputs, tf.keras.layers.Dense(2)(x))
+
+
+def test_keras_is_not_converted_but_user_code_is(converted):
+    assert autograph_rules.installed()
+    model = _wide_model(40)
+
+    @tf.function
+    def step(features):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(features, training=True))
+        return tape.gradient(loss, model.trainable_variables)
+
+    features = {f"c{i}": tf.fill([3], 2.0) for i in range(40)}
+    grads = step(features)
+    assert all(g is not None for g in grads)
+    keras = {key: n for key, n in converted.items() if key[0].startswith("tf_keras")}
+    assert not keras, keras  # was: Layer.__call__ and a dozen helpers per layer call
+    assert converted[(__name__, "Clipped.call")] >= 1  # the user's `if` on a tensor still traces
+    autograph_rules.install()  # idempotent
+    assert sum(isinstance(r, type(autograph_rules._RULE)) and r.matches("tf_keras")
+               for r in autograph_rules._config.CONVERSION_RULES) == 1
