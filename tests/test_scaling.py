@@ -80,7 +80,9 @@ def test_default_batch_fits_the_hardware_and_the_data():
     assert "halved to 64 so an epoch of 8060 rows is at least 100 steps" in mid.batch_source
     replicas = scaling.make_plan(cfg(), 4, train_rows=8_060)  # the replicas share the epoch
     assert replicas.per_replica_batch == 32 and replicas.global_batch == 128
-    assert scaling.make_plan(cfg(), 1, train_rows=272).per_replica_batch == 32
+    tiny = scaling.make_plan(cfg(), 1, train_rows=272)
+    assert tiny.per_replica_batch == 32
+    assert "halved to the smallest, 32: an epoch of 272 rows is fewer than 100" in tiny.batch_source
     # The learning rate follows the batch by the one linear rule.
     assert mid.learning_rate == pytest.approx(cfg().base_learning_rate * 64 / cfg().base_batch)
     # A setting wins, and the plan says which.

@@ -138,7 +138,10 @@ def default_per_replica_batch(hardware: str, replicas: int, accumulation: int = 
         ceiling = train_rows // (MIN_STEPS_PER_EPOCH * replicas * accumulation)
         while batch > MIN_AUTO_BATCH and batch > ceiling:
             batch //= 2
-        if batch < HARDWARE_BATCH[hardware]:
+        if batch < HARDWARE_BATCH[hardware] and batch > ceiling:
+            reason += (f", halved to the smallest, {batch}: an epoch of {train_rows} rows is "
+                       f"fewer than {MIN_STEPS_PER_EPOCH} steps at any batch")
+        elif batch < HARDWARE_BATCH[hardware]:
             reason += (f", halved to {batch} so an epoch of {train_rows} rows is at least "
                        f"{MIN_STEPS_PER_EPOCH} steps")
     return batch, reason + "; trainer.per_replica_batch sets it"
