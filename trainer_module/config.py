@@ -117,7 +117,7 @@ class TrainerConfig:
     train_steps: int = _run_parameter(0)
     # Learning rate: scaled linearly with the global batch, with linear warmup.
     # Anchored at the default batch of a CPU or GPU replica (256), where Adam at 0.02 trains as
-    # well as batch 32 at 0.01 did (README, "The default batch"); the linear rule gives a smaller
+    # well as batch 32 at 0.01 did (README, "Data at real sizes"); the linear rule gives a smaller
     # batch (small data) a proportionally smaller rate.
     base_learning_rate: float = _run_parameter(0.02)
     base_batch: int = 256
