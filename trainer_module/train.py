@@ -63,9 +63,7 @@ def _warm_start(model: tf.keras.Model, base_model: str) -> bool:
 
 def _plan(cfg: TrainerConfig, strategy: tf.distribute.Strategy, train_files) -> scaling.Plan:
     """The scaling plan for this strategy, printed, with its warnings logged."""
-    train_rows = None
-    if scaling.needs_rows(cfg):  # steps or the batch from the data
-        train_rows = input_pipeline.count_records(input_pipeline.list_files(train_files))
+    train_rows = count_train_rows(cfg, train_files)
     cluster = (parameter_server.cluster_size(strategy)
                if parameter_server.is_parameter_server(strategy) else None)
     plan = scaling.make_plan(cfg, strategy.num_replicas_in_sync, strategy_lib.is_tpu(strategy),
@@ -82,6 +80,13 @@ def _plan(cfg: TrainerConfig, strategy: tf.distribute.Strategy, train_files) -> 
     for warning in plan.warnings:
         logging.warning(warning)
     return plan
+
+
+def count_train_rows(cfg: TrainerConfig, train_files) -> int | None:
+    """The training split's rows where the plan needs them (steps or batch from the data)."""
+    if not scaling.needs_rows(cfg):
+        return None
+    return input_pipeline.count_records(input_pipeline.list_files(train_files))
 
 
 def model_inputs(tf_transform_output, label: str, task: str, cfg: TrainerConfig) -> hooks.ModelInputs:

@@ -104,8 +104,7 @@ def verify(job: train.TrainJob, replicas: int = 2, steps: int = 3,
     # The plan's batch and learning rate, for fixed steps: the split is counted only when the
     # batch comes from the data.
     fixed = dataclasses.replace(cfg, train_steps=steps)
-    rows = (input_pipeline.count_records(input_pipeline.list_files(job.train_files))
-            if scaling.needs_rows(fixed) else None)
+    rows = train.count_train_rows(fixed, job.train_files)
     plan = scaling.make_plan(fixed, replicas, train_rows=rows)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     inputs = train.model_inputs(tf_transform_output, job.label, job.task, cfg)
