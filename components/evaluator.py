@@ -3,6 +3,9 @@
 With no baseline TFMA drops the baseline model spec and its change thresholds, so the first model
 is judged by the absolute thresholds alone; afterwards it must also not regress.
 
+It also starts the serving smoke test of the candidate (components/serving_check.py) as it begins,
+in its own process beside TFMA, and records the verdict on the blessing for the Pusher.
+
 `read_metrics` reads its output back (the Pusher records the gating metric, the run report shows
 them all).
 """
@@ -10,8 +13,10 @@ them all).
 from tfx.components.evaluator.component import Evaluator as _StockEvaluator
 from tfx.components.evaluator import executor as stock_executor
 from tfx.dsl.components.base import executor_spec
-from tfx.types import standard_component_specs
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import path_utils
 
+from components import serving_check, serving_dir
 from components.latest_model import is_found
 from components.memory import objects_frozen
 
@@ -21,8 +26,22 @@ class Executor(stock_executor.Executor):
         key = standard_component_specs.BASELINE_MODEL_KEY
         input_dict = dict(input_dict)
         input_dict[key] = [m for m in input_dict.get(key, []) if is_found(m)]
-        with objects_frozen():
-            return super().Do(input_dict, output_dict, exec_properties)
+        model = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
+        source = path_utils.serving_model_path(model.uri)
+        examples = artifact_utils.get_single_instance(
+            input_dict[standard_component_specs.EXAMPLES_KEY])
+        check = serving_check.start(source, serving_check.eval_example_files(examples))
+        try:
+            with objects_frozen():
+                super().Do(input_dict, output_dict, exec_properties)
+        except BaseException:
+            check.cancel()
+            raise
+        blessing = artifact_utils.get_single_instance(
+            output_dict[standard_component_specs.BLESSING_KEY])
+        blessing.set_string_custom_property(serving_check.VERDICT_KEY, check.verdict())
+        blessing.set_string_custom_property(serving_check.CHECKED_SHA_KEY,
+                                            serving_dir.content_hash(source))
 
 
 class Evaluator(_StockEvaluator):

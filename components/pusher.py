@@ -2,9 +2,10 @@
 
 TFX's Pusher writes each file in place under the final version number, and pushes the same model
 again on every run that blesses it. This one pushes through components/serving_dir.py: a
-temporary copy, fsync, a serving smoke test on a few eval examples in a subprocess
-(components/serving_check.py), then a rename to a fresh version number; content pushed before is
-not pushed again. Its output carries `pushed`, `pushed_destination` and `push_note` (what happened,
+temporary copy, fsync, the serving smoke test on a few eval examples (components/serving_check.py:
+the Evaluator ran it on this content beside TFMA, so the copy need only have the content it checked;
+without that verdict the copy is checked here, in a subprocess), then a rename to a fresh version
+number; content pushed before is not pushed again. Its output carries `pushed`, `pushed_destination` and `push_note` (what happened,
 in a line for the run summary).
 """
 
@@ -57,9 +58,21 @@ def gating_metric(evaluation_uri: str, name: str) -> float | None:
         return None
 
 
-def eval_example_files(examples) -> list[str]:
-    split = artifact_utils.get_split_uri([examples], "eval")
-    return sorted(fileio.glob(f"{split}/*"))
+def serving_test(blessing, source: str, example_files: list[str]):
+    """The check a copy of `source` must pass: the same content as the Evaluator checked, if it
+    checked it (and it passed); else the smoke test itself. Each raises ServingCheckFailed."""
+    verdict = blessing.get_string_custom_property(serving_check.VERDICT_KEY)
+    checked = blessing.get_string_custom_property(serving_check.CHECKED_SHA_KEY)
+    if not verdict or checked != serving_dir.content_hash(source):
+        return lambda path: serving_check.run(path, example_files)
+
+    def same_content(path: str) -> None:
+        if verdict != serving_check.PASSED:
+            raise serving_check.ServingCheckFailed(verdict)
+        if serving_dir.content_hash(path) != checked:
+            raise serving_check.ServingCheckFailed(
+                f"the copy at {path} differs from the checked model {source}")
+    return same_content
 
 
 class Executor(base_executor.BaseExecutor):
@@ -75,7 +88,8 @@ class Executor(base_executor.BaseExecutor):
             return
         target = exec_properties["serving_dir"]
         examples = artifact_utils.get_single_instance(input_dict["examples"])
-        files = eval_example_files(examples)
+        source = path_utils.serving_model_path(model.uri)
+        check = serving_test(blessing, source, serving_check.eval_example_files(examples))
         trained_on = {}
         if examples.has_custom_property(SPANS_KEY):
             trained_on = {
@@ -88,8 +102,7 @@ class Executor(base_executor.BaseExecutor):
                   "higher_is_better": bool(exec_properties["higher_is_better"])}
         run_id = self._context.pipeline_run_id if self._context else ""
         result = serving_dir.push(
-            path_utils.serving_model_path(model.uri), target, model_uri=model.uri,
-            metric=metric, check=lambda path: serving_check.run(path, files),
+            source, target, model_uri=model.uri, metric=metric, check=check,
             keep=exec_properties.get("keep_versions") or 0, run_id=run_id or "",
             data=trained_on)
         out.set_int_custom_property(PUSHED_KEY, int(result.pushed))

@@ -1,6 +1,12 @@
-"""The serving smoke test a push runs before it publishes a version: in a fresh process, load the
-copied SavedModel and call its `serving_default` signature on a few raw tf.Examples; every
-output must have one finite row per example. A crash in the loader takes down only this process.
+"""The serving smoke test a model passes before it is published: in a fresh process, load the
+SavedModel and call its `serving_default` signature on a few raw tf.Examples; every output must
+have one finite row per example. A crash in the loader takes down only that process.
+
+The Evaluator starts it (`start`) on the trained model as it begins, so the check (most of it
+importing TensorFlow in the new process) runs on another core beside TFMA, and records the verdict
+and the model's content hash on the blessing (`record`); the Pusher then publishes a copy whose
+content hash equals the checked one, and checks the copy itself (`run`) only when the blessing has
+no verdict for this content (a blessing from before, or a model changed since).
 
     python -m components.serving_check MODEL_DIR EXAMPLE_FILE [EXAMPLE_FILE ...]
 """
@@ -10,33 +16,84 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 EXAMPLES = 8
 TIMEOUT_SECONDS = 300
+VERDICT_KEY = "serving_check"  # on the blessing: PASSED, or why the model does not serve
+CHECKED_SHA_KEY = "serving_check_sha256"  # ... and the content hash of what was checked
+PASSED = "passed"
 
 
 class ServingCheckFailed(RuntimeError):
     """The copy does not load or serve; the message says how."""
 
 
-def run(model_dir: str, example_files: list[str], timeout: float = TIMEOUT_SECONDS) -> None:
-    """Runs the check in a subprocess; raises ServingCheckFailed with its last line."""
-    repo = str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [repo] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.setdefault("CUDA_VISIBLE_DEVICES", "")  # a smoke test; the accelerator stays free
-    try:
-        result = subprocess.run(
+class Pending:
+    """A check running in its own process; `wait` returns when it ends and raises
+    ServingCheckFailed with its last line if it failed (or gave no answer in time)."""
+
+    def __init__(self, model_dir: str, example_files: list[str], timeout: float = TIMEOUT_SECONDS):
+        repo = str(Path(__file__).resolve().parent.parent)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [repo] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        env.setdefault("CUDA_VISIBLE_DEVICES", "")  # a smoke test; the accelerator stays free
+        self.model_dir, self._timeout = model_dir, timeout
+        self._deadline = time.monotonic() + timeout
+        # A file, not a pipe: a child writing more than a pipe holds while nobody reads would stall.
+        self._output = tempfile.TemporaryFile(mode="w+")
+        self._process = subprocess.Popen(
             [sys.executable, "-m", "components.serving_check", model_dir, *example_files],
-            capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        raise ServingCheckFailed(f"serving check of {model_dir}: no answer in {timeout:.0f}s") from None
-    if result.returncode != 0:
-        lines = (result.stderr.strip() or result.stdout.strip() or "no output").splitlines()
-        raise ServingCheckFailed(f"serving check of {model_dir} failed (exit {result.returncode}): "
-                                 f"{lines[-1]}")
+            stdout=self._output, stderr=subprocess.STDOUT, text=True, env=env)
+
+    def wait(self) -> None:
+        try:
+            code = self._process.wait(timeout=max(0.0, self._deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.cancel()
+            raise ServingCheckFailed(
+                f"serving check of {self.model_dir}: no answer in {self._timeout:.0f}s") from None
+        self._output.seek(0)
+        lines = self._output.read().strip().splitlines() or ["no output"]
+        self._output.close()
+        if code != 0:
+            raise ServingCheckFailed(
+                f"serving check of {self.model_dir} failed (exit {code}): {lines[-1]}")
+
+    def verdict(self) -> str:
+        """PASSED, or the reason it failed."""
+        try:
+            self.wait()
+        except ServingCheckFailed as err:
+            return str(err)
+        return PASSED
+
+    def cancel(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+
+def start(model_dir: str, example_files: list[str], timeout: float = TIMEOUT_SECONDS) -> Pending:
+    """Starts the check of the SavedModel at model_dir and returns at once."""
+    return Pending(model_dir, example_files, timeout)
+
+
+def run(model_dir: str, example_files: list[str], timeout: float = TIMEOUT_SECONDS) -> None:
+    """Runs the check and waits for it; raises ServingCheckFailed with its last line."""
+    start(model_dir, example_files, timeout).wait()
+
+
+def eval_example_files(examples) -> list[str]:
+    """The files of an Examples artifact's eval split: what the check serves."""
+    from tfx.dsl.io import fileio
+    from tfx.types import artifact_utils
+
+    split = artifact_utils.get_split_uri([examples], "eval")
+    return sorted(fileio.glob(f"{split}/*"))
 
 
 def _examples(files: list[str]) -> list[bytes]:

@@ -36,6 +36,18 @@ def test_pushed_model_serves_raw_examples_accurately(penguins_run):
     accuracy = np.mean([p == l for p, l in zip(predicted, labels)])
     assert accuracy > 0.9, accuracy
     np.testing.assert_allclose(out["probabilities"].numpy().sum(axis=1), 1.0, rtol=1e-5)
+    # The Evaluator ran the serving check on this very content, and the Pusher relied on it.
+    from ml_metadata import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+
+    from components import serving_check, serving_dir
+
+    connection = metadata_store_pb2.ConnectionConfig()
+    connection.sqlite.filename_uri = str(penguins_run.pipeline_root / "metadata.sqlite")
+    [blessing] = metadata_store.MetadataStore(connection).get_artifacts_by_type("ModelBlessing")
+    props = blessing.custom_properties
+    assert props[serving_check.VERDICT_KEY].string_value == serving_check.PASSED
+    assert props[serving_check.CHECKED_SHA_KEY].string_value == serving_dir.content_hash(str(version))
 
 
 def test_second_run_is_cached_and_compares_with_the_first_model(penguins_run):

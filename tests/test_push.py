@@ -142,6 +142,47 @@ def test_a_model_that_does_not_serve_is_not_published(tmp_path):
 
 
 
+def _blessing(verdict: str, sha: str):
+    from tfx.types import standard_artifacts
+
+    blessing = standard_artifacts.ModelBlessing()
+    blessing.set_string_custom_property(serving_check.VERDICT_KEY, verdict)
+    blessing.set_string_custom_property(serving_check.CHECKED_SHA_KEY, sha)
+    return blessing
+
+
+def test_the_pusher_relies_on_the_evaluators_check_of_the_same_content_only(tmp_path):
+    from components import pusher
+
+    files = _examples(tmp_path / "eval.gz")
+    model = _model(tmp_path / "m", 2.0)
+    sha = serving_dir.content_hash(model)
+    serving = tmp_path / "serving"
+    # Started, it runs in its own process and returns at once; it passes on this model.
+    tic = time.perf_counter()
+    pending = serving_check.start(model, files)
+    assert time.perf_counter() - tic < 1.0
+    assert pending.verdict() == serving_check.PASSED
+    # Checked and passed: the push needs no subprocess (a missing example file would fail one).
+    assert serving_dir.push(model, str(serving),
+                            check=pusher.serving_test(_blessing("passed", sha), model, [])).pushed
+    # Checked and failed: nothing is published, and the error is the Evaluator's.
+    other = _model(tmp_path / "other", 3.0)
+    failed = _blessing("serving check of X failed (exit 1): boom", serving_dir.content_hash(other))
+    with pytest.raises(serving_check.ServingCheckFailed, match="boom"):
+        serving_dir.push(other, str(serving), check=pusher.serving_test(failed, other, files))
+    assert len(_numbered(serving)) == 1
+    # A verdict on other content (or none) is not relied on: the copy is checked itself.
+    broken = tmp_path / "broken"
+    module = tf.Module()
+    module.v = tf.Variable(1.0)
+    tf.saved_model.save(module, str(broken))  # no serving_default
+    stale = pusher.serving_test(_blessing("passed", sha), str(broken), files)
+    with pytest.raises(serving_check.ServingCheckFailed, match="has no serving_default signature"):
+        serving_dir.push(str(broken), str(serving), check=stale)
+    assert len(_numbered(serving)) == 1
+
+
 # Below, the bookkeeping of versions and records; the serving check (a subprocess) is above.
 
 def test_the_same_model_is_pushed_once_even_after_its_version_was_removed(tmp_path):
