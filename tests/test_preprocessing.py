@@ -53,3 +53,45 @@ def test_label_by_task():
     assert set(classes[:3]) == {0, 1}
     values = [r["y_xf"] for r in _transform(REGRESSION)]
     assert values[:3] == [3.0, 7.0, 3.0] and math.isnan(values[3])  # an integer label as a value
+
+
+def test_string_vocabularies_are_the_files_tft_vocabulary_writes(tmp_path, monkeypatch):
+    """The built-in rules use tf.Transform's approximate vocabulary (its analyzers pack into one
+    Beam stage); below VOCABULARY_TOP_K distinct values each file equals tft.vocabulary's: the
+    same values in the same order (count descending, ties in reverse byte order)."""
+    import tensorflow_transform as tft
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in rng.zipf(1.5, 3000) % 400]  # Zipf-like, with ties among rare ones
+    rows = [{"s": [w.encode()], "t": [words[-1 - i].encode()], "y": [i % 3]}
+            for i, w in enumerate(words)]
+    spec = {"s": tf.io.VarLenFeature(tf.string), "t": tf.io.VarLenFeature(tf.string),
+            "y": tf.io.VarLenFeature(tf.int64)}
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(spec))
+    config = TransformSpec("y", CLASSIFICATION).to_custom_config()
+
+    def exact(inputs):
+        out = {}
+        for key in ("s", "t"):
+            value = preprocessing._dense(inputs[key], features.MISSING_TOKEN)
+            out[key] = tft.compute_and_apply_vocabulary(
+                value, num_oov_buckets=features.OOV_BUCKETS, vocab_filename=features.vocab_name(key))
+        return out
+
+    def vocabularies(fn, directory) -> dict[str, list[bytes]]:
+        with tft_beam.Context(temp_dir=str(tmp_path / "tmp")):
+            transform_fn = (rows, metadata) | tft_beam.AnalyzeDataset(fn)
+            _ = transform_fn | tft_beam.WriteTransformFn(str(directory))
+        output = tft.TFTransformOutput(str(directory))
+        return {k: output.vocabulary_by_name(features.vocab_name(k)) for k in ("s", "t")}
+
+    ours = vocabularies(lambda inputs: preprocessing.preprocessing_fn(inputs, config), tmp_path / "a")
+    reference = vocabularies(exact, tmp_path / "b")
+    assert ours == reference and len(ours["s"]) > 100
+    # Past the limit the vocabulary keeps about the most frequent (Misra-Gries counts are lower
+    # bounds: the order among the middling ones may differ); the rest share the OOV bucket.
+    monkeypatch.setattr(preprocessing, "VOCABULARY_TOP_K", 50)
+    capped = vocabularies(lambda inputs: preprocessing.preprocessing_fn(inputs, config),
+                          tmp_path / "c")
+    assert len(capped["s"]) == 50 and capped["s"][:10] == reference["s"][:10]
+    assert set(capped["s"]) < set(reference["s"])
