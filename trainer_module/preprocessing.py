@@ -112,32 +112,33 @@ def builtin_features(columns: dict, timestamps=()) -> dict:
     """The built-in rules over the raw columns (the module's docstring): z-scored numerics with
     missing flags, vocabulary indices for text, timestamps in parts."""
     outputs = {}
-    numeric = []  # (name, float values [batch], present [batch])
+    plain = {k: x for k, x in columns.items() if k not in timestamps and x.dtype != tf.string}
+    names, values, present = _numeric_matrix(plain)
     for key, x in columns.items():
         if key in timestamps:
-            parts, present = _timestamp_parts(x)
-            numeric += [(features.timestamp_part(key, p), v, present) for p, v in parts.items()]
+            parts, seen = _timestamp_parts(x)
+            names += [features.timestamp_part(key, p) for p in parts]
+            values.append(tf.stack(list(parts.values()), axis=1))
+            present.append(tf.stack([seen] * len(parts), axis=1))
         elif x.dtype == tf.string:
             value = _dense(x, features.MISSING_TOKEN)
             outputs[features.transformed_name(key)] = (
                 tft.experimental.compute_and_apply_approximate_vocabulary(
                     value, top_k=VOCABULARY_TOP_K, num_oov_buckets=features.OOV_BUCKETS,
                     vocab_filename=features.vocab_name(key)))
-        else:
-            numeric.append((key, tf.cast(_dense(x, 0), tf.float32), _present(x)))
-    if numeric:
+    if names:
         # All numeric columns as one [batch, n] matrix, and every statistic they need in one
         # tft.sum over [present, value, value^2, 1]: one analyzer, so one pass over the data
         # (tft.scale_to_z_score of the mean-filled values needs the mean first: a second pass;
         # benchmarks/scale.py measures the difference).
-        present = tf.stack([p for _, _, p in numeric], axis=1)
-        values = tf.stack([v for _, v, _ in numeric], axis=1)
+        present = tf.concat(present, axis=1)
+        values = tf.concat(values, axis=1)
         present64 = tf.cast(present, tf.float64)
         wide = tf.cast(values, tf.float64) * present64
         ones = tf.ones_like(present64[:, :1])
         sums = tft.sum(tf.concat([present64, wide, wide * wide, ones], axis=1),
                        reduce_instance_dims=False)
-        width = len(numeric)
+        width = len(names)
         count, total, squares, rows = (sums[:width], sums[width:2 * width],
                                        sums[2 * width:3 * width], sums[3 * width])
         mean = total / tf.maximum(count, 1.0)
@@ -149,10 +150,37 @@ def builtin_features(columns: dict, timestamps=()) -> dict:
         mean = tf.cast(mean, tf.float32)
         centred = present * (values - mean)
         scaled = tf.where(std > 0, centred / tf.where(std > 0, std, 1.0), centred)
-        for index, (key, _, _) in enumerate(numeric):
-            outputs[features.transformed_name(key)] = scaled[:, index]
-            outputs[features.missing_flag_name(key)] = 1.0 - present[:, index]
+        for key, column, missing in zip(names, tf.unstack(scaled, axis=1),
+                                        tf.unstack(1.0 - present, axis=1)):
+            outputs[features.transformed_name(key)] = column
+            outputs[features.missing_flag_name(key)] = missing
     return outputs
+
+
+def _numeric_matrix(columns: dict) -> tuple[list[str], list, list]:
+    """([name], [values [batch, k] float32, 0 where missing], [present [batch, k] 0/1]) of numeric
+    columns of at most one value per row. The sparse ones (CSV columns with missing cells) go
+    through one SparseConcat and one densify, not ops per column: the graph is traced several
+    times in Transform and again wherever the transform is applied, and per-column ops made the
+    tracing grow with the width."""
+    sparse = {k: x for k, x in columns.items() if isinstance(x, tf.SparseTensor)}
+    dense = {k: x for k, x in columns.items() if k not in sparse}
+    values, present = [], []
+    if sparse:
+        first = next(iter(sparse.values()))
+        shape = tf.stack([first.dense_shape[0], tf.constant(1, tf.int64)])
+        joined = tf.sparse.concat(1, [
+            tf.SparseTensor(x.indices, x.values if x.dtype == tf.float32
+                            else tf.cast(x.values, tf.float32), shape) for x in sparse.values()])
+        width = [-1, len(sparse)]  # static: the shape of a sparse input is known only at run time
+        values.append(tf.reshape(tf.sparse.to_dense(joined), width))
+        present.append(tf.reshape(tf.sparse.to_dense(tf.SparseTensor(
+            joined.indices, tf.ones_like(joined.values), joined.dense_shape)), width))
+    if dense:
+        block = tf.stack([tf.cast(_dense(x, 0), tf.float32) for x in dense.values()], axis=1)
+        values.append(block)
+        present.append(tf.ones_like(block))
+    return list(sparse) + list(dense), values, present
 
 
 def builtin_feature_spec(columns: dict[str, str], timestamps=()) -> dict:
