@@ -110,3 +110,16 @@ def test_xla_accumulation_and_bfloat16_make_one_devices_update(penguins_run, set
     assert figure in result.lines()[0]
     if "precision" not in settings:
         assert result.max_difference < 1e-5
+
+
+def test_verify_checks_at_the_batch_the_plan_gives_the_runs_hardware(penguins_run, monkeypatch):
+    """The Trainer passes its replicas' kind (a TPU core's default batch is not a CPU's); verify
+    then checks at that batch, on CPU replicas."""
+    from trainer_module import scaling
+
+    monkeypatch.setattr(scaling, "MIN_STEPS_PER_EPOCH", 1)  # so penguins' 272 rows keep them
+    monkeypatch.setattr(scaling, "HARDWARE_BATCH", {"tpu": 16, "gpu": 64, "cpu": 32})
+    job = train.TrainJob.from_dict(_job(penguins_run))
+    batches = {kind: verify_lib.verify(job, 2, hardware=kind) for kind in ("tpu", "gpu", "")}
+    assert {k: v.per_replica_batch for k, v in batches.items()} == {"tpu": 16, "gpu": 64, "": 32}
+    assert all(v.passed for v in batches.values())

@@ -132,9 +132,9 @@ def run(job: TrainJob, callbacks=()) -> TrainingSummary:
         return parameter_server.run_in_subprocess(dataclasses.asdict(job))
     if os.environ.get(parameter_server.TRAINER_PROCESS_ENV):
         parameter_server.relay_progress()
-    verified = _verify(job) if cfg.verify else None
     tf.keras.utils.set_random_seed(cfg.seed)
     strategy = strategy_lib.resolve_strategy(cfg)
+    verified = _verify(job, strategy_lib.hardware(strategy)) if cfg.verify else None
     asynchronous = parameter_server.is_parameter_server(strategy)
     plan = _plan(cfg, strategy, job.train_files)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
@@ -231,12 +231,13 @@ class VerificationFailed(RuntimeError):
     """trainer.verify: the replicas do not make one device's update; the message says where."""
 
 
-def _verify(job: TrainJob):
+def _verify(job: TrainJob, hardware: str):
     """trainer.verify: `lockstep verify`'s check (trainer_module/verify.py), before training, in
-    a process of its own (it needs CPU replicas of its own); a failure stops the run."""
+    a process of its own (it needs CPU replicas of its own), at the batch the plan gives this
+    run's hardware; a failure stops the run."""
     from trainer_module import verify
 
-    result = verify.run_in_subprocess(dataclasses.asdict(job))
+    result = verify.run_in_subprocess(dataclasses.asdict(job), hardware=hardware)
     for line in result.lines():
         logging.info(line)
     if not result.passed:

@@ -87,7 +87,8 @@ class VerifyError(RuntimeError):
 
 
 def verify(job: train.TrainJob, replicas: int = 2, steps: int = 3,
-           tolerance: float | None = None, workers: int = 1) -> Verification | None:
+           tolerance: float | None = None, workers: int = 1,
+           hardware: str = "") -> Verification | None:
     """Trains `steps` global steps on `replicas` replicas with lockstep's loop and on one device
     with Keras `fit`, from the same weights on the same data; compares the weights.
 
@@ -96,7 +97,9 @@ def verify(job: train.TrainJob, replicas: int = 2, steps: int = 3,
     job.train_files at the plan's batch. workers == 1: `replicas` logical CPU devices
     (`strategy.configure_emulated_replicas` before TensorFlow starts; the command line does it).
     workers > 1: this process is one of them (TF_CONFIG set), replicas == workers; the chief
-    returns the Verification, the others None.
+    returns the Verification, the others None. hardware: what a replica of the run being checked
+    is ("tpu", "gpu", "cpu"; default "cpu"): the plan's default batch depends on it, and the
+    check runs at the run's batch, on CPU replicas.
     """
     cfg = job.trainer
     tolerance = TOLERANCES[cfg.precision] if tolerance is None else tolerance
@@ -105,7 +108,7 @@ def verify(job: train.TrainJob, replicas: int = 2, steps: int = 3,
     # batch comes from the data.
     fixed = dataclasses.replace(cfg, train_steps=steps)
     rows = train.count_train_rows(fixed, job.train_files)
-    plan = scaling.make_plan(fixed, replicas, train_rows=rows)
+    plan = scaling.make_plan(fixed, replicas, train_rows=rows, hardware=hardware)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     inputs = train.model_inputs(tf_transform_output, job.label, job.task, cfg)
     per_example_loss = hooks.per_example_loss(cfg, job.task, inputs.outputs)
@@ -245,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: by trainer.precision (TOLERANCES)")
     parser.add_argument("--workers", type=int, default=1,
                         help="this process is one of W workers (TF_CONFIG names the cluster)")
+    parser.add_argument("--hardware", choices=sorted(scaling.HARDWARE_BATCH), default="",
+                        help="what a replica of the checked run is, for its default batch "
+                             "(default: cpu)")
     args = parser.parse_args(argv)
     try:
         # Before TensorFlow starts: one device for the reference, N CPU replicas for lockstep.
@@ -254,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
             strategy_lib.configure_emulated_replicas(args.replicas)
         with open(args.job) as handle:
             job = train.TrainJob.from_dict(json.load(handle))
-        result = verify(job, args.replicas, args.steps, args.tolerance, args.workers)
+        result = verify(job, args.replicas, args.steps, args.tolerance, args.workers,
+                        args.hardware)
         if result is None:  # a worker that is not the chief: it trained its replica
             return 0
         with open(args.out, "w") as handle:
@@ -279,7 +286,8 @@ def free_ports(n: int) -> list[int]:
 
 
 def run_in_subprocess(job_dict: dict, replicas: int = 2, steps: int = 3, timeout: float = 600,
-                      tolerance: float | None = None, workers: int = 1) -> Verification:
+                      tolerance: float | None = None, workers: int = 1,
+                      hardware: str = "") -> Verification:
     """`verify` in a fresh process (this one's TensorFlow may have started with other devices),
     or in `workers` processes on loopback (one replica each; replicas is then workers).
 
@@ -301,6 +309,7 @@ def run_in_subprocess(job_dict: dict, replicas: int = 2, steps: int = 3, timeout
         command = [sys.executable, "-m", "trainer_module.verify", job_path, out_path,
                    "--replicas", str(replicas), "--steps", str(steps), "--workers", str(workers)]
         command += ["--tolerance", str(tolerance)] if tolerance is not None else []
+        command += ["--hardware", hardware] if hardware else []
         children = []
         for index in range(workers):
             child_env = dict(env, TF_CONFIG=json.dumps(
