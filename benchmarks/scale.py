@@ -39,29 +39,44 @@ from harness import REPO
 
 LABEL = "label"
 STAGES = ("CsvExampleGen", "StatisticsGen", "Transform")
+CARDINALITIES = (3, 10, 50, 300, 1000, 5000)
 
 
-def make_csv(directory: Path, rows: int, files: int = 4, seed: int = 0) -> None:
+def make_csv(directory: Path, rows: int, files: int = 4, seed: int = 0, width: int = 24) -> None:
+    """`width` columns with the label: of the features about 10/23 floats, 4/23 integer counts,
+    3/23 0/1 flags and 6/23 strings (their cardinalities cycling 3, 10, 50, 300, 1000, 5000); the
+    label depends on num_0, num_1, count_1, cat_10 and cat_3. At width 24 the bytes are those the
+    benchmarks measured before `width` existed."""
     import numpy as np
     import pandas as pd
 
+    features = width - 1
+    floats, counts, flags = (max(2, round(features * share / 23)) for share in (10, 4, 3))
+    strings = features - floats - counts - flags
+    if strings < 2:
+        raise ValueError(f"width {width} is too narrow (at least 10 columns)")
     rng = np.random.default_rng(seed)
     cols = {}
-    for i in range(10):
+    for i in range(floats):
         cols[f"num_{i}"] = rng.normal(i, 1 + i, rows).round(4)
-    for i in range(4):
+    for i in range(counts):
         cols[f"count_{i}"] = rng.poisson(3 + 10 * i, rows)
-    for i in range(3):
+    for i in range(flags):
         cols[f"flag_{i}"] = rng.integers(0, 2, rows)
-    for values in (3, 10, 50, 300, 1000, 5000):
+    for i in range(strings):
+        values = CARDINALITIES[i % len(CARDINALITIES)]
         ranks = np.minimum(rng.zipf(1.3, rows), values) - 1
-        cols[f"cat_{values}"] = np.char.add("v", ranks.astype(str))
+        cycle = i // len(CARDINALITIES)
+        cols[f"cat_{values}" + (f"_{cycle}" if cycle else "")] = np.char.add("v", ranks.astype(str))
     score = (cols["num_0"] - cols["num_1"] / 2 + (cols["count_1"] > 13) * 1.5
              + (cols["cat_10"] == "v0") - (cols["cat_3"] == "v1") + rng.normal(0, 0.7, rows))
     label = np.where(score > 1.0, "high", np.where(score > -1.0, "mid", "low"))
-    frame = pd.DataFrame(cols)
-    missing = rng.random(frame.shape) < 0.05
-    frame = frame.astype(object).mask(missing)
+    missing = rng.random((rows, len(cols))) < 0.05
+    # Column by column, in types that print as Python's objects did (an object frame of
+    # rows x width Python objects would take gigabytes at 200 columns).
+    frame = pd.DataFrame({name: pd.Series(values).astype("Int64" if values.dtype.kind == "i"
+                                                         else values.dtype).mask(missing[:, j])
+                          for j, (name, values) in enumerate(cols.items())})
     frame[LABEL] = label
     directory.mkdir(parents=True, exist_ok=True)
     for index, part in enumerate(np.array_split(np.arange(rows), files)):
@@ -117,13 +132,15 @@ def _stage_pipeline(kind: str, data: str, root: str) -> None:
     print("SECONDS " + json.dumps(seconds))
 
 
-def _run(cmd, cwd) -> tuple[float, float, float, str]:
+def _run(cmd, cwd, log: Path | None = None) -> tuple[float, float, float, str]:
     """(wall seconds, peak RSS in GB of it and what it waited for, peak of the RSS summed over
-    its process tree sampled every 0.2 s, stdout) of one command. The two peaks differ when it
-    runs worker processes: ru_maxrss is the largest single process's."""
+    its process tree sampled every 0.2 s, stdout) of one command; its stderr goes to `log` if
+    given. The two peaks differ when it runs worker processes: ru_maxrss is the largest single
+    process's."""
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
     tic = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    with tempfile.TemporaryFile("w+") as out, \
+            (open(log, "w+") if log else tempfile.TemporaryFile("w+")) as err:
         process = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, text=True)
         tree_peak, done = [0], threading.Event()
 
@@ -164,9 +181,10 @@ def _tree_rss(root: int) -> int:
     return sum(rss.get(pid, 0) for pid in tree)
 
 
-def _make_csv(directory: Path, rows: int) -> None:
+def _make_csv(directory: Path, rows: int, width: int = 24) -> None:
     """make_csv in a subprocess, so this process stays small (see the module docstring)."""
-    _run([sys.executable, __file__, "--make-csv", str(directory), str(rows)], directory.parent)
+    _run([sys.executable, __file__, "--make-csv", str(directory), str(rows), str(width)],
+         directory.parent)
 
 
 def _stages(kind: str, data: Path, work: Path) -> dict[str, float]:
@@ -187,13 +205,14 @@ def main() -> None:
                         help="also run the largest --full size with Beam's multi-process direct "
                              "runner on every core, and print the ratio")
     parser.add_argument("--stage", nargs=3, metavar=("KIND", "DATA", "ROOT"), help=argparse.SUPPRESS)
-    parser.add_argument("--make-csv", nargs=2, metavar=("DIR", "ROWS"), help=argparse.SUPPRESS)
+    parser.add_argument("--make-csv", nargs=3, metavar=("DIR", "ROWS", "WIDTH"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stage:
         _stage_pipeline(*args.stage)
         return
     if args.make_csv:
-        make_csv(Path(args.make_csv[0]), int(args.make_csv[1]))
+        make_csv(Path(args.make_csv[0]), int(args.make_csv[1]), width=int(args.make_csv[2]))
         return
     work = Path(tempfile.mkdtemp(prefix="lockstep-scale-"))
     print(f"work directory: {work}", flush=True)
