@@ -3,6 +3,11 @@
 With no baseline TFMA drops the baseline model spec and its change thresholds, so the first model
 is judged by the absolute thresholds alone; afterwards it must also not regress.
 
+TFMA decodes every column its schema names and splits each into one value per example in Python;
+the model reads the serialized examples itself, so the Evaluator decodes only the columns it slices
+by and the label (`needed_columns`): a 200-column table otherwise cost 200 Python values per eval
+row.
+
 It also starts the serving smoke test of the candidate (components/serving_check.py) as it begins,
 in its own process beside TFMA, and records the verdict on the blessing for the Pusher.
 
@@ -10,15 +15,18 @@ in its own process beside TFMA, and records the verdict on the blessing for the 
 them all).
 """
 
+import os
+
 from tfx.components.evaluator.component import Evaluator as _StockEvaluator
 from tfx.components.evaluator import executor as stock_executor
 from tfx.dsl.components.base import executor_spec
-from tfx.types import artifact_utils, standard_component_specs
-from tfx.utils import path_utils
+from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
+from tfx.utils import io_utils, path_utils, proto_utils
 
 from components import serving_check, serving_dir
 from components.latest_model import is_found
 from components.memory import objects_frozen
+from trainer_module import features
 
 
 class Executor(stock_executor.Executor):
@@ -31,6 +39,10 @@ class Executor(stock_executor.Executor):
         examples = artifact_utils.get_single_instance(
             input_dict[standard_component_specs.EXAMPLES_KEY])
         check = serving_check.start(source, serving_check.eval_example_files(examples))
+        schema_key = standard_component_specs.SCHEMA_KEY
+        if input_dict.get(schema_key):
+            input_dict[schema_key] = [self._needed_columns_schema(
+                input_dict[schema_key], exec_properties[standard_component_specs.EVAL_CONFIG_KEY])]
         try:
             with objects_frozen():
                 super().Do(input_dict, output_dict, exec_properties)
@@ -42,6 +54,36 @@ class Executor(stock_executor.Executor):
         blessing.set_string_custom_property(serving_check.VERDICT_KEY, check.verdict())
         blessing.set_string_custom_property(serving_check.CHECKED_SHA_KEY,
                                             serving_dir.content_hash(source))
+
+
+    def _needed_columns_schema(self, schemas, eval_config_json: str):
+        """A Schema artifact, in this execution's temp dir, of the columns TFMA needs."""
+        from tensorflow_model_analysis.proto import config_pb2
+
+        schema = io_utils.SchemaReader().read(
+            io_utils.get_only_uri_in_dir(artifact_utils.get_single_uri(schemas)))
+        eval_config = proto_utils.json_to_proto(eval_config_json, config_pb2.EvalConfig())
+        artifact = standard_artifacts.Schema()
+        artifact.uri = os.path.join(self._get_tmp_dir(), "needed-columns-schema")
+        io_utils.write_pbtxt_file(os.path.join(artifact.uri, "schema.pbtxt"),
+                                  needed_columns(schema, eval_config))
+        return artifact
+
+
+def needed_columns(schema, eval_config):
+    """The schema with only the features TFMA reads from the raw examples: the columns it slices
+    by, and the label's column (the metrics take the transformed label; kept so that a schema
+    never ends up empty)."""
+    keep = {key for spec in eval_config.slicing_specs for key in spec.feature_keys}
+    keep |= {key for spec in eval_config.slicing_specs for key in spec.feature_values}
+    labels = {spec.label_key for spec in eval_config.model_specs}
+    kept = [f for f in schema.feature
+            if f.name in keep or features.transformed_name(f.name) in labels]
+    result = type(schema)()
+    result.CopyFrom(schema)
+    del result.feature[:]
+    result.feature.extend(kept)
+    return result
 
 
 class Evaluator(_StockEvaluator):

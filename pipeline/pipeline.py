@@ -153,7 +153,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
     trainer.add_upstream_node(example_validator)
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
-        baseline_model=latest.outputs["model"],
+        baseline_model=latest.outputs["model"], schema=schema_gen.outputs["schema"],
         eval_config=evaluation.eval_config(gate, label, config.eval.slices,
                                            config.eval.max_regression),
     ).with_id(EVALUATOR_NODE)

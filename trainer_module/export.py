@@ -1,7 +1,13 @@
 """Export: a SavedModel whose `serving_default` takes serialized raw tf.Examples (the transform
-graph inside) and whose `transform_features` gives TFMA the transformed features, with the label
-of an unlabeled example (NaN, or class -1) set to 0 and its weight (`features.EVAL_WEIGHT`) to 0:
-TFMA's metrics then count the labeled examples alone, as a person scoring the served model does."""
+graph inside) and whose `transform_features` gives TFMA what it needs of the transform: the
+transformed label, with the label of an unlabeled example (NaN, or class -1) set to 0, and its
+weight (`features.EVAL_WEIGHT`), 0 for an unlabeled example: TFMA's metrics then count the labeled
+examples alone, as a person scoring the served model does.
+
+Only those two: TFMA splits every tensor a preprocessing function returns into one value per
+example in Python (its unbatch extractor), which with every transformed feature was the largest
+part of the Evaluator (nycflights13, 67,576 eval rows x 66 tensors: 17 of its 46 s profiled). The
+transformed features are the transform graph's to give (tft.TFTransformOutput)."""
 
 from __future__ import annotations
 
@@ -39,12 +45,10 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
     def transform_features(serialized):
-        transformed = dict(model.tft_layer(tf.io.parse_example(serialized, raw_spec)))
-        label = transformed[label_out]
+        label = model.tft_layer(tf.io.parse_example(serialized, raw_spec))[label_out]
         labeled = tf.math.is_finite(label) if label.dtype.is_floating else label >= 0
-        transformed[label_out] = tf.where(labeled, label, tf.zeros_like(label))
-        transformed[features.EVAL_WEIGHT] = tf.cast(labeled, tf.float32)
-        return transformed
+        return {label_out: tf.where(labeled, label, tf.zeros_like(label)),
+                features.EVAL_WEIGHT: tf.cast(labeled, tf.float32)}
 
     model.save(path, save_format="tf", signatures={
         "serving_default": serve, "transform_features": transform_features})
