@@ -75,6 +75,7 @@ class Pending:
         if self._process.poll() is None:
             self._process.kill()
             self._process.wait()
+        self._output.close()
 
 
 def start(model_dir: str, example_files: list[str], timeout: float = TIMEOUT_SECONDS) -> Pending:
