@@ -44,6 +44,7 @@ from tfx.utils import proto_utils
 from tfx.components.util import examples_utils
 
 from components import csv_format, spans
+from trainer_module import input_pipeline
 
 SPANS_KEY = "spans"
 DATA_FINGERPRINT_KEY = "data_fingerprint"  # spans.fingerprint of the chosen spans' files
@@ -188,7 +189,8 @@ class _Encode(beam.DoFn):
     C++ (tfx_bsl), assigns each to a split by TFX's hash-bucket rule over the row's cells
     (csv_format.split_buckets; tfx_bsl's bytes are not canonical), and either yields the records (`shard_dirs` empty) or
     writes each batch's records of each split to a temporary GZIP TFRecord file in that split's
-    directory and yields (split, its path); `_Finalize` names the files once all are written."""
+    directory and yields (split, span, its path, its records); `_finalize` names the files once all
+    are written."""
 
     def __init__(self, header: list[str], missing_values: list[str], buckets: list[int],
                  shard_dirs: list[str], span_of: dict[str, int] | None = None):
@@ -220,7 +222,7 @@ class _Encode(beam.DoFn):
             yield from written
 
     def _encode_and_write(self, batch, types: dict[str, str],
-                          span: int | None) -> list[tuple[int, int | None, str]]:
+                          span: int | None) -> list[tuple[int, int | None, str, int]]:
         cleaned = csv_format.clean(batch, self._missing)
         records = self._encoder.encode(csv_format.typed_batch(cleaned, types))
         parts = [records]
@@ -229,7 +231,7 @@ class _Encode(beam.DoFn):
             buckets = csv_format.split_buckets(cleaned, self._buckets[-1])
             for record, bucket in zip(records, buckets):
                 parts[bisect.bisect(self._buckets, bucket)].append(record)
-        return [(split, span, self._write(self._shard_dirs[split], part))
+        return [(split, span, self._write(self._shard_dirs[split], part), len(part))
                 for split, part in enumerate(parts) if part]
 
     @staticmethod
@@ -248,18 +250,21 @@ def shard_prefix(span: int | None) -> str:
     return f"{SHARD_NAME}-" if span is None else f"{SHARD_NAME}-span{span:05d}-"
 
 
-def _finalize(written: list[tuple[int, int | None, str]], shard_dirs: list[str]) -> None:
-    """Renames each split's written files to data_tfrecord[-spanSSSSS]-NNNNN-of-NNNNN.gz and
-    removes temporary files of attempts that did not finish (a retried bundle on a distributed
-    runner)."""
+def _finalize(written: list[tuple[int, int | None, str, int]], shard_dirs: list[str]) -> None:
+    """Renames each split's written files to data_tfrecord[-spanSSSSS]-NNNNN-of-NNNNN.gz, removes
+    temporary files of attempts that did not finish (a retried bundle on a distributed runner),
+    and writes the split's record count beside it (the Trainer's plan reads it:
+    trainer_module/input_pipeline.py, recorded_rows)."""
     for split, directory in enumerate(shard_dirs):
-        for span in sorted({sp for s, sp, _ in written if s == split}, key=lambda sp: sp or 0):
-            mine = sorted(path for s, sp, path in written if s == split and sp == span)
+        for span in sorted({w[1] for w in written if w[0] == split}, key=lambda sp: sp or 0):
+            mine = sorted(w[2] for w in written if w[0] == split and w[1] == span)
             for index, path in enumerate(mine):
                 fileio.rename(path, f"{directory}/{shard_prefix(span)}"
                                     f"{index:05d}-of-{len(mine):05d}.gz", overwrite=True)
         for stale in fileio.glob(f"{directory}/{TEMP_PREFIX}*"):
             fileio.remove(stale)
+        with fileio.open(f"{directory.rstrip('/')}{input_pipeline.ROWS_SUFFIX}", "w") as out:
+            out.write(str(sum(w[3] for w in written if w[0] == split)))
 
 
 def _write_types(types: dict[str, str], directory: str) -> None:

@@ -159,6 +159,19 @@ def test_types_and_examples_equal_the_per_row_reader(csv_dir, tmp_path, monkeypa
         assert ids == expected[split]
     assert 150 < len(train) < 210
     assert not tf.io.gfile.glob(f"{tmp_path}/out/*/{csv_example_gen.TEMP_PREFIX}*")
+    # Each split's record count, written beside it, is what the Trainer's plan reads instead of
+    # reading every record (written from many batches on several threads here).
+    from trainer_module import input_pipeline
+
+    for split, records in (("train", train), ("eval", eval_)):
+        pattern = f"{tmp_path}/out/Split-{split}/*"
+        assert input_pipeline.recorded_rows([pattern]) == len(records)
+        assert input_pipeline.count_records(input_pipeline.list_files(pattern)) == len(records)
+    both = [f"{tmp_path}/out/Split-{s}/*" for s in ("train", "eval")]
+    assert input_pipeline.recorded_rows(both) == 270
+    # A pattern for part of a split dir, or a dir with no count: None (the plan counts).
+    assert input_pipeline.recorded_rows([f"{tmp_path}/out/Split-train/data_tfrecord-0*"]) is None
+    assert input_pipeline.recorded_rows([f"{tmp_path}/elsewhere/*"]) is None
 
 
 def test_the_same_input_gives_the_same_splits(csv_dir, tmp_path):

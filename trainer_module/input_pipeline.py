@@ -36,6 +36,25 @@ def file_bytes(files: list[str]) -> int:
     return sum(tf.io.gfile.stat(f).length for f in files)
 
 
+# Beside a split dir (Split-train.rows): how many records the ExampleGen wrote to it
+# (components/csv_example_gen.py), so the plan need not read every record to count them.
+ROWS_SUFFIX = ".rows"
+
+
+def recorded_rows(patterns) -> int | None:
+    """The records the ExampleGen counted as it wrote the split dirs these `<dir>/*` patterns
+    glob, or None where any of them has no count (another ExampleGen, an older run, a pattern
+    that takes part of a dir): then count_records reads them."""
+    total = 0
+    for pattern in [patterns] if isinstance(patterns, str) else patterns:
+        path = pattern[:-2] + ROWS_SUFFIX if pattern.endswith("/*") else ""
+        if not path or not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path) as handle:
+            total += int(handle.read())
+    return total
+
+
 def count_records(files: list[str], compression: str = "GZIP") -> int:
     """The records in these TFRecord files, counted in C++ a batch at a time."""
     ds = tf.data.TFRecordDataset(files, compression_type=compression,

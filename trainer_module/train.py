@@ -86,6 +86,9 @@ def count_train_rows(cfg: TrainerConfig, train_files) -> int | None:
     """The training split's rows where the plan needs them (steps or batch from the data)."""
     if not scaling.needs_rows(cfg):
         return None
+    recorded = input_pipeline.recorded_rows(train_files)
+    if recorded is not None:
+        return recorded
     return input_pipeline.count_records(input_pipeline.list_files(train_files))
 
 
