@@ -6,6 +6,8 @@ import tensorflow_transform as tft
 from tfx import v1 as tfx
 from tfx_bsl.public import tfxio
 
+from stock import export
+
 NUMERIC = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "year"]
 LABEL = "species"
 
@@ -46,18 +48,5 @@ def run_fn(fn_args: tfx.components.FnArgs):
                       metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
     model.fit(train, steps_per_epoch=fn_args.train_steps, validation_data=evaluation,
               validation_steps=fn_args.eval_steps)
-    model.tft_layer = tf_transform_output.transform_features_layer()
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def serve(serialized):
-        spec = tf_transform_output.raw_feature_spec()
-        spec.pop(LABEL)
-        transformed = model.tft_layer(tf.io.parse_example(serialized, spec))
-        return model({k: tf.reshape(transformed[k], [-1, 1]) for k in NUMERIC})
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def transform_features(serialized):
-        return model.tft_layer(tf.io.parse_example(serialized, tf_transform_output.raw_feature_spec()))
-
-    model.save(fn_args.serving_model_dir, save_format="tf", signatures={
-        "serving_default": serve, "transform_features": transform_features})
+    export(model, tf_transform_output, LABEL, fn_args.serving_model_dir,
+           lambda transformed: {k: tf.reshape(transformed[k], [-1, 1]) for k in NUMERIC})

@@ -7,7 +7,7 @@ import sys
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
-import tensorflow_model_analysis as tfma  # noqa: E402
+from stock import evaluate_and_push  # noqa: E402
 from tfx import v1 as tfx  # noqa: E402
 
 MODULE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "penguin_module.py")
@@ -25,26 +25,7 @@ def build(data_dir, root, kubeflow=False):
         module_file=MODULE, examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"], schema=schema.outputs["schema"],
         train_args=tfx.proto.TrainArgs(num_steps=375), eval_args=tfx.proto.EvalArgs(num_steps=5))
-    resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
-    eval_config = tfma.EvalConfig(
-        model_specs=[tfma.ModelSpec(signature_name="serving_default", label_key="species",
-                                    preprocessing_function_names=["transform_features"])],
-        slicing_specs=[tfma.SlicingSpec()],
-        metrics_specs=[tfma.MetricsSpec(metrics=[tfma.MetricConfig(
-            class_name="SparseCategoricalAccuracy",
-            threshold=tfma.MetricThreshold(value_threshold=tfma.GenericValueThreshold(
-                lower_bound={"value": 0.6})))])])
-    evaluator = tfx.components.Evaluator(
-        examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
-        baseline_model=resolver.outputs["model"], eval_config=eval_config)
-    pusher = tfx.components.Pusher(
-        model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
-        push_destination=tfx.proto.PushDestination(filesystem=tfx.proto.PushDestination.Filesystem(
-            base_directory=os.path.join(root, "serving"))))
+    resolver, evaluator, pusher = evaluate_and_push(example_gen, trainer, "species", 0.6, root)
     pipeline = tfx.dsl.Pipeline(
         pipeline_name="reference", pipeline_root=os.path.join(root, "pipeline_root"),
         components=[example_gen, stats, schema, validator, transform, trainer, resolver,

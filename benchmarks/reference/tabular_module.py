@@ -14,6 +14,8 @@ import tensorflow_transform as tft
 from tfx import v1 as tfx
 from tfx_bsl.public import tfxio
 
+from stock import export
+
 
 def _columns(custom_config):
     with open(custom_config["columns"]) as f:
@@ -83,19 +85,5 @@ def run_fn(fn_args: tfx.components.FnArgs):
                       metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
     model.fit(train, steps_per_epoch=fn_args.train_steps, validation_data=evaluation,
               validation_steps=fn_args.eval_steps)
-    model.tft_layer = tf_transform_output.transform_features_layer()
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def serve(serialized):
-        spec = tf_transform_output.raw_feature_spec()
-        spec.pop(label)
-        transformed = model.tft_layer(tf.io.parse_example(serialized, spec))
-        return model({k: transformed[k] for k in model.input_names})
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def transform_features(serialized):
-        raw = tf.io.parse_example(serialized, tf_transform_output.raw_feature_spec())
-        return model.tft_layer(raw)
-
-    model.save(fn_args.serving_model_dir, save_format="tf", signatures={
-        "serving_default": serve, "transform_features": transform_features})
+    export(model, tf_transform_output, label, fn_args.serving_model_dir,
+           lambda transformed: {k: transformed[k] for k in model.input_names})

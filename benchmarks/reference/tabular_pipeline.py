@@ -10,8 +10,8 @@ import os
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
-import tensorflow_model_analysis as tfma  # noqa: E402
 from absl import app, logging  # noqa: E402
+from stock import evaluate_and_push  # noqa: E402
 from tfx import v1 as tfx  # noqa: E402
 
 MODULE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tabular_module.py")
@@ -41,26 +41,7 @@ def build(data, root, columns_file, train_steps, batch_size):
         transform_graph=transform.outputs["transform_graph"], schema=schema.outputs["schema"],
         train_args=tfx.proto.TrainArgs(num_steps=train_steps),
         eval_args=tfx.proto.EvalArgs(num_steps=5), custom_config=custom_config)
-    resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
-    eval_config = tfma.EvalConfig(
-        model_specs=[tfma.ModelSpec(signature_name="serving_default", label_key=label,
-                                    preprocessing_function_names=["transform_features"])],
-        slicing_specs=[tfma.SlicingSpec()],
-        metrics_specs=[tfma.MetricsSpec(metrics=[tfma.MetricConfig(
-            class_name="SparseCategoricalAccuracy",
-            threshold=tfma.MetricThreshold(value_threshold=tfma.GenericValueThreshold(
-                lower_bound={"value": 0.5})))])])
-    evaluator = tfx.components.Evaluator(
-        examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
-        baseline_model=resolver.outputs["model"], eval_config=eval_config)
-    pusher = tfx.components.Pusher(
-        model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
-        push_destination=tfx.proto.PushDestination(filesystem=tfx.proto.PushDestination.Filesystem(
-            base_directory=os.path.join(root, "serving"))))
+    resolver, evaluator, pusher = evaluate_and_push(example_gen, trainer, label, 0.5, root)
     return tfx.dsl.Pipeline(
         pipeline_name="tabular-reference", pipeline_root=os.path.join(root, "pipeline_root"),
         components=[example_gen, stats, schema, validator, transform, trainer, resolver,
