@@ -38,11 +38,11 @@ class Executor(stock_executor.Executor):
         source = path_utils.serving_model_path(model.uri)
         examples = artifact_utils.get_single_instance(
             input_dict[standard_component_specs.EXAMPLES_KEY])
-        check = serving_check.start(source, serving_check.eval_example_files(examples))
         schema_key = standard_component_specs.SCHEMA_KEY
         if input_dict.get(schema_key):
             input_dict[schema_key] = [self._needed_columns_schema(
                 input_dict[schema_key], exec_properties[standard_component_specs.EVAL_CONFIG_KEY])]
+        check = serving_check.start(source, serving_check.eval_example_files(examples))
         try:
             with objects_frozen():
                 super().Do(input_dict, output_dict, exec_properties)
@@ -54,7 +54,6 @@ class Executor(stock_executor.Executor):
         blessing.set_string_custom_property(serving_check.VERDICT_KEY, check.verdict())
         blessing.set_string_custom_property(serving_check.CHECKED_SHA_KEY,
                                             serving_dir.content_hash(source))
-
 
     def _needed_columns_schema(self, schemas, eval_config_json: str):
         """A Schema artifact, in this execution's temp dir, of the columns TFMA needs."""
