@@ -256,15 +256,15 @@ def _finalize(written: list[tuple[int, int | None, str, int]], shard_dirs: list[
     and writes the split's record count beside it (the Trainer's plan reads it:
     trainer_module/input_pipeline.py, recorded_rows)."""
     for split, directory in enumerate(shard_dirs):
-        for span in sorted({w[1] for w in written if w[0] == split}, key=lambda sp: sp or 0):
-            mine = sorted(w[2] for w in written if w[0] == split and w[1] == span)
+        for span in sorted({sp for s, sp, _, _ in written if s == split}, key=lambda sp: sp or 0):
+            mine = sorted(path for s, sp, path, _ in written if s == split and sp == span)
             for index, path in enumerate(mine):
                 fileio.rename(path, f"{directory}/{shard_prefix(span)}"
                                     f"{index:05d}-of-{len(mine):05d}.gz", overwrite=True)
         for stale in fileio.glob(f"{directory}/{TEMP_PREFIX}*"):
             fileio.remove(stale)
         with fileio.open(f"{directory.rstrip('/')}{input_pipeline.ROWS_SUFFIX}", "w") as out:
-            out.write(str(sum(w[3] for w in written if w[0] == split)))
+            out.write(str(sum(rows for s, _, _, rows in written if s == split)))
 
 
 def _write_types(types: dict[str, str], directory: str) -> None:

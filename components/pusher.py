@@ -58,12 +58,13 @@ def gating_metric(evaluation_uri: str, name: str) -> float | None:
         return None
 
 
-def serving_test(blessing, source: str, example_files: list[str]):
-    """The check a copy of `source` must pass: the same content as the Evaluator checked, if it
-    checked it (and it passed); else the smoke test itself. Each raises ServingCheckFailed."""
+def serving_test(blessing, source: str, digest: str, example_files: list[str]):
+    """The check a copy of `source` (whose content hash is `digest`) must pass: the same content
+    as the Evaluator checked, if it checked it (and it passed); else the smoke test itself. Each
+    raises ServingCheckFailed."""
     verdict = blessing.get_string_custom_property(serving_check.VERDICT_KEY)
     checked = blessing.get_string_custom_property(serving_check.CHECKED_SHA_KEY)
-    if not verdict or checked != serving_dir.content_hash(source):
+    if not verdict or checked != digest:
         return lambda path: serving_check.run(path, example_files)
 
     def same_content(path: str) -> None:
@@ -89,7 +90,8 @@ class Executor(base_executor.BaseExecutor):
         target = exec_properties["serving_dir"]
         examples = artifact_utils.get_single_instance(input_dict["examples"])
         source = path_utils.serving_model_path(model.uri)
-        check = serving_test(blessing, source, serving_check.eval_example_files(examples))
+        digest = serving_dir.content_hash(source)
+        check = serving_test(blessing, source, digest, serving_check.eval_example_files(examples))
         trained_on = {}
         if examples.has_custom_property(SPANS_KEY):
             trained_on = {
@@ -104,7 +106,7 @@ class Executor(base_executor.BaseExecutor):
         result = serving_dir.push(
             source, target, model_uri=model.uri, metric=metric, check=check,
             keep=exec_properties.get("keep_versions") or 0, run_id=run_id or "",
-            data=trained_on)
+            data=trained_on, digest=digest)
         out.set_int_custom_property(PUSHED_KEY, int(result.pushed))
         out.set_string_custom_property(NOTE_KEY, result.note)
         if result.destination:

@@ -4,9 +4,10 @@ have one finite row per example. A crash in the loader takes down only that proc
 
 The Evaluator starts it (`start`) on the trained model as it begins, so the check (most of it
 importing TensorFlow in the new process) runs on another core beside TFMA, and records the verdict
-and the model's content hash on the blessing (`record`); the Pusher then publishes a copy whose
-content hash equals the checked one, and checks the copy itself (`run`) only when the blessing has
-no verdict for this content (a blessing from before, or a model changed since).
+and the model's content hash on the blessing (VERDICT_KEY, CHECKED_SHA_KEY); the Pusher then
+publishes a copy whose content hash equals the checked one, and checks the copy itself (`run`)
+only when the blessing has no verdict for this content (a blessing from before, or a model
+changed since).
 
     python -m components.serving_check MODEL_DIR EXAMPLE_FILE [EXAMPLE_FILE ...]
 """

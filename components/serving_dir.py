@@ -160,14 +160,15 @@ def _pushed_before(serving_dir: str, entry: str, digest: str) -> dict | None:
 
 def push(source: str, serving_dir: str, *, model_uri: str = "", metric: dict | None = None,
          check: Callable[[str], None] | None = None, keep: int = 0, run_id: str = "",
-         data: dict | None = None) -> PushResult:
+         data: dict | None = None, digest: str = "") -> PushResult:
     """Pushes the SavedModel at `source` as a new version, unless this content was pushed before.
 
     data: what the model was trained on ({"spans": [...], "fingerprint": ...}), recorded.
     check(path): raises if the copy at `path` does not load and serve; nothing is published then.
-    keep: keep the newest `keep` versions and remove older ones (0: keep all)."""
+    keep: keep the newest `keep` versions and remove older ones (0: keep all).
+    digest: content_hash(source), where the caller has it already."""
     fileio = fs.fileio()
-    digest = content_hash(source)
+    digest = digest or content_hash(source)
     ledger = _join(serving_dir, LEDGER, "pushed")
     fileio.makedirs(ledger)
     entry = _join(ledger, f"{digest}.json")

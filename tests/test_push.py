@@ -164,20 +164,23 @@ def test_the_pusher_relies_on_the_evaluators_check_of_the_same_content_only(tmp_
     assert time.perf_counter() - tic < 1.0
     assert pending.verdict() == serving_check.PASSED
     # Checked and passed: the push needs no subprocess (a missing example file would fail one).
-    assert serving_dir.push(model, str(serving),
-                            check=pusher.serving_test(_blessing("passed", sha), model, [])).pushed
+    relied = pusher.serving_test(_blessing("passed", sha), model, sha, [])
+    assert serving_dir.push(model, str(serving), check=relied).pushed
     # Checked and failed: nothing is published, and the error is the Evaluator's.
     other = _model(tmp_path / "other", 3.0)
-    failed = _blessing("serving check of X failed (exit 1): boom", serving_dir.content_hash(other))
+    other_sha = serving_dir.content_hash(other)
+    failed = _blessing("serving check of X failed (exit 1): boom", other_sha)
     with pytest.raises(serving_check.ServingCheckFailed, match="boom"):
-        serving_dir.push(other, str(serving), check=pusher.serving_test(failed, other, files))
+        serving_dir.push(other, str(serving),
+                         check=pusher.serving_test(failed, other, other_sha, files))
     assert len(_numbered(serving)) == 1
     # A verdict on other content (or none) is not relied on: the copy is checked itself.
     broken = tmp_path / "broken"
     module = tf.Module()
     module.v = tf.Variable(1.0)
     tf.saved_model.save(module, str(broken))  # no serving_default
-    stale = pusher.serving_test(_blessing("passed", sha), str(broken), files)
+    stale = pusher.serving_test(_blessing("passed", sha), str(broken),
+                                serving_dir.content_hash(str(broken)), files)
     with pytest.raises(serving_check.ServingCheckFailed, match="has no serving_default signature"):
         serving_dir.push(str(broken), str(serving), check=stale)
     assert len(_numbered(serving)) == 1
