@@ -6,7 +6,7 @@ import tensorflow_transform as tft
 from tfx import v1 as tfx
 from tfx_bsl.public import tfxio
 
-from stock import export
+from stock import fit_and_export
 
 NUMERIC = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "year"]
 LABEL = "species"
@@ -37,16 +37,13 @@ def run_fn(fn_args: tfx.components.FnArgs):
     strategy = tf.distribute.MirroredStrategy()
     train = _input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output, 32)
     evaluation = _input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, 32)
-    with strategy.scope():
-        inputs = [tf.keras.Input(shape=(1,), name=k) for k in NUMERIC]
-        x = tf.keras.layers.concatenate(inputs)
-        for units in (32, 16):
-            x = tf.keras.layers.Dense(units, activation="relu")(x)
-        model = tf.keras.Model(inputs, tf.keras.layers.Dense(3)(x))
-        model.compile(optimizer=tf.keras.optimizers.Adam(1e-2),
-                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
-    model.fit(train, steps_per_epoch=fn_args.train_steps, validation_data=evaluation,
-              validation_steps=fn_args.eval_steps)
-    export(model, tf_transform_output, LABEL, fn_args.serving_model_dir,
-           lambda transformed: {k: tf.reshape(transformed[k], [-1, 1]) for k in NUMERIC})
+    fit_and_export(strategy, _build_model, fn_args, train, evaluation, tf_transform_output, LABEL,
+                   lambda transformed: {k: tf.reshape(transformed[k], [-1, 1]) for k in NUMERIC})
+
+
+def _build_model():
+    inputs = [tf.keras.Input(shape=(1,), name=k) for k in NUMERIC]
+    x = tf.keras.layers.concatenate(inputs)
+    for units in (32, 16):
+        x = tf.keras.layers.Dense(units, activation="relu")(x)
+    return tf.keras.Model(inputs, tf.keras.layers.Dense(3)(x))

@@ -36,6 +36,20 @@ def evaluate_and_push(example_gen, trainer, label: str, lower_bound: float, root
     return [resolver, evaluator, pusher]
 
 
+def fit_and_export(strategy, build_model, fn_args, train, evaluation, tf_transform_output,
+                   label: str, model_inputs) -> None:
+    """The tutorials' Trainer: build_model() under the strategy, compiled with Adam(1e-2) and
+    sparse categorical cross-entropy on logits, model.fit, then `export`."""
+    with strategy.scope():
+        model = build_model()
+        model.compile(optimizer=tf.keras.optimizers.Adam(1e-2),
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
+    model.fit(train, steps_per_epoch=fn_args.train_steps, validation_data=evaluation,
+              validation_steps=fn_args.eval_steps)
+    export(model, tf_transform_output, label, fn_args.serving_model_dir, model_inputs)
+
+
 def export(model, tf_transform_output, label: str, path: str, model_inputs) -> None:
     """Saves the model with the transform layer: serving_default on raw serialized examples
     (model_inputs: the transformed features -> the model's inputs) and transform_features."""

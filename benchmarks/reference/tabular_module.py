@@ -14,7 +14,7 @@ import tensorflow_transform as tft
 from tfx import v1 as tfx
 from tfx_bsl.public import tfxio
 
-from stock import export
+from stock import fit_and_export
 
 
 def _columns(custom_config):
@@ -77,13 +77,7 @@ def run_fn(fn_args: tfx.components.FnArgs):
     numeric = [_name(k) for k in columns["numeric"]]
     vocabularies = {_name(k): tf_transform_output.vocabulary_size_by_name(_name(k)) + 1
                     for k in columns["string"]}
-    with strategy.scope():
-        model = _build_model(numeric, vocabularies,
-                             tf_transform_output.vocabulary_size_by_name("label"))
-        model.compile(optimizer=tf.keras.optimizers.Adam(1e-2),
-                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
-    model.fit(train, steps_per_epoch=fn_args.train_steps, validation_data=evaluation,
-              validation_steps=fn_args.eval_steps)
-    export(model, tf_transform_output, label, fn_args.serving_model_dir,
-           lambda transformed: {k: transformed[k] for k in model.input_names})
+    classes = tf_transform_output.vocabulary_size_by_name("label")
+    fit_and_export(strategy, lambda: _build_model(numeric, vocabularies, classes), fn_args, train,
+                   evaluation, tf_transform_output, label,
+                   lambda transformed: {k: transformed[k] for k in [*numeric, *vocabularies]})
