@@ -39,9 +39,11 @@ from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenE
 from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
-from tfx.types import artifact_utils, standard_component_specs
-from tfx.utils import proto_utils
+from tfx.types import artifact_utils, channel, standard_artifacts, standard_component_specs
+from tfx.types.component_spec import ChannelParameter
+from tfx.utils import io_utils, proto_utils
 from tfx.components.util import examples_utils
+from tensorflow_metadata.proto.v0 import schema_pb2
 
 from components import csv_format, spans
 from trainer_module import input_pipeline
@@ -53,6 +55,8 @@ DATA_FINGERPRINT_KEY = "data_fingerprint"  # spans.fingerprint of the chosen spa
 # keys its analyzer cache on it (components/transform.py).
 SPAN_DATASETS_KEY = "span_datasets"
 SHARD_NAME = "data_tfrecord"  # TFX's name for ExampleGen's files
+SCHEMA_KEY = standard_component_specs.SCHEMA_KEY  # the types-only schema's output key
+SCHEMA_FILE = "schema.pbtxt"  # its file, SchemaGen's name
 COLUMN_TYPES_FILE = "column_types.json"  # beside the split dirs: the types every record was encoded with
 TEMP_PREFIX = ".tmp-"
 # zlib's fastest level: at its default (6) compressing took 45 % of ExampleGen's time; level 1
@@ -272,6 +276,21 @@ def _write_types(types: dict[str, str], directory: str) -> None:
         out.write(json.dumps(types, sort_keys=True))
 
 
+_SCHEMA_TYPES = {csv_format.INT: schema_pb2.INT, csv_format.FLOAT: schema_pb2.FLOAT,
+                 csv_format.STRING: schema_pb2.BYTES}
+
+
+def types_schema(types: dict[str, str]) -> schema_pb2.Schema:
+    """The schema of the records as they were encoded: each column with its type and nothing
+    else, so every feature parses as a tf.io.VarLenFeature (a missing cell is an absent value),
+    the feature spec SchemaGen's schema gives with infer_feature_shape=False. Transform reads
+    the records with it, so it need not wait for StatisticsGen and SchemaGen."""
+    schema = schema_pb2.Schema()
+    for name, kind in types.items():
+        schema.feature.add(name=name, type=_SCHEMA_TYPES[kind])
+    return schema
+
+
 def span_identities(chosen: list[int], files: list[str], span_pattern_full: str,
                     encoding: dict[str, Any]) -> dict[int, str]:
     """{span: identity}: sha256 over the span number, its files (path, size, mtime) and
@@ -321,7 +340,7 @@ def _CsvRecords(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_
              | "Merge" >> beam.CombineGlobally(_MergeProfiles())
              | "Types" >> beam.Map(lambda profiles: csv_format.column_types(
                  header, profiles, where, files, missing)))
-    if shard_dirs and span_of:  # read back only for the spans' identities (Executor.Do)
+    if shard_dirs:  # read back by Executor.Do: the schema, the spans' identities
         _ = types | "KeepTypes" >> beam.Map(_write_types,
                                             directory=shard_dirs[0].rsplit("/", 1)[0])
     return reads | "Encode" >> beam.ParDo(
@@ -370,14 +389,18 @@ class Executor(BaseExampleGenExecutor):
                      | f"Finalize[{index}]" >> beam.Map(_finalize, shard_dirs=list(dirs)))
         examples_utils.set_payload_format(examples, example_gen_pb2.FORMAT_TF_EXAMPLE)
         examples_utils.set_file_format(examples, "tfrecords_gzip")
+        with fileio.open(f"{examples.uri}/{COLUMN_TYPES_FILE}") as handle:
+            types = json.load(handle)
+        if output_dict.get(SCHEMA_KEY):
+            io_utils.write_pbtxt_file(
+                f"{artifact_utils.get_single_uri(output_dict[SCHEMA_KEY])}/{SCHEMA_FILE}",
+                types_schema(types))
         if chosen:
             # The span is the Examples' own property: downstream and ML Metadata see which data
             # this run trained on; `spans` lists every span of a rolling window.
             examples.span = chosen[-1]
             examples.set_string_custom_property(SPANS_KEY, ",".join(map(str, chosen)))
             examples.set_string_custom_property(DATA_FINGERPRINT_KEY, spans.fingerprint(files))
-            with fileio.open(f"{examples.uri}/{COLUMN_TYPES_FILE}") as handle:
-                types = json.load(handle)
             encoding = {"types": types, "options": spec.to_dict(),
                         "output_config": exec_properties[
                             standard_component_specs.OUTPUT_CONFIG_KEY]}
@@ -403,14 +426,36 @@ class SpanDriver(example_gen_driver.FileBasedDriver):
         return exec_properties
 
 
-class CsvExampleGen(example_gen_component.FileBasedExampleGen):
-    """FileBasedExampleGen over CSV with missing-value tokens; its settings are an ExampleGenSpec."""
+class CsvExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
+    """TFX's file-based ExampleGen spec, plus the records' types-only schema (types_schema)."""
 
+    OUTPUTS = {**standard_component_specs.FileBasedExampleGenSpec.OUTPUTS,
+               SCHEMA_KEY: ChannelParameter(type=standard_artifacts.Schema)}
+
+
+class CsvExampleGen(example_gen_component.FileBasedExampleGen):
+    """FileBasedExampleGen over CSV with missing-value tokens; its settings are an ExampleGenSpec.
+    Outputs `examples` and `schema`, the types the records were encoded with (types_schema)."""
+
+    SPEC_CLASS = CsvExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
     DRIVER_CLASS = SpanDriver
 
-    def __init__(self, input_base: str, spec: ExampleGenSpec, **kwargs):
+    def __init__(self, input_base: str, spec: ExampleGenSpec,
+                 input_config: example_gen_pb2.Input | None = None,
+                 output_config: example_gen_pb2.Output | None = None):
         """spec.span_pattern: files under input_base with {SPAN} for the span number; the
         executor resolves it (see components/spans.py), so the input_config pattern must not
         hold {SPAN}."""
-        super().__init__(input_base=input_base, custom_config=spec.to_custom_config(), **kwargs)
+        # FileBasedExampleGen.__init__ builds TFX's spec, without the schema: the same, by hand.
+        input_config = input_config or example_gen_utils.make_default_input_config()
+        component_spec = CsvExampleGenSpec(
+            input_base=input_base, input_config=input_config,
+            output_config=output_config or example_gen_utils.make_default_output_config(
+                input_config),
+            custom_config=spec.to_custom_config(), range_config=None,
+            output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
+            output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
+            examples=channel.Channel(type=standard_artifacts.Examples),
+            schema=channel.Channel(type=standard_artifacts.Schema))
+        super(example_gen_component.FileBasedExampleGen, self).__init__(spec=component_spec)

@@ -1,5 +1,11 @@
-"""The lockstep pipeline: CsvExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator ->
-Transform -> Trainer -> Evaluator -> Pusher, with LatestPushedModel as the Evaluator's baseline."""
+"""The lockstep pipeline, with LatestPushedModel as the Evaluator's baseline:
+
+    CsvExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -.
+                  `-> Transform -------------------------------------> Trainer -> Evaluator -> Pusher
+
+Transform reads the records with the ExampleGen's types-only schema (the types they were encoded
+with), so it runs beside the validation branch (pipeline/local/dag_runner.py locally; KFP runs
+ready tasks side by side by itself); the Trainer waits for both."""
 
 from __future__ import annotations
 
@@ -132,7 +138,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"],
     ).with_id(VALIDATOR_NODE)
     transform = Transform(
-        examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
+        examples=example_gen.outputs["examples"], schema=example_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
         custom_config=transform_spec(config, decisions).to_custom_config(),
         analyzer_cache_dir=analyzer_cache_dir(config) if config.data.span_pattern else "",

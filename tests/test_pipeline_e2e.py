@@ -1,4 +1,5 @@
-"""The whole pipeline, for real: LocalDagRunner, real TFRecords, a pushed SavedModel."""
+"""The whole pipeline, for real: the local runner (TFX's launcher, two lanes), real TFRecords, a
+pushed SavedModel."""
 
 import glob
 import json
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import PipelineRun, eval_examples, lockstep
+from conftest import REPO, PipelineRun, eval_examples, lockstep
 
 pytestmark = pytest.mark.slow
 
@@ -129,6 +130,32 @@ def test_a_run_is_quiet_and_logs_to_a_file(penguins_run):
     text = open(log).read()
     assert "Component Trainer is finished." in text and "Unable to register cu" in text
     assert re.search(r"^  Trainer\s+step \d+/\d+  loss", out, re.M), out  # progress, not a TTY
+
+
+def test_transform_reads_with_the_example_gens_schema_the_feature_spec_schemagen_gives(
+        penguins_run):
+    """Transform need not wait for StatisticsGen and SchemaGen: it reads the records with the
+    ExampleGen's types-only schema, whose feature spec is the one SchemaGen's schema gives (so
+    the Trainer, which parses with Transform's raw feature spec, reads the same)."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tensorflow_transform.tf_metadata import schema_utils
+    from tfx.utils import io_utils
+
+    def read(pattern):
+        [path] = glob.glob(str(penguins_run.pipeline_root / pattern))
+        return io_utils.parse_pbtxt_file(path, schema_pb2.Schema())
+
+    types = read("CsvExampleGen/schema/*/schema.pbtxt")
+    assert read("Transform/transform_graph/*/metadata/schema.pbtxt") == types
+    header = (REPO / "data/penguins/penguins.csv").read_text().splitlines()[0].split(",")
+    assert sorted(f.name for f in types.feature) == sorted(header)
+    kinds = {f.name: schema_pb2.FeatureType.Name(f.type) for f in types.feature}
+    assert kinds["species"] == kinds["island"] == "BYTES" and kinds["bill_length_mm"] == "FLOAT"
+    assert kinds["year"] == "INT"
+    spec = schema_utils.schema_as_feature_spec(types).feature_spec
+    assert spec == schema_utils.schema_as_feature_spec(
+        read("SchemaGen/schema/*/schema.pbtxt")).feature_spec
+    assert all(isinstance(s, tf.io.VarLenFeature) for s in spec.values())
 
 
 def test_another_csv_with_another_label_and_a_string_feature(tmp_path):
