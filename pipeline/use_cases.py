@@ -173,10 +173,18 @@ def _orchestrate(prepared: Prepared, orchestrator: str, console):
                          f"{record.seconds:6.1f}s (start-up {record.start_seconds:.1f}s)")
 
         return kfp_local.run_config(config, on_task=task_line).report()
-    from pipeline.local import dag_runner
+    from pipeline.local import node_worker
 
+    worker = node_worker.Worker.if_useful()  # its imports beside this process's
+    try:
+        from pipeline.local import dag_runner
+    except BaseException:
+        if worker is not None:
+            worker.close()
+        raise
     data = prepared.data
-    return dag_runner.run(config, data.input_base, data.pattern, prepared.decisions)
+    return dag_runner.run(config, data.input_base, data.pattern, prepared.decisions,
+                          worker=worker)
 
 
 def verify(prepared: Prepared, *, replicas: int = 2, steps: int = 3, workers: int = 1,

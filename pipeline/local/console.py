@@ -4,9 +4,9 @@ warnings) goes to a log file in the run's directory.
 
 `Console` swaps the process's stdout and stderr file descriptors for the log file while the run
 lasts, so even C++ logs written straight to fd 2 land there, and writes our own lines to the
-saved terminal. It reads what to show from log records: LocalDagRunner's "Component X is
-running." / "is finished.", the launcher's cached or new execution, and the Trainer's progress
-records (trainer_module/controller.py, PROGRESS_LOGGER). On a terminal the progress is one line
+saved terminal. It reads what to show from log records: the runner's "Component X is
+running." / "is finished." (pipeline/local/dag_runner.py: several can run at once; the finished
+record says whether TFX used a cached execution), and the Trainer's progress records (trainer_module/controller.py, PROGRESS_LOGGER). On a terminal the progress is one line
 redrawn in place; otherwise a plain line every tenth of the way.
 """
 
@@ -22,7 +22,6 @@ from trainer_module.config import PROGRESS_LOGGER, Progress  # the Trainer's pro
 
 _RUNNING = re.compile(r"Component (\S+) is running\.")
 _FINISHED = re.compile(r"Component (\S+) is finished\.")
-_CACHED = re.compile(r"A cached execution \d+ is used\.")
 
 
 def _duration(seconds: float) -> str:
@@ -36,7 +35,7 @@ class _Watcher(logging.Handler):
     def __init__(self, console: "Console"):
         super().__init__(logging.INFO)
         self.console = console
-        self.node, self.started, self.cached = None, 0.0, False
+        self.started: dict[str, float] = {}  # node -> when it began
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -47,14 +46,14 @@ class _Watcher(logging.Handler):
         except Exception:  # noqa: BLE001  a record we cannot read is not ours to show
             return
         if match := _RUNNING.match(message):
-            self.node, self.started, self.cached = match.group(1), time.perf_counter(), False
-            self.console.line(f"  {self.node:<20} running ...", transient=True)
-        elif _CACHED.match(message):
-            self.cached = True
+            node = match.group(1)
+            self.started[node] = time.perf_counter()
+            self.console.line(f"  {node:<20} running ...", transient=True)
         elif match := _FINISHED.match(message):
-            seconds = time.perf_counter() - self.started
-            state = "cached" if self.cached else "executed"
-            self.console.line(f"  {match.group(1):<20} {state:<9} {seconds:6.1f}s")
+            node = match.group(1)
+            seconds = time.perf_counter() - self.started.pop(node, time.perf_counter())
+            state = "cached" if getattr(record, "cached", False) else "executed"
+            self.console.line(f"  {node:<20} {state:<9} {seconds:6.1f}s")
 
 
 class Console:

@@ -1,18 +1,37 @@
-"""Runs the pipeline with TFX's LocalDagRunner, under a run id of its own, and reads that run back
-from ML Metadata (pipeline/reporting/metadata_store.py)."""
+"""Runs the pipeline here, under a run id of its own, and reads that run back from ML Metadata
+(pipeline/reporting/metadata_store.py).
+
+TFX's LocalDagRunner launches one node after another. This runner launches them the same way
+(pipeline/local/node_worker.py: TFX's launcher, driver, cache and ML Metadata as LocalDagRunner
+uses them) in two lanes: this process, and a worker process started as the run begins (it
+imports TFX while the ExampleGen runs). Each lane takes the first node, in the compiled order,
+whose upstream nodes have finished, so nodes whose inputs are ready run side by side: the
+validation branch (StatisticsGen, SchemaGen, ExampleValidator) beside Transform, each
+single-threaded inside. The Trainer runs in this process (its progress lines, emulated
+replicas). Until the worker is ready, this process takes every node: a cached run never waits
+for it. On one core there is one lane.
+"""
 
 from __future__ import annotations
 
 import datetime
+import logging
 import os
+import threading
 
 from tfx.dsl.compiler import compiler, constants
 from tfx.orchestration.portable import runtime_parameter_utils
-from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
 from pipeline import pipeline as pipeline_lib
 from pipeline.config import Config
+from pipeline.local import node_worker
 from pipeline.reporting import metadata_store, run_report
+
+_log = logging.getLogger(__name__)
+
+# Nodes this process runs itself: the Trainer's progress records reach the console from here,
+# and emulated replicas are configured in this process before TensorFlow starts.
+IN_PROCESS = (pipeline_lib.TRAINER_NODE,)
 
 
 def compile_ir(pipeline):
@@ -23,19 +42,133 @@ def compile_ir(pipeline):
     return ir
 
 
-def run(config: Config, input_base: str, pattern: str, decisions,
-        to_node: str | None = None) -> run_report.RunReport:
-    """decisions: pipeline/preflight.py's, for this config and data. to_node: run the nodes up to
-    this one alone (the same pipeline, ML Metadata and cache as a whole run)."""
-    os.makedirs(config.paths.pipeline_root, exist_ok=True)
-    os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
-    pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, decisions, to_node=to_node)
+def compile_run(pipeline):
+    """(IR, run id): the pipeline compiled for one run under this process's own run id
+    (LocalDagRunner would take the wall clock alone), so a report reads this run, not whichever
+    run of the pipeline is newest."""
     ir = compile_ir(pipeline)
-    # This process's own run id (LocalDagRunner would take the wall clock alone): the report
-    # below reads this run, not whichever run of the pipeline is newest.
     run_id = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M:%S.%f}Z"
               f"-{os.getpid()}")
     runtime_parameter_utils.substitute_runtime_parameter(
         ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id})
-    LocalDagRunner().run_with_ir(ir)
+    return ir, run_id
+
+
+def run(config: Config, input_base: str, pattern: str, decisions,
+        to_node: str | None = None,
+        worker: node_worker.Worker | None = None) -> run_report.RunReport:
+    """decisions: pipeline/preflight.py's, for this config and data. to_node: run the nodes up to
+    this one alone (the same pipeline, ML Metadata and cache as a whole run). worker: the second
+    lane's process, started by the caller before its own imports (None: started here where a
+    second core is), closed by this run."""
+    worker = worker if worker is not None else node_worker.Worker.if_useful()
+    try:
+        os.makedirs(config.paths.pipeline_root, exist_ok=True)
+        os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
+        pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, decisions,
+                                                to_node=to_node)
+        ir, run_id = compile_run(pipeline)
+    except BaseException:
+        if worker is not None:
+            worker.close()
+        raise
+    run_ir(ir, worker)
     return metadata_store.report(config, run_id)
+
+
+class _Schedule:
+    """Which node runs next, shared by the lanes."""
+
+    def __init__(self, ir):
+        nodes = [n.pipeline_node for n in ir.nodes
+                 if not n.pipeline_node.execution_options.HasField("skip")]
+        self.order = [n.node_info.id for n in nodes]
+        self._upstream = {n.node_info.id: set(n.upstream_nodes) & set(self.order) for n in nodes}
+        self._started: set[str] = set()
+        self._running: set[str] = set()
+        self._done: set[str] = set()
+        self.error: BaseException | None = None
+        self.over = False  # the run has ended: the worker is being stopped
+        self._changed = threading.Condition()
+
+    def take(self, in_process: bool) -> str | None:
+        """The first node not started whose upstream nodes have finished (one this lane may
+        run), waiting for one; None once every node has started or one has failed."""
+        with self._changed:
+            while True:
+                if self.error is not None or len(self._started) == len(self.order):
+                    return None
+                for node in self.order:
+                    if (node not in self._started and self._upstream[node] <= self._done
+                            and (in_process or node not in IN_PROCESS)):
+                        self._started.add(node)
+                        self._running.add(node)
+                        _log.info("Component %s is running.", node)
+                        return node
+                self._changed.wait()
+
+    def finished(self, node: str, cached: bool) -> None:
+        _log.info("Component %s is finished.", node, extra={"cached": cached})
+        with self._changed:
+            self._running.discard(node)
+            self._done.add(node)
+            self._changed.notify_all()
+
+    def failed(self, node: str, error: BaseException) -> None:
+        _log.error("Component %s failed: %s: %s", node, type(error).__name__, error)
+        with self._changed:
+            self._running.discard(node)
+            self.error = self.error or error
+            self._changed.notify_all()
+
+    def settled(self) -> bool:
+        """No node is running, and every node has finished or one has failed."""
+        with self._changed:
+            return not self._running and (self.error is not None
+                                          or len(self._done) == len(self.order))
+
+
+def _worker_lane(schedule: _Schedule, worker: node_worker.Worker, ir) -> None:
+    if not worker.wait_ready():
+        if not schedule.over:
+            _log.warning("the worker process ended before it was ready: this process runs "
+                         "every node")
+        return
+    while (node := schedule.take(in_process=False)) is not None:
+        try:
+            outcome = worker.launch(ir, node)
+        except node_worker.WorkerDied as err:
+            schedule.failed(node, err)
+            return
+        if outcome.error is not None:
+            schedule.failed(node, outcome.error)
+            return
+        schedule.finished(node, outcome.cached)
+
+
+def run_ir(ir, worker: node_worker.Worker | None) -> None:
+    """Runs every node of `ir` (its run id set) in this process and, given one, in `worker`
+    (which it closes). When a node fails, no node starts after it; the run waits for the node
+    running in the other lane (its execution is recorded whole) and raises the first error."""
+    schedule = _Schedule(ir)
+    lane = None
+    if worker is not None:
+        lane = threading.Thread(target=_worker_lane, args=(schedule, worker, ir), daemon=True,
+                                name="lockstep-worker-lane")
+        lane.start()
+    try:
+        while (node := schedule.take(in_process=True)) is not None:
+            try:
+                cached = node_worker.launch(ir, node)
+            except Exception as err:  # noqa: BLE001  raised below, once the other lane is idle
+                schedule.failed(node, err)
+                break
+            schedule.finished(node, cached)
+        while lane is not None and lane.is_alive() and not schedule.settled():
+            lane.join(timeout=0.2)
+        if schedule.error is not None:
+            raise schedule.error
+    finally:
+        schedule.over = True
+        if worker is not None:
+            worker.close()

@@ -1,0 +1,174 @@
+"""Launching one node of a compiled pipeline (TFX's launcher, as LocalDagRunner does), in this
+process or in a worker process of its own (pipeline/local/dag_runner.py runs two lanes).
+
+The worker is `python -m pipeline.local.node_worker`: it imports TFX as it starts (beside whatever
+the parent is doing), then reads requests (the pipeline IR and a node id, pickled) on stdin and
+answers each with a pickled reply on the stdout it had when it started. Its own stdout and stderr
+both go to the parent's stderr, which during a run is the run's log file (pipeline/local/console.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import subprocess
+import sys
+import traceback
+from dataclasses import dataclass
+
+_READY = "ready"  # the worker's first answer: its imports are done
+
+
+@dataclass
+class Outcome:
+    """What launching a node gave: `cached` (its outputs came from a cached execution), or the
+    `error` it raised."""
+
+    cached: bool = False
+    error: BaseException | None = None
+
+
+def launch(ir, node_id: str) -> bool:
+    """Runs one node of `ir` (a pipeline_pb2.Pipeline whose run id is set) as TFX's LocalDagRunner
+    does: driver, executor and publisher, against the IR's ML Metadata. True when TFX used a
+    cached execution (its state in ML Metadata). Raises what the component raised."""
+    from ml_metadata.proto import metadata_store_pb2
+    from tfx.orchestration import metadata
+    from tfx.orchestration.local import runner_utils
+    from tfx.orchestration.portable import launcher
+
+    deployment = runner_utils.extract_local_deployment_config(ir)
+    connection = getattr(deployment.metadata_connection_config,
+                         deployment.metadata_connection_config.WhichOneof("connection_config"))
+    node = next(n.pipeline_node for n in ir.nodes if n.pipeline_node.node_info.id == node_id)
+    info = launcher.Launcher(
+        pipeline_node=node, mlmd_connection=metadata.Metadata(connection),
+        pipeline_info=ir.pipeline_info, pipeline_runtime_spec=ir.runtime_spec,
+        executor_spec=runner_utils.extract_executor_spec(deployment, node_id),
+        custom_driver_spec=runner_utils.extract_custom_driver_spec(deployment, node_id),
+    ).launch()
+    if info is None or not info.execution_id:
+        return False
+    with metadata.Metadata(connection) as handle:
+        [execution] = handle.store.get_executions_by_id([info.execution_id])
+    return execution.last_known_state == metadata_store_pb2.Execution.CACHED
+
+
+class WorkerDied(RuntimeError):
+    """The worker process ended without answering."""
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _die_with_parent() -> None:
+    """In the worker, before it runs: the kernel kills it when its parent ends (a run stopped by
+    its time limit or a signal), rather than leaving it finishing a node for no one."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class Worker:
+    """A worker process that launches nodes; start it early: it imports TFX as it starts."""
+
+    def __init__(self):
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        path = [repo] + [p for p in sys.path if p and p != repo]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.local.node_worker"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=None, env=env,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        self._ready: bool | None = None
+        self.pid = self._process.pid
+
+    @classmethod
+    def if_useful(cls) -> "Worker | None":
+        """A worker where a second lane can run (more than one core), else None."""
+        return cls() if cores() > 1 else None
+
+    def wait_ready(self) -> bool:
+        """Waits for the worker to have imported TFX; False when it ended instead."""
+        if self._ready is None:
+            try:
+                self._ready = pickle.load(self._process.stdout) == _READY
+            except (EOFError, OSError, ValueError, pickle.UnpicklingError):
+                self._ready = False
+        return self._ready
+
+    def launch(self, ir, node_id: str) -> Outcome:
+        """Runs the node in the worker and waits for it; an error the component raised comes back
+        as the Outcome's error (the same exception where it pickles)."""
+        try:
+            pickle.dump((ir.SerializeToString(), node_id), self._process.stdin)
+            self._process.stdin.flush()
+            cached, error = pickle.load(self._process.stdout)
+            return Outcome(cached, error)
+        except (EOFError, BrokenPipeError, pickle.UnpicklingError) as err:
+            code = self._process.wait()
+            raise WorkerDied(f"the worker process running {node_id} ended (exit status {code}) "
+                             "without an answer; its log is the run's log file") from err
+
+    def close(self) -> None:
+        """Ends the worker, at once: between nodes it holds nothing; in one, the run has failed
+        elsewhere (that node's execution stays unfinished in ML Metadata, as a killed run's)."""
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
+        for pipe in (self._process.stdin, self._process.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+
+def _portable(err: BaseException) -> BaseException:
+    """`err` if it pickles and unpickles as itself, else a RuntimeError with its text."""
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err
+    except Exception:  # noqa: BLE001  any exception's own pickling may fail
+        return RuntimeError(f"{type(err).__name__}: {err}")
+
+
+def main() -> None:
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # prints of the libraries go to the log, not into the answers
+    requests = sys.stdin.buffer
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s [worker]: %(message)s")
+    logging.getLogger("absl").setLevel(logging.INFO)
+    import trainer_module  # noqa: F401  TF_USE_LEGACY_KERAS, before TensorFlow
+    from tfx.orchestration.local import runner_utils  # noqa: F401  TFX, before the first request
+    from tfx.orchestration.portable import launcher  # noqa: F401
+    from tfx.proto.orchestration import pipeline_pb2
+
+    pickle.dump(_READY, answers)
+    answers.flush()
+    while True:
+        try:
+            serialized, node_id = pickle.load(requests)
+        except EOFError:
+            return
+        ir = pipeline_pb2.Pipeline.FromString(serialized)
+        try:
+            answer = (launch(ir, node_id), None)
+        except Exception as err:  # noqa: BLE001  the parent raises it
+            logging.error("%s failed:\n%s", node_id, traceback.format_exc())
+            answer = (False, _portable(err))
+        pickle.dump(answer, answers)  # plain values: this module is __main__ here
+        answers.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""The local runner's two lanes (pipeline/local/dag_runner.py, node_worker.py) on a real TFX
+pipeline of python-function components (tests/dag_nodes.py), compiled and launched as a run is,
+against a real ML Metadata: nodes whose inputs are ready run side by side in this process and the
+worker; a node waits for every upstream node; an error in either lane stops the run with that
+error; a second run is served from TFX's cache."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import pytest
+from tfx.orchestration import metadata, pipeline as tfx_pipeline
+
+from dag_nodes import Step
+from pipeline.local import dag_runner, node_worker
+
+SECONDS = 2.0
+
+
+def _pipeline(tmp_path, fail: str = "", trainer_last: bool = False):
+    """A -> (B, C) -> D, each sleeping SECONDS; `fail`: the node that raises."""
+    record = str(tmp_path / "record.jsonl")
+
+    def step(name, *upstream):
+        node = Step(name=name, record=record, seconds=SECONDS, fail=int(name == fail))
+        node = node.with_id("Trainer" if trainer_last and name == "D" else name)
+        for up in upstream:
+            node.add_upstream_node(up)
+        return node
+
+    a = step("A")
+    b, c = step("B", a), step("C", a)
+    d = step("D", b, c)
+    return tfx_pipeline.Pipeline(
+        pipeline_name="lanes", pipeline_root=str(tmp_path / "root"), components=[a, b, c, d],
+        enable_cache=True,
+        metadata_connection_config=metadata.sqlite_metadata_connection_config(
+            str(tmp_path / "mlmd.sqlite")))
+
+
+def _records(tmp_path) -> dict:
+    path = tmp_path / "record.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return {r["node"]: r for r in map(json.loads, lines)}
+
+
+def _ready_worker():
+    worker = node_worker.Worker()
+    assert worker.wait_ready()
+    return worker
+
+
+@pytest.mark.slow
+def test_ready_nodes_run_side_by_side_and_a_second_run_is_cached(tmp_path, caplog):
+    ir, _ = dag_runner.compile_run(_pipeline(tmp_path, trainer_last=True))
+    worker = _ready_worker()
+    dag_runner.run_ir(ir, worker)
+    ran = _records(tmp_path)
+    assert sorted(ran) == ["A", "B", "C", "D"]
+    b, c = ran["B"], ran["C"]
+    # B and C started together, one in each lane, and overlapped.
+    assert {b["pid"], c["pid"]} == {os.getpid(), worker.pid}
+    assert max(b["start"], c["start"]) < min(b["end"], c["end"]) - SECONDS / 2
+    # A node waits for every upstream node.
+    assert ran["A"]["end"] <= min(b["start"], c["start"])
+    assert ran["D"]["start"] >= max(b["end"], c["end"])
+    assert ran["D"]["pid"] == os.getpid()  # the Trainer's id: always this process
+    assert worker._process.poll() is not None  # closed by the run
+
+    caplog.set_level(logging.INFO, logger=dag_runner.__name__)
+    ir, _ = dag_runner.compile_run(_pipeline(tmp_path, trainer_last=True))
+    dag_runner.run_ir(ir, node_worker.Worker())
+    assert len(_records(tmp_path)) == 4  # nothing ran again
+    finished = [r for r in caplog.records if r.getMessage().endswith("is finished.")]
+    assert len(finished) == 4 and all(r.cached for r in finished), finished
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fail", ["B", "C"])
+def test_an_error_in_either_lane_stops_the_run_with_that_error(tmp_path, fail):
+    ir, _ = dag_runner.compile_run(_pipeline(tmp_path, fail=fail))
+    worker = _ready_worker()
+    with pytest.raises(ValueError, match=f"^{fail} failed as told$"):
+        dag_runner.run_ir(ir, worker)
+    ran = _records(tmp_path)
+    # The other lane's node ran to its end; nothing after the failed node started.
+    assert sorted(ran) == sorted({"A", "B", "C"} - {fail})
+    assert worker._process.poll() is not None
+
+
+def test_one_lane_runs_every_node_in_this_process(tmp_path):
+    ir, _ = dag_runner.compile_run(_pipeline(tmp_path))
+    dag_runner.run_ir(ir, None)
+    ran = _records(tmp_path)
+    assert sorted(ran) == ["A", "B", "C", "D"]
+    assert {r["pid"] for r in ran.values()} == {os.getpid()}
+    assert ran["B"]["end"] <= ran["C"]["start"]  # one after the other
