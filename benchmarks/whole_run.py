@@ -9,8 +9,11 @@
    ExampleValidator, Transform, Trainer with model.fit, Resolver, Evaluator, Pusher;
    LocalDagRunner), with reference/tabular_module.py over the columns sniffed from the CSV (a
    column is numeric when every non-empty cell is a number), trained for lockstep's steps at its
-   global batch. Stage seconds come from LocalDagRunner's "Component X is running." / "is
-   finished." log lines, the records lockstep's own lines are timed between.
+   global batch.
+   Stage seconds, on both sides, come from the runners' "Component X is running." / "is
+   finished." log lines (LocalDagRunner's; lockstep's runner logs the same, and its stages can
+   overlap: its validation branch runs beside Transform), so "rest" is the wall time no stage
+   covered (start-up, imports), overlaps counted once.
 4. For each side: stage seconds, whole-process wall time (time.perf_counter around the process),
    cores busy (user + sys CPU seconds of the process tree / wall), peak RSS (of the largest
    process, and sampled over the process tree: scale.py's _run), accuracy on the eval split.
@@ -41,8 +44,7 @@ from scale import LABEL, _make_csv, _run
 STAGES = ("CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",
           "Trainer", "Evaluator", "Pusher")
 REFERENCE = REPO / "benchmarks" / "reference" / "tabular_pipeline.py"
-_OURS_STAGE = re.compile(r"^  (\S+)\s+(?:executed|cached)\s+([\d.]+)s$", re.MULTILINE)
-_STOCK_STAGE = re.compile(  # absl's "I1124 12:30:39.503721 1401 launcher.py:105] Component X ..."
+_STAGE_LINE = re.compile(  # absl's "I1124 12:30:39.503721 1401 launcher.py:105] Component X ..."
     r"(\d\d):(\d\d):(\d\d(?:[.,]\d+)?)\b.*Component (\S+) is (running|finished)\.")
 
 
@@ -53,7 +55,26 @@ class Side:
     peak: float
     tree: float
     stages: dict[str, float] = field(default_factory=dict)
+    covered: float = 0.0  # seconds some stage was running
     accuracy: float | None = None
+
+    def read_stages(self, log_text: str) -> None:
+        """stages and covered from a run's log lines."""
+        started, spans = {}, []
+        for line in log_text.splitlines():
+            if match := _STAGE_LINE.search(line):
+                hours, minutes, seconds, node, event = match.groups()
+                at = int(hours) * 3600 + int(minutes) * 60 + float(seconds.replace(",", "."))
+                if event == "running":
+                    started[node] = at
+                elif node in started:
+                    end = at if at >= started[node] else at + 86400  # past midnight
+                    self.stages[node] = end - started[node]
+                    spans.append((started[node], end))
+        self.covered, reach = 0.0, float("-inf")
+        for begin, end in sorted(spans):
+            self.covered += max(0.0, end - max(begin, reach))
+            reach = max(reach, end)
 
 
 def _measured(cmd, cwd, log: Path | None = None) -> tuple[Side, str]:
@@ -69,7 +90,8 @@ def run_lockstep(data: str, label: str, work: Path) -> tuple[Side, int, int]:
     side, stdout = _measured([sys.executable, "-m", "pipeline.cli", "run", "--data", data,
                               "--label", label, "--pipeline-root", work / "lockstep/root",
                               "--serving-dir", work / "lockstep/serving"], work)
-    side.stages = {node: float(s) for node, s in _OURS_STAGE.findall(stdout)}
+    logs = sorted((work / "lockstep/root/logs").glob("run-*.log"))
+    side.read_stages(logs[-1].read_text(errors="replace") if logs else "")
     accuracy = re.search(r"^  accuracy (\d+\.\d+) vs", stdout, re.MULTILINE)
     side.accuracy = float(accuracy.group(1)) if accuracy else None
     plan = re.search(r"(\d+) steps of global batch (\d+)", stdout)
@@ -84,15 +106,7 @@ def run_stock(data: str, label: str, work: Path, steps: int, batch: int) -> Side
     log = work / "stock.log"
     side, _ = _measured([sys.executable, REFERENCE, data, work / "stock", columns, steps, batch],
                         work, log)
-    started = {}
-    for line in log.read_text(errors="replace").splitlines():
-        if match := _STOCK_STAGE.search(line):
-            hours, minutes, seconds, node, event = match.groups()
-            at = int(hours) * 3600 + int(minutes) * 60 + float(seconds.replace(",", "."))
-            if event == "running":
-                started[node] = at
-            elif node in started:
-                side.stages[node] = (at - started[node]) % 86400  # past midnight too
+    side.read_stages(log.read_text(errors="replace"))
     stdout = _run([sys.executable, __file__, "--accuracy", work / "stock"], work)[3]
     side.accuracy = float(stdout) if stdout.strip() else None
     return side
@@ -148,8 +162,8 @@ def report(title: str, name: str, ours: Side, stock: Side | None) -> None:
     print(f"\n{title}\n  {'stage':<26} {'stock':>9} {'lockstep':>10}   stock/lockstep")
     for stage in STAGES:
         row(stage, lambda side, stage=stage: side.stages.get(stage))
-    row("rest (start-up, imports)",
-        lambda side: side.wall - sum(side.stages.get(stage, 0) for stage in STAGES))
+    row("stages side by side", lambda side: sum(side.stages.values()) - side.covered)
+    row("rest (start-up, imports)", lambda side: side.wall - side.covered)
     row("whole run, wall", lambda side: side.wall)
     row("cores busy", lambda side: side.cores, "", 2)
     row("peak RSS, largest process", lambda side: side.peak, " GB", 2)
