@@ -117,16 +117,19 @@ def test_the_run_report_says_what_the_outputs_hold_and_its_page_shows_it(tmp_pat
     nodes = [run_report.NodeReport("Trainer", "executed", 12.5),
              run_report.NodeReport("Pusher", "executed", 1.5)]
     report = run_report.build(nodes, _outputs(tmp_path))
-    report.metrics = {"accuracy": 0.93}
+    report.metrics = {"accuracy": 0.93, "precision": float("nan"), "recall": 0.0}
     report.blessed = True
     text = report.describe()
     assert "Data: span 3, 4" in text
+    # A binary model that predicts no positive row: its precision is undefined, not "nan".
+    assert ("Eval metrics: accuracy 0.9300, precision n/a (no row predicted positive), "
+            "recall 0.0000") in text
     assert "Trainer: MirroredStrategy on 2 replica(s), 40 steps of global batch 64 (2 epochs)" in text
-    assert "Eval metrics: accuracy 0.9300" in text
     assert text.endswith("Blessed: yes\nModel pushed to: /serving/7")
     assert report.gate.metric == "accuracy"
     html = page.render(report)
-    assert "0.93" in html and "/serving/7" in html and "<svg" not in html.split("<body", 1)[0]
+    assert "0.93" in html and "/serving/7" in html and "n/a (no row predicted positive)" in html
+    assert ">nan<" not in html and "<svg" not in html.split("<body", 1)[0]
 
 
 def test_a_page_that_cannot_be_written_is_an_error_and_leaves_nothing(tmp_path, monkeypatch):

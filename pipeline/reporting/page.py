@@ -26,7 +26,7 @@ import re
 from components import fs
 from pipeline import pipeline as pipeline_lib
 from pipeline.reporting.run_report import (RunReport, asynchronous_text, precision_text,
-                                           verify_line)
+                                           value_text, verify_line)
 
 HISTOGRAMS_SHOWN = 60  # features with a plot; the table lists them all
 TOP_VALUES = 8
@@ -390,7 +390,7 @@ def _evaluation_section(report: RunReport) -> str:
     parts.append(_gate_table(report))
     if report.metrics:
         parts.append("<table><tr><th>metric</th><th>value</th></tr>" + "".join(
-            f"<tr><td>{_e(k)}</td><td class=n data-metric='{_e(k)}'>{v:.4f}</td></tr>"
+            f"<tr><td>{_e(k)}</td><td class=n data-metric='{_e(k)}'>{_e(value_text(k, v))}</td></tr>"
             for k, v in sorted(report.metrics.items())) + "</table>")
     parts.append(_calibration_plot(report) + _confusion(report))
     thresholds = _thresholds(report)

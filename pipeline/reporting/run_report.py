@@ -110,7 +110,7 @@ class RunReport:
                          f"for the serving model on the same rows "
                          f"({versus['model'] - versus['serving']:+.4f})")
         if self.gate.binary and len(self.classes) == 2:
-            shown = [f"{name} {self.metrics[name]:.4f}" for name in ("precision", "recall")
+            shown = [metric_text(name, self.metrics[name]) for name in ("precision", "recall")
                      if name in self.metrics]
             lines.append(f"  positive class '{self.classes[1]}': " + ", ".join(shown))
         recall = self.per_class_recall()
@@ -150,7 +150,8 @@ class RunReport:
                      else "Baseline: none (first model)")
         lines += self.gate_lines()
         if self.metrics:
-            lines.append("Eval metrics: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(self.metrics.items())))
+            lines.append("Eval metrics: " + ", ".join(
+                metric_text(k, v) for k, v in sorted(self.metrics.items())))
         if self.slice_metrics:
             shown = list(self.slice_metrics.items())[:SLICES_SHOWN]
             more = len(self.slice_metrics) - len(shown)
@@ -178,6 +179,18 @@ def _span_list(spans: list[int]) -> str:
 
 def _ints(value) -> list[int]:
     return [int(x) for x in str(value or "").split(",") if x.strip()]
+
+
+def value_text(name: str, value: float) -> str:
+    """A metric's value to 4 places; one TFMA gives as NaN says why where it can (precision: no
+    eval row was predicted positive, so it is undefined, not zero)."""
+    if value != value:  # NaN
+        return "n/a" + (" (no row predicted positive)" if name.endswith("precision") else "")
+    return f"{value:.4f}"
+
+
+def metric_text(name: str, value: float) -> str:
+    return f"{name} {value_text(name, value)}"
 
 
 def precision_parts(t: TrainingSummary) -> list[str]:
