@@ -100,11 +100,23 @@ def run_parameter_values(config: Config) -> dict:
 
 
 def _up_to(components: list, node: str | None) -> list:
-    """The components up to `node` (all for None); the validator goes with the Trainer it gates."""
+    """`node` and the components it needs, upstream (all for None): `lockstep verify` runs up to
+    Transform, that is the ExampleGen and Transform."""
     if not node:
         return components
-    ids = [c.id for c in components]
-    return [c for c in components[:ids.index(node) + 1] if c.id != VALIDATOR_NODE]
+    by_id = {c.id: c for c in components}
+    needed, stack = {node}, [by_id[node]]
+    while stack:
+        component = stack.pop()
+        # Its inputs' producers (tfx_pipeline.Pipeline adds these edges only when it is built)
+        # and the nodes it was told to wait for.
+        upstream = {u.id for u in component.upstream_nodes} | {
+            producer for channel in component.inputs.values()
+            for producer in channel.get_data_dependent_node_ids()}
+        for upstream_id in upstream - needed:
+            needed.add(upstream_id)
+            stack.append(by_id[upstream_id])
+    return [c for c in components if c.id in needed]
 
 
 def create_pipeline(config: Config, input_base: str, pattern: str, decisions: Decisions,

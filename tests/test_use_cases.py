@@ -194,3 +194,24 @@ def test_the_console_shows_components_and_progress_and_logs_everything_else(tmp_
     assert lines[2:] == ["after the run"] and err == ""
     logged = log.read_text()
     assert "C++ chatter straight to fd 2" in logged
+
+
+def test_the_pipeline_up_to_a_node_is_that_node_and_what_it_needs(tmp_path):
+    """`lockstep verify` runs up to Transform: the ExampleGen (records and their types-only
+    schema) and Transform, not the validation branch it no longer waits for."""
+    from pipeline import pipeline as pipeline_lib
+
+    prepared = use_cases.prepare(_config(tmp_path))
+    data = prepared.data
+
+    def ids(to_node):
+        built = pipeline_lib.create_pipeline(prepared.config, data.input_base, data.pattern,
+                                             prepared.decisions, to_node=to_node)
+        return [c.id for c in built.components]
+
+    assert ids(pipeline_lib.TRANSFORM_NODE) == [pipeline_lib.EXAMPLE_GEN_NODE,
+                                                pipeline_lib.TRANSFORM_NODE]
+    # The Trainer needs the validator too (it gates training), and the schema SchemaGen made.
+    assert set(ids(pipeline_lib.TRAINER_NODE)) == set(ids(None)) - {
+        pipeline_lib.EVALUATOR_NODE, pipeline_lib.PUSHER_NODE, pipeline_lib.BASELINE_NODE}
+    assert len(ids(None)) == 9
