@@ -1,6 +1,7 @@
 """Memory between and within components.
 
-LocalDagRunner runs every component in one process, which matters twice:
+The local runner runs components in this process and one worker process, each component in a
+process that ran others before it (pipeline/local/dag_runner.py), which matters twice:
 
 - Garbage in cycles waits for a full collection. Python runs one only when the objects that
   survived since the last one number a quarter of all long-lived objects, and TensorFlow, Beam
@@ -11,8 +12,8 @@ LocalDagRunner runs every component in one process, which matters twice:
   into Python's permanent generation, so full collections come after a quarter of the new
   objects only and walk only those (1.3 s in all over the 1M-row run's Evaluator).
 - Tensors and Beam's buffers are freed into glibc malloc's arenas, which keep pages they could
-  give back; `release_free_memory` at the end of the big users (Trainer, Evaluator) lets the
-  next component start from what is really in use.
+  give back; `release_free_memory` at the end of the big users (Trainer, Evaluator), and in
+  the worker after each component, lets the next one start from what is really in use.
 """
 
 from __future__ import annotations

@@ -153,6 +153,8 @@ def main() -> None:
     from tfx.orchestration.portable import launcher  # noqa: F401
     from tfx.proto.orchestration import pipeline_pb2
 
+    from components import memory
+
     pickle.dump(_READY, answers)
     answers.flush()
     while True:
@@ -166,6 +168,9 @@ def main() -> None:
         except Exception as err:  # noqa: BLE001  the parent raises it
             logging.error("%s failed:\n%s", node_id, traceback.format_exc())
             answer = (False, _portable(err))
+        # It idles until the next node, maybe for the rest of the run: what the node freed goes
+        # back to the system, not into malloc's arenas beside this process's TensorFlow.
+        memory.release_free_memory()
         pickle.dump(answer, answers)  # plain values: this module is __main__ here
         answers.flush()
 
