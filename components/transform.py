@@ -33,6 +33,7 @@ from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
+from components.batched_records import batched_reads
 from components.csv_example_gen import SPAN_DATASETS_KEY, shard_prefix
 
 CACHE_DIR_KEY = "lockstep_analyzer_cache_dir"  # in custom_config; removed before preprocessing_fn
@@ -120,6 +121,10 @@ def _processor(processor: _SpanProcessor):
 
 class Executor(transform_executor.Executor):
     def Do(self, input_dict, output_dict, exec_properties):
+        with batched_reads():
+            self._do(input_dict, output_dict, exec_properties)
+
+    def _do(self, input_dict, output_dict, exec_properties):
         exec_properties = dict(exec_properties)
         custom_config = json.loads(
             exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null") or {}

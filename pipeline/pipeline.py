@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from tfx.components import SchemaGen, StatisticsGen
+from tfx.components import SchemaGen
 from tfx.orchestration import metadata, pipeline as tfx_pipeline
 from tfx.orchestration.data_types import RuntimeParameter
 from tfx.proto import example_gen_pb2
@@ -22,6 +22,7 @@ from components.evaluator import Evaluator
 from components.example_validator import ExampleValidator
 from components.latest_model import LatestPushedModel
 from components.pusher import Pusher
+from components.statistics_gen import StatisticsGen
 from components.trainer import Trainer
 from components.transform import Transform
 from pipeline import evaluation

@@ -1,0 +1,128 @@
+"""Reading tf.Example TFRecords in batches: no Python per record.
+
+Stock TFXIO (`TFExampleRecord.BeamSource`) reads with Beam's `ReadFromTFRecord`, which frames,
+checksums and yields every record in Python, one Beam element each, then batches them again with
+`BatchElements` before decoding. On 240,000 rows x 20 columns that was half of StatisticsGen's time.
+`BatchedExampleRecord` reads each file with tf.data's C++ reader, a batch at a time, and decodes
+each batch with the same tfx_bsl decoder: the same RecordBatches (raw-record column included, when
+asked for), the same columns and types, without a Beam element per record.
+
+The files are matched when the pipeline is built, one Beam element per file, reshuffled so that a
+runner with several workers reads them in parallel. Only tf.Example in TFRecord files, plain or
+gzip (what the ExampleGen writes); anything else keeps the stock TFXIO.
+
+TFX's StatisticsGen, Transform and Evaluator build their TFXIO with `tfxio_utils.make_tfxio`;
+`batched_reads()` makes that name return a `BatchedExampleRecord` for the length of one Do (the
+executors in components/ wrap their Do with it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import apache_beam as beam
+import pyarrow as pa
+from tfx.components.util import tfxio_utils
+from tfx.dsl.io import fileio
+from tfx_bsl.tfxio import telemetry, tf_example_record
+
+BATCH_SIZE = 1000  # records per RecordBatch when the caller names none (tfx_bsl's own cap)
+_COMPRESSION = {".gz": "GZIP", ".gzip": "GZIP", ".zlib": "ZLIB"}
+_OTHER_CODECS = (".bz2", ".deflate", ".zst", ".zstd", ".snappy", ".lz4")
+
+
+def _files(patterns: list[str]) -> list[str]:
+    files = []
+    for pattern in patterns:
+        matched = sorted(fileio.glob(pattern))
+        if not matched:
+            raise FileNotFoundError(f"no TFRecord file matches {pattern}")
+        files.extend(matched)
+    return files
+
+
+def compression(path: str) -> str | None:
+    """tf.data's compression type for a file, by its suffix as Beam's AUTO reads it; None where
+    tf.data cannot read it."""
+    lowered = path.lower()
+    for suffix, kind in _COMPRESSION.items():
+        if lowered.endswith(suffix):
+            return kind
+    return None if lowered.endswith(_OTHER_CODECS) else ""
+
+
+class _ReadBatches(beam.DoFn):
+    """A file's records, `batch_size` at a time, as lists of bytes."""
+
+    def __init__(self, batch_size: int):
+        self._batch_size = batch_size
+
+    def process(self, path: str):
+        import tensorflow as tf
+
+        kind = compression(path)
+        if kind is None:
+            raise ValueError(f"{path}: a compression tf.data cannot read (plain, .gz or .zlib)")
+        dataset = tf.data.TFRecordDataset(path, compression_type=kind,
+                                          buffer_size=1 << 20)
+        for batch in dataset.batch(self._batch_size).as_numpy_iterator():
+            yield batch.tolist()
+
+
+class BatchedExampleRecord(tf_example_record.TFExampleRecord):
+    """TFExampleRecord whose BeamSource reads and decodes a batch of records at a time."""
+
+    def BeamSource(self, batch_size: int | None = None) -> beam.PTransform:
+        files = _files(self._file_pattern)
+        decode = tf_example_record._DecodeBatchExamplesDoFn(  # the stock source's decoder
+            self._GetSchemaForDecoding(), self.raw_record_column_name)
+
+        @beam.typehints.with_input_types(beam.Pipeline)
+        @beam.typehints.with_output_types(pa.RecordBatch)
+        def read(pipeline):
+            return (pipeline
+                    | "Files" >> beam.Create(files)
+                    | "Spread" >> beam.Reshuffle()
+                    | "ReadBatches" >> beam.ParDo(_ReadBatches(batch_size or BATCH_SIZE))
+                    | "Decode" >> beam.ParDo(decode)
+                    | "CollectRecordBatchTelemetry" >> telemetry.ProfileRecordBatches(
+                        self._telemetry_descriptors, self._logical_format,
+                        self._physical_format))
+
+        return beam.ptransform_fn(read)()
+
+    def _ProjectImpl(self, tensor_names):
+        projected = super()._ProjectImpl(tensor_names)
+        return BatchedExampleRecord(
+            file_pattern=self._file_pattern, schema=projected._schema,
+            raw_record_column_name=self.raw_record_column_name,
+            telemetry_descriptors=self.telemetry_descriptors)
+
+    @classmethod
+    def replacing(cls, tfxio):
+        """The batched reader in place of a stock TFExampleRecord over files tf.data reads;
+        any other TFXIO as it is."""
+        if type(tfxio) is not tf_example_record.TFExampleRecord:
+            return tfxio
+        if any(compression(pattern) is None for pattern in tfxio._file_pattern):
+            return tfxio
+        return cls(file_pattern=tfxio._file_pattern, schema=tfxio._schema,
+                   raw_record_column_name=tfxio.raw_record_column_name,
+                   telemetry_descriptors=tfxio.telemetry_descriptors)
+
+
+@contextlib.contextmanager
+def batched_reads():
+    """For the length of one executor's Do: `tfxio_utils.make_tfxio` (which TFX's StatisticsGen,
+    Transform and Evaluator call, through their factories) gives a BatchedExampleRecord where it
+    would give a TFExampleRecord."""
+    original = tfxio_utils.make_tfxio
+
+    def make_tfxio(*args, **kwargs):
+        return BatchedExampleRecord.replacing(original(*args, **kwargs))
+
+    tfxio_utils.make_tfxio = make_tfxio
+    try:
+        yield
+    finally:
+        tfxio_utils.make_tfxio = original

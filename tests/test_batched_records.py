@@ -1,0 +1,188 @@
+"""components/batched_records.py: the batched reader gives what TFX's stock TFXIO gives, and
+StatisticsGen, Transform and the Evaluator read with it."""
+
+import json
+
+import apache_beam as beam
+import pytest
+import tensorflow as tf
+import tensorflow_data_validation as tfdv
+from google.protobuf import text_format
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tfx.components.evaluator import executor as stock_evaluator
+from tfx.components.statistics_gen import executor as stock_statistics
+from tfx.components.transform import executor as stock_transform
+from tfx.components.util import tfxio_utils
+from tfx.dsl.components.base import base_beam_executor
+from tfx.types import standard_artifacts
+from tfx_bsl.tfxio import raw_tf_record, tf_example_record
+
+from components import evaluator, statistics_gen, transform
+from components.batched_records import BatchedExampleRecord, batched_reads
+
+SCHEMA = text_format.Parse("""
+    feature { name: "x" type: FLOAT }
+    feature { name: "n" type: INT }
+    feature { name: "s" type: BYTES }""", schema_pb2.Schema())
+RAW = "__raw_record__"
+
+
+def _example(i: int) -> bytes:
+    feature = {"n": tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))}
+    if i % 7:  # every seventh row has no x: a missing cell
+        feature["x"] = tf.train.Feature(float_list=tf.train.FloatList(value=[i / 3]))
+    feature["s"] = tf.train.Feature(bytes_list=tf.train.BytesList(
+        value=[f"v{i % 5}".encode()] * (i % 3)))  # 0, 1 or 2 values
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+@pytest.fixture(scope="module")
+def split_dir(tmp_path_factory):
+    """Four files of one split: gzip files as the ExampleGen writes them (one of them empty) and a
+    plain one."""
+    directory = tmp_path_factory.mktemp("records") / "Split-train"
+    directory.mkdir()
+    sizes, start = {"a.gz": 2500, "b.gz": 1, "c.gz": 0, "d": 730}, 0
+    for name, size in sizes.items():
+        options = "GZIP" if name.endswith(".gz") else ""
+        with tf.io.TFRecordWriter(str(directory / name), options) as writer:
+            for i in range(start, start + size):
+                writer.write(_example(i))
+        start += size
+    return directory
+
+
+_BATCHES: list = []  # what _rows' pipeline saw (the in-process runner shares this module)
+
+
+def _keep(batch):
+    _BATCHES.append(batch)
+
+
+def _rows(tfxio, batch_size=None):
+    """The RecordBatches the source gives, as (rows sorted by their raw record, batch sizes)."""
+    _BATCHES.clear()
+    with beam.Pipeline() as pipeline:
+        _ = pipeline | tfxio.BeamSource(batch_size) | beam.Map(_keep)
+    rows = sorted(json.dumps(row, default=repr, sort_keys=True)
+                  for batch in _BATCHES for row in batch.to_pylist())
+    return rows, sorted(batch.num_rows for batch in _BATCHES)
+
+
+@pytest.mark.parametrize("batch_size", [None, 300])
+def test_it_reads_the_rows_the_stock_source_reads(split_dir, batch_size):
+    pattern = [str(split_dir / "*")]
+    stock = tf_example_record.TFExampleRecord(pattern, schema=SCHEMA, raw_record_column_name=RAW)
+    batched = BatchedExampleRecord(pattern, schema=SCHEMA, raw_record_column_name=RAW)
+    assert batched.ArrowSchema().equals(stock.ArrowSchema())
+    stock_rows, _ = _rows(stock, batch_size)
+    rows, sizes = _rows(batched, batch_size)
+    assert len(rows) == 3231 and rows == stock_rows  # missing x, empty s, raw records alike
+    limit = batch_size or 1000
+    assert max(sizes) == limit and sum(sizes) == 3231
+    # A batch never spans files: the 2,500-row file gives full batches and its remainder.
+    assert sizes.count(limit) == 2500 // limit + 730 // limit
+
+
+def test_a_projection_stays_batched(split_dir):
+    batched = BatchedExampleRecord([str(split_dir / "*")], schema=SCHEMA)
+    projected = batched.Project(["n"])
+    assert type(projected.projected) is BatchedExampleRecord  # its BeamSource reads
+    rows, _ = _rows(projected)
+    assert len(rows) == 3231 and set(json.loads(rows[0])) == {"n"}
+
+
+def test_no_file_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match=str(tmp_path / "nothing-*")):
+        BatchedExampleRecord([str(tmp_path / "nothing-*")], schema=SCHEMA).BeamSource()
+
+
+def test_a_compression_tf_data_cannot_read_is_one_line(tmp_path):
+    (tmp_path / "a.bz2").write_bytes(b"")
+    pattern = [str(tmp_path / "*")]
+    with pytest.raises(Exception, match=r"a\.bz2: a compression tf.data cannot read"):
+        _rows(BatchedExampleRecord(pattern, schema=SCHEMA))
+
+
+def test_batched_reads_replaces_only_tf_example_records_and_only_inside(split_dir):
+    def make(pattern, **kwargs):
+        return tfxio_utils.make_tfxio(pattern, ["test"], "FORMAT_TF_EXAMPLE", schema=SCHEMA,
+                                      **kwargs)
+
+    pattern = str(split_dir / "*")
+    assert type(make(pattern)) is tf_example_record.TFExampleRecord
+    with batched_reads():
+        tfxio = make(pattern, raw_record_column_name=RAW)
+        assert type(tfxio) is BatchedExampleRecord and tfxio.raw_record_column_name == RAW
+        assert tfxio.telemetry_descriptors == ["test"]
+        # Raw records as such, and files tf.data cannot read, keep TFX's own TFXIO.
+        assert type(make(pattern, read_as_raw_records=True, raw_record_column_name=RAW)) \
+            is raw_tf_record.RawTfRecordTFXIO
+        assert type(make(str(split_dir / "*.bz2"))) is tf_example_record.TFExampleRecord
+    assert type(make(pattern)) is tf_example_record.TFExampleRecord
+
+
+@pytest.mark.parametrize("executor, stock", [
+    (transform.Executor, stock_transform.Executor),
+    (evaluator.Executor, stock_evaluator.Executor),
+    (statistics_gen.Executor, stock_statistics.Executor)])
+def test_the_components_read_batched(monkeypatch, executor, stock):
+    """Each executor runs TFX's own Do inside batched_reads (the whole components run in
+    test_pipeline_e2e.py)."""
+    seen = []
+
+    def stock_do(self, input_dict, output_dict, exec_properties):
+        seen.append(tfxio_utils.make_tfxio.__qualname__)
+
+    monkeypatch.setattr(stock, "Do", stock_do)
+    inputs, outputs = {"examples": [standard_artifacts.Examples()]}, {}
+    if executor is evaluator.Executor:  # its serving check around TFX's Do: not the subject here
+        class Check:
+            def verdict(self):
+                return "ok"
+
+        monkeypatch.setattr(evaluator.serving_check, "start", lambda *args: Check())
+        monkeypatch.setattr(evaluator.serving_check, "eval_example_files", lambda *args: [])
+        monkeypatch.setattr(evaluator.serving_dir, "content_hash", lambda *args: "sha")
+        inputs["model"] = [standard_artifacts.Model()]
+        outputs["blessing"] = [standard_artifacts.ModelBlessing()]
+    context = base_beam_executor.BaseBeamExecutor.Context(beam_pipeline_args=[])
+    executor(context).Do(inputs, outputs, {})
+    assert seen == ["batched_reads.<locals>.make_tfxio"]
+    assert tfxio_utils.make_tfxio.__qualname__ == "make_tfxio"  # restored
+
+
+def test_statistics_gen_gives_the_stock_figures(split_dir, tmp_path):
+    """The real executor over the batched reader: the exact figures equal stock StatisticsGen's
+    (quantiles and histograms are sketches; they vary with batching, stock's own too)."""
+    examples = standard_artifacts.Examples()
+    examples.uri = str(split_dir.parent)
+    examples.split_names = '["train"]'
+    stats = {}
+    for name, executor in (("stock", stock_statistics.Executor),
+                           ("batched", statistics_gen.Executor)):
+        out = standard_artifacts.ExampleStatistics()
+        out.uri = str(tmp_path / name)
+        context = base_beam_executor.BaseBeamExecutor.Context(
+            beam_pipeline_args=[], tmp_dir=str(tmp_path / "tmp" / name) + "/")
+        executor(context).Do({"examples": [examples]}, {"statistics": [out]}, {})
+        [path] = tf.io.gfile.glob(f"{out.uri}/Split-train/*")
+        stats[name] = tfdv.load_stats_binary(path).datasets[0]
+    stock, batched = stats["stock"], stats["batched"]
+    assert batched.num_examples == stock.num_examples == 3231
+
+    def exact(dataset):
+        found = {}
+        for f in dataset.features:
+            common = f.num_stats.common_stats if f.HasField("num_stats") else \
+                f.string_stats.common_stats
+            found[f.path.step[0]] = (
+                common.num_non_missing, common.num_missing, common.min_num_values,
+                common.max_num_values, common.tot_num_values,
+                f.num_stats.min, f.num_stats.max, f.num_stats.num_zeros,
+                f.string_stats.unique,
+                [(v.value, v.frequency) for v in f.string_stats.top_values])
+        return found
+
+    assert exact(batched) == exact(stock)
+    assert exact(batched)["x"][1] == 3231 // 7 + 1  # rows 0, 7, 14, ... have no x
