@@ -1,5 +1,3 @@
-import sys
+from pipeline.cli import console
 
-from pipeline.cli import main
-
-sys.exit(main())
+console()
