@@ -27,7 +27,7 @@ from components import serving_check, serving_dir
 from components.batched_records import batched_reads
 from components.latest_model import is_found
 from components.memory import objects_frozen
-from trainer_module import features
+from trainer_module import autograph_rules, features
 
 
 class Executor(stock_executor.Executor):
@@ -44,6 +44,7 @@ class Executor(stock_executor.Executor):
             input_dict[schema_key] = [self._needed_columns_schema(
                 input_dict[schema_key], exec_properties[standard_component_specs.EVAL_CONFIG_KEY])]
         check = serving_check.start(source, serving_check.eval_example_files(examples))
+        autograph_rules.install()  # TFMA's Keras metric updates: tf_keras's code unconverted
         try:
             with objects_frozen(), batched_reads(), _short_array_text():
                 super().Do(input_dict, output_dict, exec_properties)

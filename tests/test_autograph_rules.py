@@ -62,3 +62,22 @@ def test_keras_is_not_converted_but_user_code_is(converted):
     autograph_rules.install()  # idempotent
     assert sum(isinstance(r, type(autograph_rules._RULE)) and r.matches("tf_keras")
                for r in autograph_rules._config.CONVERSION_RULES) == 1
+
+
+def test_tf_transform_is_not_converted(converted):
+    """tf.Transform's code traces without AutoGraph (it traces its own graphs with
+    autograph=False); the Trainer's dataset map and serving signature call its transform layer."""
+    from tensorflow_transform import tf2_utils
+
+    assert autograph_rules.installed("tensorflow_transform")
+
+    @tf.function
+    def supplied(x):
+        return tf2_utils.supply_missing_inputs({"a": x, "b": tf.sparse.from_dense(x)}, 3)
+
+    out = supplied(tf.constant([[1.0], [2.0]]))
+    assert set(out) == {"a", "b"}
+    assert not [key for key in converted if key[0].startswith("tensorflow_transform")], converted
+    autograph_rules.install()  # idempotent
+    assert sum(r.matches("tensorflow_transform") for r in autograph_rules._config.CONVERSION_RULES
+               if isinstance(r, type(autograph_rules._RULE))) == 1

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from trainer_module import config, features
+from trainer_module import autograph_rules, config, features
+
+autograph_rules.install()  # the transform layer unconverted in the traced dataset map
 
 
 # Cache the training records in memory when their files (GZIP) add up to at most this: kept
