@@ -49,6 +49,9 @@ def test_pushed_model_serves_raw_examples_accurately(penguins_run):
     props = blessing.custom_properties
     assert props[serving_check.VERDICT_KEY].string_value == serving_check.PASSED
     assert props[serving_check.CHECKED_SHA_KEY].string_value == serving_dir.content_hash(str(version))
+    # The eval split is measured once, by the Evaluator: the Trainer made no pass of its own.
+    [summary] = penguins_run.pipeline_root.glob("Trainer/model_run/*/training_summary.json")
+    assert json.loads(summary.read_text())["eval"] == {}
 
 
 def test_second_run_is_cached_and_compares_with_the_first_model(penguins_run):
