@@ -15,6 +15,7 @@ in its own process beside TFMA, and records the verdict on the blessing for the 
 them all).
 """
 
+import contextlib
 import os
 
 from tfx.components.evaluator.component import Evaluator as _StockEvaluator
@@ -46,7 +47,8 @@ class Executor(stock_executor.Executor):
         check = serving_check.start(source, serving_check.eval_example_files(examples))
         autograph_rules.install()  # TFMA's Keras metric updates: tf_keras's code unconverted
         try:
-            with objects_frozen(), batched_reads(), _short_array_text():
+            with objects_frozen(), batched_reads(), _short_array_text(), \
+                    _no_hot_key_fanout(self._beam_pipeline_args):
                 super().Do(input_dict, output_dict, exec_properties)
         except BaseException:
             check.cancel()
@@ -69,6 +71,27 @@ class Executor(stock_executor.Executor):
         io_utils.write_pbtxt_file(os.path.join(artifact.uri, "schema.pbtxt"),
                                   needed_columns(schema, eval_config))
         return artifact
+
+
+@contextlib.contextmanager
+def _no_hot_key_fanout(beam_args):
+    """TFMA combines each slice's metrics with a hot-key fanout of 8, so that on a distributed
+    runner the overall slice (every example) does not make one straggler. On the DirectRunner, in
+    one process, there is nothing to spread, and the fanout cost two more Beam steps per example
+    (a random shard key, a window). For the length of one Do there, TFMA's constant says none."""
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from tensorflow_model_analysis.evaluators import metrics_plots_and_validations_evaluator as mpv
+
+    runner = PipelineOptions(list(beam_args or [])).view_as(StandardOptions).runner
+    if runner not in (None, "DirectRunner", "direct"):
+        yield
+        return
+    original = mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT
+    mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT = None
+    try:
+        yield
+    finally:
+        mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT = original
 
 
 def _short_array_text():

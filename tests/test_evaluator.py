@@ -27,3 +27,18 @@ def test_the_evaluator_decodes_only_the_slice_columns_and_the_label():
     # No slices: the label's column alone.
     config.ClearField("slicing_specs")
     assert [f.name for f in needed_columns(schema, config).feature] == ["species"]
+
+
+def test_no_hot_key_fanout_on_the_direct_runner_only():
+    from tensorflow_model_analysis.evaluators import metrics_plots_and_validations_evaluator as mpv
+
+    from components.evaluator import _no_hot_key_fanout
+
+    stock = mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT
+    assert stock == 8
+    for args in ([], ["--runner=DirectRunner", "--direct_num_workers=2"]):
+        with _no_hot_key_fanout(args):
+            assert mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT is None
+        assert mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT == stock
+    with _no_hot_key_fanout(["--runner=DataflowRunner"]):
+        assert mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT == stock

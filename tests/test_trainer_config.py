@@ -96,6 +96,9 @@ def test_eval_config_per_task():
     [spec] = classification.model_specs
     assert (spec.label_key, spec.prediction_key, spec.example_weight_key) == (
         "species_xf", "probabilities", "lockstep_label_weight")
+    # Named, so TFMA does not load each model an extra time to find its type (test_pipeline_e2e:
+    # the type TFMA finds in the pushed model when it looks).
+    assert spec.model_type == "tf_keras"
     metrics = {m.class_name: m for m in classification.metrics_specs[0].metrics}
     assert {"SparseCategoricalAccuracy", "SparseCategoricalCrossentropy",
             "MultiClassConfusionMatrixPlot"} <= set(metrics)
