@@ -97,10 +97,10 @@ def test_no_file_is_a_clear_error(tmp_path):
         BatchedExampleRecord([str(tmp_path / "nothing-*")], schema=SCHEMA).BeamSource()
 
 
-def test_a_compression_tf_data_cannot_read_is_one_line(tmp_path):
+def test_a_compression_the_reader_cannot_read_is_one_line(tmp_path):
     (tmp_path / "a.bz2").write_bytes(b"")
     pattern = [str(tmp_path / "*")]
-    with pytest.raises(Exception, match=r"a\.bz2: a compression tf.data cannot read"):
+    with pytest.raises(Exception, match=r"a\.bz2: a compression TensorFlow's record reader cannot read"):
         _rows(BatchedExampleRecord(pattern, schema=SCHEMA))
 
 
@@ -115,7 +115,7 @@ def test_batched_reads_replaces_only_tf_example_records_and_only_inside(split_di
         tfxio = make(pattern, raw_record_column_name=RAW)
         assert type(tfxio) is BatchedExampleRecord and tfxio.raw_record_column_name == RAW
         assert tfxio.telemetry_descriptors == ["test"]
-        # Raw records as such, and files tf.data cannot read, keep TFX's own TFXIO.
+        # Raw records as such, and files the reader cannot read, keep TFX's own TFXIO.
         assert type(make(pattern, read_as_raw_records=True, raw_record_column_name=RAW)) \
             is raw_tf_record.RawTfRecordTFXIO
         assert type(make(str(split_dir / "*.bz2"))) is tf_example_record.TFExampleRecord
