@@ -24,7 +24,6 @@ executors in components/ wrap their Do with it).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 
 import apache_beam as beam
@@ -32,6 +31,8 @@ import pyarrow as pa
 from tfx.components.util import tfxio_utils
 from tfx.dsl.io import fileio
 from tfx_bsl.tfxio import telemetry, tf_example_record
+
+from components.swapped import swapped
 
 BATCH_SIZE = 1000  # records per RecordBatch when the caller names none (tfx_bsl's own cap)
 _COMPRESSION = {".gz": "GZIP", ".gzip": "GZIP", ".zlib": "ZLIB"}  # TFRecordOptions' names
@@ -118,7 +119,6 @@ class BatchedExampleRecord(tf_example_record.TFExampleRecord):
                    telemetry_descriptors=tfxio.telemetry_descriptors)
 
 
-@contextlib.contextmanager
 def batched_reads():
     """For the length of one executor's Do: `tfxio_utils.make_tfxio` (which TFX's StatisticsGen,
     Transform and Evaluator call, through their factories) gives a BatchedExampleRecord where it
@@ -128,8 +128,4 @@ def batched_reads():
     def make_tfxio(*args, **kwargs):
         return BatchedExampleRecord.replacing(original(*args, **kwargs))
 
-    tfxio_utils.make_tfxio = make_tfxio
-    try:
-        yield
-    finally:
-        tfxio_utils.make_tfxio = original
+    return swapped(tfxio_utils, "make_tfxio", make_tfxio)

@@ -28,6 +28,7 @@ from components import serving_check, serving_dir
 from components.batched_records import batched_reads
 from components.latest_model import is_found
 from components.memory import objects_frozen
+from components.swapped import swapped
 from trainer_module import autograph_rules, features
 
 
@@ -73,7 +74,6 @@ class Executor(stock_executor.Executor):
         return artifact
 
 
-@contextlib.contextmanager
 def _no_hot_key_fanout(beam_args):
     """TFMA combines each slice's metrics with a hot-key fanout of 8, so that on a distributed
     runner the overall slice (every example) does not make one straggler. On the DirectRunner, in
@@ -84,14 +84,8 @@ def _no_hot_key_fanout(beam_args):
 
     runner = PipelineOptions(list(beam_args or [])).view_as(StandardOptions).runner
     if runner not in (None, "DirectRunner", "direct"):
-        yield
-        return
-    original = mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT
-    mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT = None
-    try:
-        yield
-    finally:
-        mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT = original
+        return contextlib.nullcontext()
+    return swapped(mpv, "_COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT", None)
 
 
 def _short_array_text():

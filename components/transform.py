@@ -21,7 +21,6 @@ analyzer).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import uuid
 
@@ -35,6 +34,7 @@ from tfx.types import artifact_utils, standard_component_specs
 
 from components.batched_records import batched_reads
 from components.csv_example_gen import SPAN_DATASETS_KEY, shard_prefix
+from components.swapped import swapped
 
 CACHE_DIR_KEY = "lockstep_analyzer_cache_dir"  # in custom_config; removed before preprocessing_fn
 LATEST_FILE = "LATEST"
@@ -107,16 +107,10 @@ class _SpanProcessor(transform_executor.TransformProcessor):
                                              *args, **kwargs)
 
 
-@contextlib.contextmanager
 def _processor(processor: _SpanProcessor):
     """TFX's Executor.Do builds its inputs and calls `TransformProcessor().Transform(...)`, the
     class looked up in its module: for the length of one Do, that name makes ours."""
-    original = transform_executor.TransformProcessor
-    transform_executor.TransformProcessor = lambda: processor
-    try:
-        yield
-    finally:
-        transform_executor.TransformProcessor = original
+    return swapped(transform_executor, "TransformProcessor", lambda: processor)
 
 
 class Executor(transform_executor.Executor):
