@@ -284,3 +284,22 @@ def test_cached_input_is_every_record_once_per_epoch_in_a_new_order(records, bat
     # The steps are reshuffled each epoch (the records in a step are fixed at the first parse).
     first, second = ([tuple(step) for step in epoch] for epoch in epochs)
     assert first != second and sorted(first) == sorted(second)
+
+
+def test_records_are_read_in_blocks_round_robin_over_files_every_record_once(tmp_path):
+    """read_records: READ_CYCLE files side by side, READ_BLOCK records from each in turn; the same
+    order on every machine (a fixed cycle, not one from the core count)."""
+    block = input_pipeline.READ_BLOCK
+    sizes = [2 * block + 88, block + 44, 10]
+    files = []
+    for f, size in enumerate(sizes):
+        files.append(str(tmp_path / f"part-{f}.gz"))
+        with tf.io.TFRecordWriter(files[-1], options="GZIP") as writer:
+            for i in range(size):
+                writer.write(f"{f}:{i}".encode())
+    got = [r.decode() for r in input_pipeline.read_records(
+        tf.data.Dataset.from_tensor_slices(files), "GZIP").as_numpy_iterator()]
+    blocks = [[f"{f}:{i}" for i in range(start, min(start + block, size))]
+              for start in range(0, max(sizes), block) for f, size in enumerate(sizes)]
+    assert got == [record for b in blocks for record in b]
+    assert input_pipeline.count_records(files) == sum(sizes)

@@ -57,10 +57,28 @@ def recorded_rows(patterns) -> int | None:
     return total
 
 
+# Each file's reader hands over READ_BLOCK records at a time, READ_CYCLE files read side by side.
+# A parallel interleave of single records costs a hand-over between threads per record: 240k
+# records (26 MB of GZIP) took 4.1-4.3 s to read that way on 2 cores, 0.5-0.6 s in blocks of 256,
+# shuffled all the same. A fixed cycle, not AUTOTUNE's (the core count), keeps the order of the
+# records the same on every machine.
+READ_BLOCK = 256
+READ_CYCLE = 8
+
+
+def read_records(files: tf.data.Dataset, compression: str) -> tf.data.Dataset:
+    """The serialized records of these files, READ_CYCLE files at a time in blocks of READ_BLOCK."""
+    return files.interleave(
+        lambda f: tf.data.TFRecordDataset(f, compression_type=compression).batch(READ_BLOCK),
+        cycle_length=READ_CYCLE, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True,
+    ).unbatch()
+
+
 def count_records(files: list[str], compression: str = "GZIP") -> int:
-    """The records in these TFRecord files, counted in C++ a batch at a time."""
-    ds = tf.data.TFRecordDataset(files, compression_type=compression,
-                                 num_parallel_reads=tf.data.AUTOTUNE).batch(8192)
+    """The records in these TFRecord files, counted in C++ a block at a time."""
+    ds = tf.data.Dataset.from_tensor_slices(files).interleave(
+        lambda f: tf.data.TFRecordDataset(f, compression_type=compression).batch(8192),
+        cycle_length=READ_CYCLE, num_parallel_calls=tf.data.AUTOTUNE)
     return int(ds.reduce(tf.constant(0, tf.int64),
                          lambda n, batch: n + tf.shape(batch, out_type=tf.int64)[0]))
 
@@ -108,9 +126,7 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
         ds = tf.data.Dataset.from_tensor_slices(files)
         if len(files) >= pipelines:
             ds = ds.shard(pipelines, pipeline_id)  # file sharding: each pipeline its own files
-            ds = ds.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
-                               cycle_length=tf.data.AUTOTUNE, num_parallel_calls=tf.data.AUTOTUNE,
-                               deterministic=True)
+            ds = read_records(ds, compression)
         else:
             ds = tf.data.TFRecordDataset(ds, compression_type=compression)
             ds = ds.shard(pipelines, pipeline_id)  # element sharding: fewer files than pipelines
