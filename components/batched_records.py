@@ -6,7 +6,8 @@ checksums and yields every record in Python, one Beam element each, then batches
 `BatchedExampleRecord` reads each file with TensorFlow's C++ record reader, a batch at a time
 (`itertools.islice` over it: no Python bytecode per record), and decodes each batch with the same
 tfx_bsl decoder: the same RecordBatches (raw-record column included, when asked for), the same
-columns and types, without a Beam element per record.
+columns and types, without a Beam element per record. A file the ExampleGen also wrote as Arrow
+columns is not decoded at all: its batches come from that copy (components/columnar_examples.py).
 
 The reader runs in the calling thread. tf.data's reader was as fast alone, but it hands each batch
 over from its own threads: with the other lane busy (StatisticsGen beside Transform), two such
@@ -32,6 +33,7 @@ from tfx.components.util import tfxio_utils
 from tfx.dsl.io import fileio
 from tfx_bsl.tfxio import telemetry, tf_example_record
 
+from components import columnar_examples
 from components.swapped import swapped
 
 BATCH_SIZE = 1000  # records per RecordBatch when the caller names none (tfx_bsl's own cap)
@@ -59,11 +61,18 @@ def compression(path: str) -> str | None:
     return None if lowered.endswith(_OTHER_CODECS) else ""
 
 
-class _ReadBatches(beam.DoFn):
-    """A file's records, `batch_size` at a time, as lists of bytes."""
+class _ReadRecordBatches(beam.DoFn):
+    """A file's rows as decoded RecordBatches, `batch_size` at a time: from its columnar copy
+    where it has one that serves (components/columnar_examples.py), else its records read in
+    batches and decoded by tfx_bsl's decoder (the stock source's)."""
 
-    def __init__(self, batch_size: int):
+    def __init__(self, schema, raw_record_column_name: str | None, batch_size: int):
+        self._decode = tf_example_record._DecodeBatchExamplesDoFn(schema, raw_record_column_name)
+        self._schema, self._raw = schema, raw_record_column_name
         self._batch_size = batch_size
+
+    def setup(self):
+        self._decode.setup()
 
     def process(self, path: str):
         import tensorflow as tf
@@ -72,9 +81,13 @@ class _ReadBatches(beam.DoFn):
         if kind is None:
             raise ValueError(f"{path}: a compression TensorFlow's record reader cannot read "
                              "(plain, .gz or .zlib)")
+        copy = None if self._raw else columnar_examples.read(path, self._batch_size, self._schema)
+        if copy is not None:
+            yield from copy
+            return
         records = tf.compat.v1.io.tf_record_iterator(path, tf.io.TFRecordOptions(kind))
         while batch := list(itertools.islice(records, self._batch_size)):
-            yield batch
+            yield from self._decode.process(batch)
 
 
 class BatchedExampleRecord(tf_example_record.TFExampleRecord):
@@ -82,8 +95,8 @@ class BatchedExampleRecord(tf_example_record.TFExampleRecord):
 
     def BeamSource(self, batch_size: int | None = None) -> beam.PTransform:
         files = _files(self._file_pattern)
-        decode = tf_example_record._DecodeBatchExamplesDoFn(  # the stock source's decoder
-            self._GetSchemaForDecoding(), self.raw_record_column_name)
+        read_batches = _ReadRecordBatches(self._GetSchemaForDecoding(), self.raw_record_column_name,
+                                          batch_size or BATCH_SIZE)
 
         @beam.typehints.with_input_types(beam.Pipeline)
         @beam.typehints.with_output_types(pa.RecordBatch)
@@ -91,8 +104,7 @@ class BatchedExampleRecord(tf_example_record.TFExampleRecord):
             return (pipeline
                     | "Files" >> beam.Create(files)
                     | "Spread" >> beam.Reshuffle()
-                    | "ReadBatches" >> beam.ParDo(_ReadBatches(batch_size or BATCH_SIZE))
-                    | "Decode" >> beam.ParDo(decode)
+                    | "ReadRecordBatches" >> beam.ParDo(read_batches)
                     | "CollectRecordBatchTelemetry" >> telemetry.ProfileRecordBatches(
                         self._telemetry_descriptors, self._logical_format,
                         self._physical_format))

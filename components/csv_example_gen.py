@@ -10,7 +10,9 @@ column over the whole input, and fails with the file, column and line of a cell 
                          `-> read again, encode (tfx_bsl, C++), split by hash, write shards
 
 Reading twice keeps memory bounded (no record is held between the passes). Each worker writes its
-record batches to temporary files in the split directories; one final step names them. It is a
+record batches to temporary files in the split directories, each with its columnar copy (the same
+rows as Arrow columns, which StatisticsGen and Transform read instead of decoding the records:
+components/columnar_examples.py); one final step names them. It is a
 FileBasedExampleGen, so input/output configs and hash splits work as in TFX (sha256 buckets of
 each row's content); spans are resolved by this executor (components/spans.py), so they work on every
 orchestrator.
@@ -18,7 +20,6 @@ orchestrator.
 
 from __future__ import annotations
 
-import bisect
 import concurrent.futures
 import dataclasses
 import hashlib
@@ -30,6 +31,8 @@ import uuid
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
+import pyarrow as pa
 import tensorflow as tf
 from google.protobuf import any_pb2, json_format, struct_pb2
 from tfx.components.example_gen import component as example_gen_component
@@ -45,7 +48,7 @@ from tfx.utils import io_utils, proto_utils
 from tfx.components.util import examples_utils
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components import csv_format, spans
+from components import columnar_examples, csv_format, spans
 from trainer_module import input_pipeline
 
 SPANS_KEY = "spans"
@@ -228,23 +231,30 @@ class _Encode(beam.DoFn):
     def _encode_and_write(self, batch, types: dict[str, str],
                           span: int | None) -> list[tuple[int, int | None, str, int]]:
         cleaned = csv_format.clean(batch, self._missing)
-        records = self._encoder.encode(csv_format.typed_batch(cleaned, types))
-        parts = [records]
-        if len(self._buckets) > 1:
-            parts = [[] for _ in self._buckets]
-            buckets = csv_format.split_buckets(cleaned, self._buckets[-1])
-            for record, bucket in zip(records, buckets):
-                parts[bisect.bisect(self._buckets, bucket)].append(record)
-        return [(split, span, self._write(self._shard_dirs[split], part), len(part))
-                for split, part in enumerate(parts) if part]
+        typed = csv_format.typed_batch(cleaned, types)
+        records = self._encoder.encode(typed)
+        if len(self._buckets) == 1:
+            return [(0, span, self._write(self._shard_dirs[0], records, typed), len(records))]
+        buckets = csv_format.split_buckets(cleaned, self._buckets[-1])
+        split_of = np.searchsorted(self._buckets, buckets, side="right")  # bisect.bisect's
+        written = []
+        for split in np.unique(split_of):
+            rows = np.flatnonzero(split_of == split)
+            part = [records[row] for row in rows]
+            written.append((int(split), span, self._write(
+                self._shard_dirs[split], part, typed.take(pa.array(rows))), len(part)))
+        return written
 
     @staticmethod
-    def _write(directory: str, records: list[bytes]) -> str:
+    def _write(directory: str, records: list[bytes], columns: pa.RecordBatch) -> str:
+        """The records to a GZIP TFRecord file, and their columns to its columnar copy
+        (components/columnar_examples.py)."""
         path = f"{directory}/{TEMP_PREFIX}{uuid.uuid4().hex}.gz"
         with tf.io.TFRecordWriter(path, tf.io.TFRecordOptions(
                 compression_type="GZIP", compression_level=GZIP_LEVEL)) as out:
             for record in records:
                 out.write(record)
+        columnar_examples.write(path, columns)
         return path
 
 
@@ -263,9 +273,11 @@ def _finalize(written: list[tuple[int, int | None, str, int]], shard_dirs: list[
         for span in sorted({sp for s, sp, _, _ in written if s == split}, key=lambda sp: sp or 0):
             mine = sorted(path for s, sp, path, _ in written if s == split and sp == span)
             for index, path in enumerate(mine):
-                fileio.rename(path, f"{directory}/{shard_prefix(span)}"
-                                    f"{index:05d}-of-{len(mine):05d}.gz", overwrite=True)
-        for stale in fileio.glob(f"{directory}/{TEMP_PREFIX}*"):
+                final = f"{directory}/{shard_prefix(span)}{index:05d}-of-{len(mine):05d}.gz"
+                fileio.rename(path, final, overwrite=True)
+                columnar_examples.rename(path, final)
+        for stale in (fileio.glob(f"{directory}/{TEMP_PREFIX}*")
+                      + fileio.glob(columnar_examples.copy_path(f"{directory}/{TEMP_PREFIX}*"))):
             fileio.remove(stale)
         with fileio.open(f"{directory.rstrip('/')}{input_pipeline.ROWS_SUFFIX}", "w") as out:
             out.write(str(sum(rows for s, _, _, rows in written if s == split)))

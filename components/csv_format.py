@@ -337,7 +337,9 @@ def split_buckets(cleaned: pa.RecordBatch, total: int) -> list[int]:
 def typed_batch(cleaned: pa.RecordBatch, types: dict[str, str]) -> pa.RecordBatch:
     """A `clean` batch as tf.Example-ready columns: a one-value list per present cell, a null
     list per missing one; int64, float32 (through float64, as Python's float() then
-    FloatList), or the cell's UTF-8 bytes."""
+    FloatList), or the cell's UTF-8 bytes. Laid out as tfx_bsl's decoder lays out what it
+    decodes (a null list is empty: it holds no hidden value), since the columnar copy of the
+    records (components/columnar_examples.py) stands in for that decoder's output."""
     arrays, names = [], []
     for name, values in zip(cleaned.schema.names, cleaned.columns):
         kind = types[name]
@@ -347,9 +349,15 @@ def typed_batch(cleaned: pa.RecordBatch, types: dict[str, str]) -> pa.RecordBatc
             values = pc.cast(pc.cast(values, pa.float64()), pa.float32())
         else:
             values = pc.cast(values, pa.large_binary())
-        offsets = pa.array(np.arange(len(values) + 1, dtype=np.int64))
-        mask = pc.is_null(values) if values.null_count else None
-        arrays.append(pa.LargeListArray.from_arrays(offsets, values, mask=mask))
+        if values.null_count:
+            present = pc.is_valid(values).to_numpy(zero_copy_only=False)
+            offsets = np.concatenate([[0], np.cumsum(present, dtype=np.int64)])
+            lists = pa.LargeListArray.from_arrays(
+                pa.array(offsets), pc.drop_null(values), mask=pa.array(~present))
+        else:
+            lists = pa.LargeListArray.from_arrays(
+                pa.array(np.arange(len(values) + 1, dtype=np.int64)), values)
+        arrays.append(lists)
         names.append(name)
     return pa.RecordBatch.from_arrays(arrays, names)
 

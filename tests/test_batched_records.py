@@ -5,6 +5,7 @@ import json
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 import pytest
 import tensorflow as tf
 import tensorflow_data_validation as tfdv
@@ -156,9 +157,13 @@ def test_the_components_read_batched(monkeypatch, executor, stock):
         assert thresholds == [8] and np.get_printoptions()["threshold"] == 1000
 
 
-def test_statistics_gen_gives_the_stock_figures(split_dir, tmp_path):
-    """The real executor over the batched reader: the exact figures equal stock StatisticsGen's
-    (quantiles and histograms are sketches; they vary with batching, stock's own too)."""
+@pytest.mark.parametrize("copies", [False, True])
+def test_statistics_gen_gives_the_stock_figures(split_dir, copied_split_dir, tmp_path, copies):
+    """The real executor over the batched reader, from the records or from their columnar
+    copies: the exact figures equal stock StatisticsGen's (quantiles and histograms are
+    sketches; they vary with batching, stock's own too)."""
+    if copies:
+        split_dir = copied_split_dir
     examples = standard_artifacts.Examples()
     examples.uri = str(split_dir.parent)
     examples.split_names = '["train"]'
@@ -173,7 +178,7 @@ def test_statistics_gen_gives_the_stock_figures(split_dir, tmp_path):
         [path] = tf.io.gfile.glob(f"{out.uri}/Split-train/*")
         stats[name] = tfdv.load_stats_binary(path).datasets[0]
     stock, batched = stats["stock"], stats["batched"]
-    assert batched.num_examples == stock.num_examples == 3231
+    assert batched.num_examples == stock.num_examples == (1730 if copies else 3231)
 
     def exact(dataset):
         found = {}
@@ -189,4 +194,68 @@ def test_statistics_gen_gives_the_stock_figures(split_dir, tmp_path):
         return found
 
     assert exact(batched) == exact(stock)
-    assert exact(batched)["x"][1] == 3231 // 7 + 1  # rows 0, 7, 14, ... have no x
+    missing_x = 600 + len([i for i in range(600, 1730) if i % 7 == 0]) if copies else 3231 // 7 + 1
+    assert exact(batched)["x"][1] == missing_x  # rows 0, 7, 14, ... have no x
+
+
+@pytest.fixture(scope="module")
+def copied_split_dir(tmp_path_factory):
+    """Two gzip files as the ExampleGen writes them, each with its columnar copy; column "x" has
+    no value in the first 600 rows of the first file (a batch whose column the decoder types as
+    null without a schema)."""
+    from tfx_bsl.coders import example_coder
+
+    from components import columnar_examples, csv_format
+
+    directory = tmp_path_factory.mktemp("copied") / "Split-train"
+    directory.mkdir()
+    encoder = example_coder.RecordBatchToExamplesEncoder()
+    for name, rows in (("a.gz", range(0, 1500)), ("b.gz", range(1500, 1730))):
+        cells = pa.RecordBatch.from_arrays([
+            pa.array([str(i) for i in rows]),
+            pa.array([None if i < 600 or i % 7 == 0 else str(i / 3) for i in rows]),
+            pa.array([None if i % 3 == 0 else f"v{i % 5}" for i in rows])], ["n", "x", "s"])
+        typed = csv_format.typed_batch(cells, {"n": "int", "x": "float", "s": "string"})
+        path = str(directory / name)
+        with tf.io.TFRecordWriter(path, "GZIP") as writer:
+            for record in encoder.encode(typed):
+                writer.write(record)
+        columnar_examples.write(path, typed)
+    return directory
+
+
+@pytest.mark.parametrize("schema, raw", [(None, None), (SCHEMA, None), (SCHEMA, RAW)])
+def test_files_with_a_columnar_copy_read_from_it_as_their_records_decode(
+        copied_split_dir, monkeypatch, schema, raw):
+    """Batch for batch what decoding the records gives (the decoder's types and column order, a
+    null column where a batch has no value), from the copies; wanting raw records, from the
+    records."""
+    from components import columnar_examples
+
+    served = []
+    original = columnar_examples.read
+
+    def read(*args):
+        result = original(*args) if copies else None
+        served.append(result is not None)
+        return result
+
+    monkeypatch.setattr(columnar_examples, "read", read)
+    batched = BatchedExampleRecord([str(copied_split_dir / "*")], schema=schema,
+                                   raw_record_column_name=raw)
+    batches = {}
+    for copies in (False, True):
+        served.clear()
+        _rows(batched, 300)
+        batches[copies] = sorted(_BATCHES, key=lambda b: b.column("n").to_pylist()[0])
+    assert served == ([] if raw else [True, True])
+    assert [b.num_rows for b in batches[True]] == [300] * 5 + [230]
+    for a, b in zip(batches[True], batches[False], strict=True):
+        assert a.equals(b), (a.schema, b.schema)
+        for x, y in zip(a.columns, b.columns):  # laid out alike: a null list holds no value
+            if x.type != pa.null():
+                assert x.flatten().equals(y.flatten())
+                np.testing.assert_array_equal(np.diff(x.offsets), np.diff(y.offsets))
+    if schema is None:
+        assert [str(b.column("x").type) for b in batches[True][:3]] == [
+            "null", "null", "large_list<item: float>"]

@@ -17,8 +17,9 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs as specs
 from google.protobuf import json_format
+from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components import csv_example_gen, csv_format
+from components import columnar_examples, csv_example_gen, csv_format
 
 MISSING = list(csv_format.DEFAULT_MISSING_VALUES)
 HEADER = ["id", "count", "ratio", "name", "note", "label"]
@@ -172,6 +173,56 @@ def test_types_and_examples_equal_the_per_row_reader(csv_dir, tmp_path, monkeypa
     # A pattern for part of a split dir, or a dir with no count: None (the plan counts).
     assert input_pipeline.recorded_rows([f"{tmp_path}/out/Split-train/data_tfrecord-0*"]) is None
     assert input_pipeline.recorded_rows([f"{tmp_path}/elsewhere/*"]) is None
+
+
+def test_each_file_has_a_columnar_copy_that_reads_as_the_decoder_decodes(csv_dir, tmp_path,
+                                                                         monkeypatch):
+    """components/columnar_examples.py: beside every TFRecord file, its rows as Arrow columns,
+    which read as tfx_bsl's decoder decodes the records, batch by batch, for no schema, the
+    ExampleGen's types schema and a projection of it in another order."""
+    import numpy as np
+    import pyarrow as pa
+    from tfx_bsl.arrow import array_util
+    from tfx_bsl.coders import example_coder
+
+    monkeypatch.setattr(csv_format, "BLOCK_BYTES", 2048)  # many files, each from one batch
+    _run_executor(csv_dir, tmp_path / "out")
+    types = json.loads((tmp_path / "out" / csv_example_gen.COLUMN_TYPES_FILE).read_text())
+    full = csv_example_gen.types_schema(types)
+    part = schema_pb2.Schema()
+    for name in ("ratio", "id", "note"):
+        part.feature.add().CopyFrom(next(f for f in full.feature if f.name == name))
+    files = sorted(f for split in ("train", "eval")
+                   for f in tf.io.gfile.glob(f"{tmp_path}/out/Split-{split}/*"))
+    assert len(files) > 10
+    copies = sorted(tf.io.gfile.glob(f"{tmp_path}/out/Split-*.arrow/*"))
+    assert copies == sorted(columnar_examples.copy_path(f) for f in files)  # no temporary left
+    for schema in (None, full, part):
+        decoder = example_coder.ExamplesToRecordBatchDecoder(
+            *([] if schema is None else [schema.SerializeToString()]))
+        for path in files:
+            records = [bytes(r.numpy()) for r in tf.data.TFRecordDataset(path, "GZIP")]
+            decoded = [decoder.DecodeBatch(records[i:i + 7]) for i in range(0, len(records), 7)]
+            copied = list(columnar_examples.read(path, 7, schema))
+            assert len(copied) == len(decoded)
+            for a, b in zip(copied, decoded):
+                assert a.equals(b), (path, schema, a.schema, b.schema)
+                for x, y in zip(a.columns, b.columns):  # laid out alike too: no value under a null
+                    if x.type != pa.null():
+                        np.testing.assert_array_equal(np.diff(x.offsets), np.diff(y.offsets))
+                        assert x.flatten().equals(y.flatten())
+                        np.testing.assert_array_equal(
+                            array_util.GetFlattenedArrayParentIndices(x),
+                            array_util.GetFlattenedArrayParentIndices(y))
+    # A schema the copy cannot serve as the decoder would: a type it was not written with, a
+    # feature it lacks. The reader then decodes the records.
+    other = schema_pb2.Schema()
+    other.CopyFrom(part)
+    other.feature[0].type = schema_pb2.INT
+    assert columnar_examples.read(files[0], 7, other) is None
+    other.CopyFrom(part)
+    other.feature.add(name="elsewhere", type=schema_pb2.INT)
+    assert columnar_examples.read(files[0], 7, other) is None
 
 
 def test_the_same_input_gives_the_same_splits(csv_dir, tmp_path):
