@@ -61,6 +61,20 @@ def test_warmup_is_linear_then_flat():
     assert values == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
 
 
+def test_the_last_steps_decay_linearly_to_a_small_last_rate():
+    schedule = warmup.WarmupSchedule(1.0, 2, total_steps=10, decay_steps=4)
+    values = [float(schedule(tf.constant(s))) for s in range(10)]
+    assert values == pytest.approx([0.5, 1, 1, 1, 1, 1, 1, 0.75, 0.5, 0.25])
+
+
+@pytest.mark.parametrize("share, steps, decay", [(0.2, 1000, 200), (0.0, 1000, 0), (0.5, 30, 10)])
+def test_plan_decays_the_last_share_of_the_steps_after_the_warmup(share, steps, decay):
+    """decay_steps: the last share of the steps, never into the warmup (20 steps)."""
+    plan = scaling.make_plan(cfg(train_steps=steps, decay_share=share), 1)
+    assert (plan.warmup_steps, plan.decay_steps) == (20, decay)
+    assert f"decay steps           {decay}  " in plan.describe()
+
+
 def test_plan_describes_the_one_update_rule():
     text = scaling.make_plan(cfg(per_replica_batch=8), 8, train_rows=10_000).describe()
     assert "global batch          64  (= 8 x 8)" in text and "one optimizer update" in text

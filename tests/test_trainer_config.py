@@ -48,6 +48,8 @@ def test_what_the_pipeline_writes_the_trainer_reads_back():
     (lambda d: d.update(extra=1), "Trainer custom_config: unknown key(s) extra"),
     (lambda d: d.pop("task"), "Trainer custom_config: missing key(s) task"),
     (lambda d: d.update(task="ranking"), "task must be classification or regression"),
+    (lambda d: d["trainer"].update(decay_share=1.0),
+     "trainer.decay_share must be at least 0 and below 1, got 1.0"),
 ])
 def test_a_renamed_unknown_or_mistyped_trainer_key_fails_loudly(change, message):
     written = TrainSpec("y", REGRESSION, TrainerConfig()).to_custom_config()

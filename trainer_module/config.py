@@ -122,6 +122,11 @@ class TrainerConfig:
     base_learning_rate: float = _run_parameter(0.02)
     base_batch: int = 256
     warmup_steps: int = 20
+    # The last decay_share of the steps lower the rate linearly to zero (warmup, flat, decay: a
+    # long run settles instead of ending at the full rate; 0: flat to the end). README, "The
+    # learning-rate schedule": +1.1 to +1.7 points of accuracy on 300k-row data, the same on
+    # small data (where decaying over all the steps, cosine, cost up to 1.8 points).
+    decay_share: float = 0.2
     steps_per_execution: int = 10
     checkpoint_every: int = 200
     log_every: int = 100
@@ -162,6 +167,9 @@ class TrainerConfig:
                 "trainer.train_examples or trainer.train_steps")
         if self.steps_per_execution < 1:
             raise TrainerConfigError("trainer.steps_per_execution must be at least 1")
+        if not 0 <= self.decay_share < 1:
+            raise TrainerConfigError(
+                f"trainer.decay_share must be at least 0 and below 1, got {self.decay_share}")
         if self.accumulation_steps < 1:
             raise TrainerConfigError(
                 f"trainer.accumulation_steps must be at least 1, got {self.accumulation_steps}")

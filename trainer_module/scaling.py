@@ -6,7 +6,8 @@
 - keep the number of examples fixed: steps = example budget // global batch, where the budget
   is by default `epochs` passes over the training split (at least `min_train_examples`), so
   it follows the data, not a constant;
-- scale the learning rate linearly with the global batch, with linear warmup.
+- scale the learning rate linearly with the global batch, with linear warmup (and a linear
+  decay to zero over the last steps).
 
 Under `trainer.strategy = parameter_server` (asynchronous) there is no global step: each worker
 applies the updates of its own batches. The "global batch" is then one update's batch (the
@@ -60,6 +61,7 @@ class Plan:
     parameter_servers: int = 0
 
     batch_source: str = ""  # where the per-replica batch came from, in words
+    decay_steps: int = 0  # the last steps, over which the rate falls linearly to zero
 
     @property
     def asynchronous(self) -> bool:
@@ -85,6 +87,7 @@ class Plan:
             f"  learning rate         {self.learning_rate:g}  (= {self.base_learning_rate:g} x "
             f"{self.global_batch} / {self.base_batch})",
             f"  warmup steps          {self.warmup_steps}",
+            f"  decay steps           {self.decay_steps}  {self._decay_words()}",
         ]
         if self.accumulation_steps > 1:
             lines.append(f"  accumulation          {self.accumulation_steps} micro-batches of "
@@ -96,6 +99,11 @@ class Plan:
             lines.append(f"  precision             {self.precision}{hint}")
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
+
+    def _decay_words(self) -> str:
+        if not self.decay_steps:
+            return "(the rate stays flat to the end; trainer.decay_share sets a decay)"
+        return "(the last ones: the rate falls linearly to 0; trainer.decay_share)"
 
     def _describe_asynchronous(self) -> str:
         lines = [
@@ -111,6 +119,7 @@ class Plan:
             f"  learning rate         {self.learning_rate:g}  (= {self.base_learning_rate:g} x "
             f"{self.global_batch} / {self.base_batch})",
             f"  warmup steps          {self.warmup_steps}",
+            f"  decay steps           {self.decay_steps}  {self._decay_words()}",
         ]
         if self.precision != "float32":
             lines.append(f"  precision             {self.precision}")
@@ -206,9 +215,12 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None =
     workers, servers = (0, 0)
     if cfg.strategy == PARAMETER_SERVER:
         workers, servers = cluster or (cfg.ps_workers, cfg.ps_servers)
+    warmup = min(cfg.warmup_steps, steps)
+    decay = max(min(round(cfg.decay_share * steps), steps - warmup), 0)
     return Plan(replicas, per_replica, global_batch, steps, steps * global_batch, lr,
-                cfg.base_learning_rate, cfg.base_batch, min(cfg.warmup_steps, steps), tuple(warnings),
-                budget, accumulation, cfg.precision, on_tpu, workers, servers, batch_source)
+                cfg.base_learning_rate, cfg.base_batch, warmup, tuple(warnings),
+                budget, accumulation, cfg.precision, on_tpu, workers, servers, batch_source,
+                decay_steps=decay)
 
 
 def like(replicas: int, target_replicas: int) -> int:

@@ -146,7 +146,8 @@ def run(job: TrainJob, callbacks=()) -> TrainingSummary:
     loss = hooks.per_example_loss(cfg, task, inputs.outputs)
     with strategy.scope():
         model = build_model(inputs, strategy)
-        schedule = warmup.WarmupSchedule(plan.learning_rate, plan.warmup_steps)
+        schedule = warmup.WarmupSchedule(plan.learning_rate, plan.warmup_steps,
+                                         plan.train_steps, plan.decay_steps)
         optimizer = precision.wrap_optimizer(tf.keras.optimizers.Adam(learning_rate=schedule),
                                              cfg.precision)
         metrics = train_metrics(task)

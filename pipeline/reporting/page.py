@@ -264,6 +264,7 @@ def _training_section(report: RunReport) -> str:
             ("learning rate", f"{plan.learning_rate} (base {plan.base_learning_rate}"
                               f" per {plan.base_batch} examples)"),
             ("warmup steps", plan.warmup_steps),
+            ("decay steps", plan.decay_steps),
             ("accumulation steps", plan.accumulation_steps),
             ("precision", precision_text(t) or "float32"),
             ("warm start", t.base_model if t.warm_started else "no"),
