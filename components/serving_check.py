@@ -14,12 +14,12 @@ changed since).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
+
+from trainer_module import child_env
 
 EXAMPLES = 8
 TIMEOUT_SECONDS = 300
@@ -37,9 +37,7 @@ class Pending:
     ServingCheckFailed with its last line if it failed (or gave no answer in time)."""
 
     def __init__(self, model_dir: str, example_files: list[str], timeout: float = TIMEOUT_SECONDS):
-        repo = str(Path(__file__).resolve().parent.parent)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [repo] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        env = child_env.python_env()
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         env.setdefault("CUDA_VISIBLE_DEVICES", "")  # a smoke test; the accelerator stays free
         self.model_dir, self._timeout = model_dir, timeout

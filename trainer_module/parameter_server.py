@@ -36,12 +36,11 @@ import logging as std_logging
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from absl import logging
 import tensorflow as tf
 
-from trainer_module import loop
+from trainer_module import child_env, loop
 from trainer_module.config import PROGRESS_LOGGER
 from trainer_module.summary import TrainingSummary
 
@@ -266,10 +265,7 @@ def run_in_subprocess(job_dict: dict) -> TrainingSummary:
     ParameterServerError with its last line."""
     import tempfile
 
-    package_root = str(Path(__file__).resolve().parent.parent)
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", **{TRAINER_PROCESS_ENV: "1"},
-               PYTHONPATH=os.pathsep.join(paths + [package_root] * (package_root not in paths)))
+    env = child_env.python_env(TF_USE_LEGACY_KERAS="1", **{TRAINER_PROCESS_ENV: "1"})
     with tempfile.TemporaryDirectory(prefix="lockstep-ps-") as tmp:
         job_path, out_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "summary.json")
         with open(job_path, "w") as handle:

@@ -51,13 +51,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import hooks, input_pipeline, loop, precision, scaling, strategy as strategy_lib
+from trainer_module import child_env, hooks, input_pipeline, loop, precision, scaling, strategy as strategy_lib
 from trainer_module import train
 from trainer_module.summary import Verification  # noqa: F401 (its result; the summary holds it)
 
@@ -296,10 +295,7 @@ def run_in_subprocess(job_dict: dict, replicas: int = 2, steps: int = 3, timeout
     child's last line on stderr, when one fails or the chief's status disagrees with its result.
     """
     replicas = workers if workers > 1 else replicas
-    package_root = str(Path(__file__).resolve().parent.parent)
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env = dict(os.environ, TF_USE_LEGACY_KERAS="1",
-               PYTHONPATH=os.pathsep.join(paths + [package_root] * (package_root not in paths)))
+    env = child_env.python_env(TF_USE_LEGACY_KERAS="1")
     env.pop("TF_CONFIG", None)
     cluster = [f"127.0.0.1:{port}" for port in free_ports(workers)] if workers > 1 else []
     with tempfile.TemporaryDirectory(prefix="lockstep-verify-") as tmp:

@@ -89,6 +89,7 @@ class _Schedule:
         self._done: set[str] = set()
         self.error: BaseException | None = None
         self.over = False  # the run has ended: the worker is being stopped
+        self.worker_lane_open = False  # the worker's lane may still finish a node
         self._changed = threading.Condition()
 
     def take(self, in_process: bool) -> str | None:
@@ -121,14 +122,29 @@ class _Schedule:
             self.error = self.error or error
             self._changed.notify_all()
 
-    def settled(self) -> bool:
-        """No node is running, and every node has finished or one has failed."""
+    def lane_closed(self) -> None:
+        """The worker's lane takes no more nodes (it ran out, failed or its process ended)."""
         with self._changed:
-            return not self._running and (self.error is not None
-                                          or len(self._done) == len(self.order))
+            self.worker_lane_open = False
+            self._changed.notify_all()
+
+    def wait_settled(self) -> None:
+        """Returns once no node is running and every node has finished or one has failed, or
+        the worker's lane has closed: woken by each change, no polling."""
+        with self._changed:
+            while self.worker_lane_open and (self._running or (
+                    self.error is None and len(self._done) < len(self.order))):
+                self._changed.wait()
 
 
 def _worker_lane(schedule: _Schedule, worker: node_worker.Worker, ir) -> None:
+    try:
+        _take_nodes(schedule, worker, ir)
+    finally:
+        schedule.lane_closed()
+
+
+def _take_nodes(schedule: _Schedule, worker: node_worker.Worker, ir) -> None:
     if not worker.wait_ready():
         if not schedule.over:
             _log.warning("the worker process ended before it was ready: this process runs "
@@ -151,11 +167,10 @@ def run_ir(ir, worker: node_worker.Worker | None) -> None:
     (which it closes). When a node fails, no node starts after it; the run waits for the node
     running in the other lane (its execution is recorded whole) and raises the first error."""
     schedule = _Schedule(ir)
-    lane = None
     if worker is not None:
-        lane = threading.Thread(target=_worker_lane, args=(schedule, worker, ir), daemon=True,
-                                name="lockstep-worker-lane")
-        lane.start()
+        schedule.worker_lane_open = True
+        threading.Thread(target=_worker_lane, args=(schedule, worker, ir), daemon=True,
+                         name="lockstep-worker-lane").start()
     try:
         while (node := schedule.take(in_process=True)) is not None:
             try:
@@ -164,8 +179,7 @@ def run_ir(ir, worker: node_worker.Worker | None) -> None:
                 schedule.failed(node, err)
                 break
             schedule.finished(node, cached)
-        while lane is not None and lane.is_alive() and not schedule.settled():
-            lane.join(timeout=0.2)
+        schedule.wait_settled()
         if schedule.error is not None:
             raise schedule.error
     finally:

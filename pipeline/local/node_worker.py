@@ -17,6 +17,8 @@ import sys
 import traceback
 from dataclasses import dataclass
 
+from trainer_module import child_env
+
 _READY = "ready"  # the worker's first answer: its imports are done
 
 
@@ -82,9 +84,7 @@ class Worker:
     """A worker process that launches nodes; start it early: it imports TFX as it starts."""
 
     def __init__(self):
-        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        path = [repo] + [p for p in sys.path if p and p != repo]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
+        env = child_env.python_env(sys.path)  # this process's whole import path (a test's dir too)
         self._process = subprocess.Popen(
             [sys.executable, "-m", "pipeline.local.node_worker"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=None, env=env,
