@@ -308,12 +308,12 @@ def run_in_subprocess(job_dict: dict, replicas: int = 2, steps: int = 3, timeout
         command += ["--hardware", hardware] if hardware else []
         children = []
         for index in range(workers):
-            child_env = dict(env, TF_CONFIG=json.dumps(
+            worker_env = dict(env, TF_CONFIG=json.dumps(
                 {"cluster": {"worker": cluster}, "task": {"type": "worker", "index": index}})
                              ) if cluster else env
             # Files, not pipes: a worker blocked on a full pipe would stall the others' all-reduce.
             log = open(os.path.join(tmp, f"worker-{index}.log"), "w+")  # noqa: SIM115
-            children.append((subprocess.Popen(command, env=child_env, stdout=subprocess.DEVNULL,
+            children.append((subprocess.Popen(command, env=worker_env, stdout=subprocess.DEVNULL,
                                               stderr=log, text=True), log))
         outputs = _wait(children, timeout, f"{replicas} replicas, {steps} steps")
         children = [child for child, _ in children]
