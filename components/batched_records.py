@@ -31,6 +31,7 @@ import apache_beam as beam
 import pyarrow as pa
 from tfx.components.util import tfxio_utils
 from tfx.dsl.io import fileio
+from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx_bsl.tfxio import telemetry, tf_example_record
 
 from components import columnar_examples
@@ -68,11 +69,15 @@ class _ReadRecordBatches(beam.DoFn):
 
     def __init__(self, schema, raw_record_column_name: str | None, batch_size: int):
         self._decode = tf_example_record._DecodeBatchExamplesDoFn(schema, raw_record_column_name)
-        self._schema, self._raw = schema, raw_record_column_name
-        self._batch_size = batch_size
+        self._raw, self._batch_size = raw_record_column_name, batch_size
+        # Serialized, as the stock decoder keeps it: a DoFn that Beam pickles holds no proto.
+        self._schema_bytes = None if schema is None else schema.SerializeToString()
+        self._schema = None
 
     def setup(self):
         self._decode.setup()
+        if self._schema_bytes is not None:
+            self._schema = schema_pb2.Schema.FromString(self._schema_bytes)
 
     def process(self, path: str):
         import tensorflow as tf

@@ -56,7 +56,7 @@ def rename(record_from: str, record_to: str) -> None:
         fileio.rename(copy_path(record_from), copy_path(record_to), overwrite=True)
 
 
-_TYPES = {0: None, 1: pa.large_binary(), 2: pa.int64(), 3: pa.float32()}  # schema_pb2 FeatureType
+_TYPES = {1: pa.large_binary(), 2: pa.int64(), 3: pa.float32()}  # schema_pb2's BYTES, INT, FLOAT
 
 
 def _wanted(schema) -> list[tuple[str, pa.DataType]] | None:
@@ -87,13 +87,12 @@ def read(record_path: str, batch_size: int, schema=None) -> Iterator[pa.RecordBa
         return None
     reader = _open(path)
     columns = reader.schema
-    if schema is not None:
-        wanted = _wanted(schema)
-        if wanted is None or any(columns.get_field_index(name) < 0
-                                 or columns.field(name).type != kind for name, kind in wanted):
-            return None
     if schema is None:  # the decoder's order without a schema: by name
         return _batches(reader, batch_size, sorted(columns.names), inferred=True)
+    wanted = _wanted(schema)
+    if wanted is None or any(columns.get_field_index(name) < 0
+                             or columns.field(name).type != kind for name, kind in wanted):
+        return None
     return _batches(reader, batch_size, [name for name, _ in wanted], inferred=False)
 
 
