@@ -66,19 +66,21 @@ READ_BLOCK = 256
 READ_CYCLE = 8
 
 
+def _record_blocks(files: tf.data.Dataset, compression: str, block: int) -> tf.data.Dataset:
+    """Blocks of up to `block` serialized records, READ_CYCLE files read side by side."""
+    return files.interleave(
+        lambda f: tf.data.TFRecordDataset(f, compression_type=compression).batch(block),
+        cycle_length=READ_CYCLE, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
 def read_records(files: tf.data.Dataset, compression: str) -> tf.data.Dataset:
     """The serialized records of these files, READ_CYCLE files at a time in blocks of READ_BLOCK."""
-    return files.interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression_type=compression).batch(READ_BLOCK),
-        cycle_length=READ_CYCLE, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True,
-    ).unbatch()
+    return _record_blocks(files, compression, READ_BLOCK).unbatch()
 
 
 def count_records(files: list[str], compression: str = "GZIP") -> int:
     """The records in these TFRecord files, counted in C++ a block at a time."""
-    ds = tf.data.Dataset.from_tensor_slices(files).interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression_type=compression).batch(8192),
-        cycle_length=READ_CYCLE, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = _record_blocks(tf.data.Dataset.from_tensor_slices(files), compression, 8192)
     return int(ds.reduce(tf.constant(0, tf.int64),
                          lambda n, batch: n + tf.shape(batch, out_type=tf.int64)[0]))
 
