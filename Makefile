@@ -23,7 +23,10 @@ setup:
 run: setup
 	$(UV) run --frozen lockstep run $(ARGS)
 
+# The system tools of the image and report tests: installed as root with apt, else those tests skip
+# with the command that would enable them (tests/tools.sh; LOCKSTEP_TEST_INSTALL=no: never install).
 test: setup
+	@bash tests/tools.sh
 	$(UV) run --frozen pytest -q -p no:cacheprovider --durations=30 tests
 
 test-fast: setup

@@ -22,8 +22,19 @@ def _engine(*args, check=True):
     return subprocess.run([ENGINE["name"], *args], capture_output=True, text=True, check=check)
 
 
+def _no_engine() -> str:
+    """Why `make image` cannot run here ("" when it can): no docker engine and no podman set."""
+    if shutil.which("docker") and subprocess.run(["docker", "info"], capture_output=True).returncode == 0:
+        return ""
+    lacking = [tool for tool in ("podman", "runc", "debootstrap") if not shutil.which(tool)]
+    return (f"no docker engine and {', '.join(lacking)} missing (apt-get install "
+            f"{' '.join(lacking)}; `make test` installs them as root)") if lacking else ""
+
+
 @pytest.fixture(scope="session")
 def image():
+    if reason := _no_engine():
+        pytest.skip(reason)
     # With the example's own code (examples/wide_deep) on the image's PYTHONPATH.
     result = subprocess.run(["make", "image", "USER_CODE=examples/wide_deep"], cwd=REPO,
                             capture_output=True, text=True)

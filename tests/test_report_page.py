@@ -18,7 +18,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 def _chromium(*args, timeout=120):
     if not CHROMIUM:
-        pytest.skip("Chromium is not installed (apt-get install chromium; CI installs it)")
+        pytest.skip("Chromium is not installed (apt-get install chromium; `make test` installs it as root)")
     return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
                            "--no-first-run", "--disable-extensions", "--enable-logging=stderr",
                            "--v=0", *map(str, args)],
