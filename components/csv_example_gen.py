@@ -13,8 +13,9 @@ Reading twice keeps memory bounded (no record is held between the passes). Each 
 record batches to temporary files in the split directories, each with its columnar copy (the same
 rows as Arrow columns, which StatisticsGen and Transform read instead of decoding the records:
 components/columnar_examples.py); one final step names them. It is a
-FileBasedExampleGen, so input/output configs and hash splits work as in TFX (sha256 buckets of
-each row's content); spans are resolved by this executor (components/spans.py), so they work on every
+FileBasedExampleGen, so input/output configs work as in TFX; its hash buckets are filled by
+components/row_split.py (by each row's position, or by group columns, never by the label: TFX
+hashes each row's content, which splits a table of repeated rows by its label); spans are resolved by this executor (components/spans.py), so they work on every
 orchestrator.
 """
 
@@ -23,7 +24,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import hashlib
-import itertools
 import json
 import os
 import threading
@@ -48,7 +48,7 @@ from tfx.utils import io_utils, proto_utils
 from tfx.components.util import examples_utils
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components import columnar_examples, csv_format, spans
+from components import columnar_examples, csv_format, row_split, spans
 from trainer_module import input_pipeline
 
 SPANS_KEY = "spans"
@@ -57,6 +57,8 @@ DATA_FINGERPRINT_KEY = "data_fingerprint"  # spans.fingerprint of the chosen spa
 # column types, the missing tokens, the split), so equal identities mean equal records. Transform
 # keys its analyzer cache on it (components/transform.py).
 SPAN_DATASETS_KEY = "span_datasets"
+# On the Examples: the split rule, JSON (row_split.SplitRule.to_dict): the summary and report say it.
+SPLIT_KEY = "split_rule"
 SHARD_NAME = "data_tfrecord"  # TFX's name for ExampleGen's files
 SCHEMA_KEY = standard_component_specs.SCHEMA_KEY  # the types-only schema's output key
 SCHEMA_FILE = "schema.pbtxt"  # its file, SchemaGen's name
@@ -71,26 +73,34 @@ class ExampleGenConfigError(ValueError):
     """ExampleGen's custom_config cannot be read: the message names the key."""
 
 
-_SPEC_KEYS = ("label", "missing_values", "span_pattern", "span_window", "span_marker")
+_SPEC_KEYS = ("label", "missing_values", "span_pattern", "span_window", "span_marker",
+              "split_by", "split_seed")
 
 
 @dataclasses.dataclass(frozen=True)
 class ExampleGenSpec:
     """What the executor and the driver read from ExampleGen's custom_config: the label column,
-    the cells that mean missing, and the span settings (components/spans.py). The codec refuses
-    an unknown, missing or mistyped key, as TrainSpec and TransformSpec do."""
+    the cells that mean missing, the span settings (components/spans.py) and the split's group
+    columns and seed (components/row_split.py). The codec refuses an unknown, missing or mistyped
+    key, as TrainSpec and TransformSpec do."""
 
     label: str
     missing_values: tuple[str, ...] = csv_format.DEFAULT_MISSING_VALUES
     span_pattern: str = ""
     span_window: int = 1
     span_marker: str = spans.DEFAULT_MARKER
+    split_by: tuple[str, ...] = ()
+    split_seed: int = 0
+
+    def split_rule(self, buckets: tuple[int, ...]) -> row_split.SplitRule:
+        return row_split.SplitRule(tuple(buckets), self.split_by, self.split_seed)
 
     def to_custom_config(self) -> example_gen_pb2.CustomConfig:
         struct = struct_pb2.Struct()
         struct.update({"label": self.label, "missing_values": list(self.missing_values),
                        "span_pattern": self.span_pattern, "span_window": self.span_window,
-                       "span_marker": self.span_marker})
+                       "span_marker": self.span_marker, "split_by": list(self.split_by),
+                       "split_seed": self.split_seed})
         packed = any_pb2.Any()
         packed.Pack(struct)
         return example_gen_pb2.CustomConfig(custom_config=packed)
@@ -127,11 +137,23 @@ class ExampleGenSpec:
             if not isinstance(values[key], str):
                 raise ExampleGenConfigError(
                     f"ExampleGen custom_config: {key} must be text, got {values[key]!r}")
+        by, seed = values["split_by"], values["split_seed"]
+        if not isinstance(by, list) or not all(isinstance(c, str) for c in by):
+            raise ExampleGenConfigError(
+                f"ExampleGen custom_config: split_by must be a list of column names, got {by!r}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, float)) or seed != int(seed):
+            raise ExampleGenConfigError(
+                f"ExampleGen custom_config: split_seed must be a whole number, got {seed!r}")
+        try:
+            row_split.check_keys(by, values["label"])
+        except row_split.SplitKeyError as err:
+            raise ExampleGenConfigError(f"ExampleGen custom_config: {err}") from None
         return cls(values["label"], tuple(tokens), values["span_pattern"], int(window),
-                   values["span_marker"])
+                   values["span_marker"], tuple(by), int(seed))
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "missing_values": list(self.missing_values)}
+        return {**dataclasses.asdict(self), "missing_values": list(self.missing_values),
+                "split_by": list(self.split_by)}
 
     def select_spans(self, input_base: str) -> tuple[list[int], list[str]]:
         """The spans, and their files, that the span settings select."""
@@ -193,17 +215,17 @@ class _MergeProfiles(beam.CombineFn):
 
 class _Encode(beam.DoFn):
     """Reads one byte range, types and encodes its record batches to serialized tf.Examples in
-    C++ (tfx_bsl), assigns each to a split by TFX's hash-bucket rule over the row's cells
-    (csv_format.split_buckets; tfx_bsl's bytes are not canonical), and either yields the records (`shard_dirs` empty) or
+    C++ (tfx_bsl), assigns each row to a split by the split rule (components/row_split.py: by its
+    position or its group, never its label), and either yields the records (`shard_dirs` empty) or
     writes each batch's records of each split to a temporary GZIP TFRecord file in that split's
     directory and yields (split, span, its path, its records); `_finalize` names the files once all
     are written."""
 
-    def __init__(self, header: list[str], missing_values: list[str], buckets: list[int],
-                 shard_dirs: list[str], span_of: dict[str, int] | None = None):
+    def __init__(self, header: list[str], missing_values: list[str], rule: row_split.SplitRule,
+                 shard_dirs: list[str], input_base: str, span_of: dict[str, int] | None = None):
         self._header, self._missing_values = header, missing_values
-        self._buckets, self._shard_dirs = buckets, shard_dirs
-        self._span_of = span_of or {}
+        self._rule, self._shard_dirs = rule, shard_dirs
+        self._input_base, self._span_of = input_base, span_of or {}
 
     def setup(self):
         self._missing = csv_format.missing_tokens(self._missing_values)
@@ -224,19 +246,20 @@ class _Encode(beam.DoFn):
                 yield from self._encoder.encode(csv_format.typed_batch(cleaned, types))
             return
         span = self._span_of.get(read.path)
-        for written in _threaded(lambda batch: self._encode_and_write(batch, types, span),
-                                 csv_format.record_batches(read, self._header)):
+        file_key = csv_format.relative_name(read.path, self._input_base)
+        for written in _threaded(
+                lambda placed: self._encode_and_write(*placed, types, span, file_key, read.start),
+                csv_format.numbered_batches(read, self._header)):
             yield from written
 
-    def _encode_and_write(self, batch, types: dict[str, str],
-                          span: int | None) -> list[tuple[int, int | None, str, int]]:
+    def _encode_and_write(self, first_row: int, batch, types: dict[str, str], span: int | None,
+                          file_key: str, read_start: int) -> list[tuple[int, int | None, str, int]]:
         cleaned = csv_format.clean(batch, self._missing)
         typed = csv_format.typed_batch(cleaned, types)
         records = self._encoder.encode(typed)
-        if len(self._buckets) == 1:
+        if len(self._rule.buckets) == 1:
             return [(0, span, self._write(self._shard_dirs[0], records, typed), len(records))]
-        buckets = csv_format.split_buckets(cleaned, self._buckets[-1])
-        split_of = np.searchsorted(self._buckets, buckets, side="right")  # bisect.bisect's
+        split_of = self._rule.assign(cleaned, file_key, read_start, first_row)
         written = []
         for split in np.unique(split_of):
             rows = np.flatnonzero(split_of == split)
@@ -341,6 +364,10 @@ def _CsvRecords(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_
     if label and label not in header:
         raise csv_format.CsvError(
             f"{files[0]}: label column '{label}' is not in the header ({', '.join(header)})")
+    try:
+        row_split.check_keys(spec.split_by, label, header, files[0])
+    except row_split.SplitKeyError as err:
+        raise csv_format.CsvError(str(err)) from None
     where = files[0] if len(files) == 1 else pattern
 
     reads = (pipeline
@@ -356,7 +383,7 @@ def _CsvRecords(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_
         _ = types | "KeepTypes" >> beam.Map(_write_types,
                                             directory=shard_dirs[0].rsplit("/", 1)[0])
     return reads | "Encode" >> beam.ParDo(
-        _Encode(header, missing, list(buckets), list(shard_dirs), span_of),
+        _Encode(header, missing, spec.split_rule(buckets), list(shard_dirs), input_base, span_of),
         types=beam.pvalue.AsSingleton(types))
 
 
@@ -387,9 +414,10 @@ class Executor(BaseExampleGenExecutor):
                 exec_properties[standard_component_specs.INPUT_BASE_KEY])
         exec_properties["_beam_pipeline_args"] = self._beam_pipeline_args or []
         if output_config.split_config.splits:
-            buckets = list(itertools.accumulate(
-                s.hash_buckets for s in output_config.split_config.splits))
-            jobs = [(input_config.splits[0].pattern, tuple(buckets), tuple(split_dirs))]
+            buckets = tuple(s.hash_buckets for s in output_config.split_config.splits)
+            jobs = [(input_config.splits[0].pattern, buckets, tuple(split_dirs))]
+            examples.set_string_custom_property(SPLIT_KEY, json.dumps(
+                spec.split_rule(buckets).to_dict()))
         else:
             jobs = [(split.pattern, (1,), (directory,))
                     for split, directory in zip(input_config.splits, split_dirs)]
@@ -415,7 +443,8 @@ class Executor(BaseExampleGenExecutor):
             examples.set_string_custom_property(DATA_FINGERPRINT_KEY, spans.fingerprint(files))
             encoding = {"types": types, "options": spec.to_dict(),
                         "output_config": exec_properties[
-                            standard_component_specs.OUTPUT_CONFIG_KEY]}
+                            standard_component_specs.OUTPUT_CONFIG_KEY],
+                        "split_version": row_split.VERSION}
             full = (f"{exec_properties[standard_component_specs.INPUT_BASE_KEY].rstrip('/')}/"
                     f"{spec.span_pattern}")
             examples.set_string_custom_property(SPAN_DATASETS_KEY, json.dumps(

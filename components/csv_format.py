@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import hashlib
 import io
 import os
 import sys
@@ -324,14 +323,20 @@ def _first_text(files: Iterable[str], at: int, missing_values: Iterable[str],
     return next(iter(files), "?"), "?", "?"
 
 
-def split_buckets(cleaned: pa.RecordBatch, total: int) -> list[int]:
-    """Each row's hash bucket in [0, total): TFX's rule (sha256 modulo the bucket count) over a
-    canonical key of the row's cells (a `clean` batch: stripped, missing as absent), so a row
-    lands in the same split on every run and runner, wherever it sits in the files."""
-    key = pc.binary_join_element_wise(*cleaned.columns, "\x1f",
-                                      null_handling="replace", null_replacement="\x00")
-    return [int.from_bytes(hashlib.sha256(k).digest(), "big") % total
-            for k in pc.cast(key, pa.binary()).to_pylist()]
+def numbered_batches(read: Read, header: list[str]) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """(number of its first row within the read, batch) of each of `record_batches`: a row's
+    place, which the split rule hashes (components/row_split.py)."""
+    first = 0
+    for batch in record_batches(read, header):
+        yield first, batch
+        first += batch.num_rows
+
+
+def relative_name(path: str, input_base: str) -> str:
+    """A file's name relative to the data root ("span-3/part-0.csv"): its identity within the
+    data, wherever the root is."""
+    base = input_base.rstrip("/") + "/"
+    return path[len(base):] if path.startswith(base) else path.rsplit("/", 1)[-1]
 
 
 def typed_batch(cleaned: pa.RecordBatch, types: dict[str, str]) -> pa.RecordBatch:

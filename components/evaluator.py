@@ -9,14 +9,18 @@ by and the label (`needed_columns`): a 200-column table otherwise cost 200 Pytho
 row.
 
 It also starts the serving smoke test of the candidate (components/serving_check.py) as it begins,
-in its own process beside TFMA, and records the verdict on the blessing for the Pusher.
+in its own process beside TFMA, and records the verdict on the blessing for the Pusher; that
+process also scores samples of the train and eval splits, and the blessing records the model's
+metrics on each (components/generalization.py: the generalisation gap the summary shows).
 
 `read_metrics` reads its output back (the Pusher records the gating metric, the run report shows
 them all).
 """
 
 import contextlib
+import json
 import os
+import tempfile
 
 from tfx.components.evaluator.component import Evaluator as _StockEvaluator
 from tfx.components.evaluator import executor as stock_executor
@@ -24,7 +28,7 @@ from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 from tfx.utils import io_utils, path_utils, proto_utils
 
-from components import serving_check, serving_dir
+from components import generalization, serving_check, serving_dir
 from components.batched_records import batched_reads
 from components.latest_model import is_found
 from components.memory import objects_frozen
@@ -45,7 +49,14 @@ class Executor(stock_executor.Executor):
         if input_dict.get(schema_key):
             input_dict[schema_key] = [self._needed_columns_schema(
                 input_dict[schema_key], exec_properties[standard_component_specs.EVAL_CONFIG_KEY])]
-        check = serving_check.start(source, serving_check.eval_example_files(examples))
+        label_key = _label_key(exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY))
+        figures = os.path.join(tempfile.mkdtemp(prefix="lockstep-figures-"), "generalization.json")
+        check = serving_check.start(
+            source, serving_check.eval_example_files(examples),
+            figures_to=figures if label_key else "", label_key=label_key,
+            splits={split: serving_check.split_pattern(examples, split)
+                    for split in artifact_utils.decode_split_names(examples.split_names)
+                    if split in ("train", "eval")})
         autograph_rules.install()  # TFMA's Keras metric updates: tf_keras's code unconverted
         try:
             with objects_frozen(), batched_reads(), _short_array_text(), \
@@ -59,6 +70,10 @@ class Executor(stock_executor.Executor):
         blessing.set_string_custom_property(serving_check.VERDICT_KEY, check.verdict())
         blessing.set_string_custom_property(serving_check.CHECKED_SHA_KEY,
                                             serving_dir.content_hash(source))
+        if os.path.exists(figures):
+            with open(figures) as handle:
+                blessing.set_string_custom_property(generalization.FIGURES_KEY,
+                                                    json.dumps(json.load(handle)))
 
     def _needed_columns_schema(self, schemas, eval_config_json: str):
         """A Schema artifact, in this execution's temp dir, of the columns TFMA needs."""
@@ -72,6 +87,16 @@ class Executor(stock_executor.Executor):
         io_utils.write_pbtxt_file(os.path.join(artifact.uri, "schema.pbtxt"),
                                   needed_columns(schema, eval_config))
         return artifact
+
+
+def _label_key(eval_config_json: str | None) -> str:
+    """The transformed label's name, from the eval config ("" without one)."""
+    if not eval_config_json:
+        return ""
+    from tensorflow_model_analysis.proto import config_pb2
+
+    config = proto_utils.json_to_proto(eval_config_json, config_pb2.EvalConfig())
+    return config.model_specs[0].label_key if config.model_specs else ""
 
 
 def _no_hot_key_fanout(beam_args):

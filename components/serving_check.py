@@ -9,11 +9,17 @@ publishes a copy whose content hash equals the checked one, and checks the copy 
 only when the blessing has no verdict for this content (a blessing from before, or a model
 changed since).
 
+Asked for (`figures`), the same process then scores samples of the train and eval splits and
+writes the model's metrics on each (components/generalization.py: the generalisation gap).
+
     python -m components.serving_check MODEL_DIR EXAMPLE_FILE [EXAMPLE_FILE ...]
+        [--figures OUT.json --label-key KEY --split NAME=PATTERN ...]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -36,7 +42,8 @@ class Pending:
     """A check running in its own process; `wait` returns when it ends and raises
     ServingCheckFailed with its last line if it failed (or gave no answer in time)."""
 
-    def __init__(self, model_dir: str, example_files: list[str], timeout: float = TIMEOUT_SECONDS):
+    def __init__(self, model_dir: str, example_files: list[str], timeout: float = TIMEOUT_SECONDS,
+                 figures: list[str] = ()):
         env = child_env.python_env()
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         env.setdefault("CUDA_VISIBLE_DEVICES", "")  # a smoke test; the accelerator stays free
@@ -45,7 +52,8 @@ class Pending:
         # A file, not a pipe: a child writing more than a pipe holds while nobody reads would stall.
         self._output = tempfile.TemporaryFile(mode="w+")
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "components.serving_check", model_dir, *example_files],
+            [sys.executable, "-m", "components.serving_check", model_dir, *example_files,
+             *figures],
             stdout=self._output, stderr=subprocess.STDOUT, text=True, env=env)
 
     def wait(self) -> None:
@@ -77,9 +85,18 @@ class Pending:
         self._output.close()
 
 
-def start(model_dir: str, example_files: list[str], timeout: float = TIMEOUT_SECONDS) -> Pending:
-    """Starts the check of the SavedModel at model_dir and returns at once."""
-    return Pending(model_dir, example_files, timeout)
+def start(model_dir: str, example_files: list[str], timeout: float = TIMEOUT_SECONDS,
+          figures_to: str = "", label_key: str = "", splits: dict[str, str] | None = None
+          ) -> Pending:
+    """Starts the check of the SavedModel at model_dir and returns at once. figures_to: where
+    to write the model's metrics on samples of `splits` ({name: file pattern}), label_key the
+    transformed label's name (components/generalization.py)."""
+    figures = []
+    if figures_to:
+        figures = ["--figures", figures_to, "--label-key", label_key,
+                   *[arg for name, pattern in (splits or {}).items()
+                     for arg in ("--split", f"{name}={pattern}")]]
+    return Pending(model_dir, example_files, timeout, figures)
 
 
 def run(model_dir: str, example_files: list[str], timeout: float = TIMEOUT_SECONDS) -> None:
@@ -90,10 +107,15 @@ def run(model_dir: str, example_files: list[str], timeout: float = TIMEOUT_SECON
 def eval_example_files(examples) -> list[str]:
     """The files of an Examples artifact's eval split: what the check serves."""
     from tfx.dsl.io import fileio
+
+    return sorted(fileio.glob(split_pattern(examples, "eval")))
+
+
+def split_pattern(examples, split: str) -> str:
+    """The file pattern of one split of an Examples artifact."""
     from tfx.types import artifact_utils
 
-    split = artifact_utils.get_split_uri([examples], "eval")
-    return sorted(fileio.glob(f"{split}/*"))
+    return f"{artifact_utils.get_split_uri([examples], split)}/*"
 
 
 def _examples(files: list[str]) -> list[bytes]:
@@ -113,7 +135,14 @@ def main(argv: list[str]) -> int:
     import numpy as np
     import tensorflow as tf
 
-    model_dir, files = argv[0], argv[1:]
+    parser = argparse.ArgumentParser(prog="components.serving_check")
+    parser.add_argument("model_dir")
+    parser.add_argument("files", nargs="*")
+    parser.add_argument("--figures", default="")
+    parser.add_argument("--label-key", default="")
+    parser.add_argument("--split", action="append", default=[])
+    args = parser.parse_args(argv)
+    model_dir, files = args.model_dir, args.files
     examples = _examples(files)
     if not examples:
         print(f"no examples to serve in {', '.join(files) or '(no files)'}", file=sys.stderr)
@@ -133,7 +162,24 @@ def main(argv: list[str]) -> int:
             print(f"output {name} is not finite", file=sys.stderr)
             return 1
     print(f"served {len(examples)} examples: {', '.join(sorted(outputs))}")
+    if args.figures:
+        _write_figures(model, args.figures, args.label_key, dict(s.split("=", 1) for s in args.split))
     return 0
+
+
+def _write_figures(model, path: str, label_key: str, splits: dict[str, str]) -> None:
+    """The model's metrics on a sample of each split (components/generalization.py), as JSON."""
+    from components import generalization
+    from trainer_module import features, input_pipeline
+
+    found = generalization.measure(
+        model, {name: (input_pipeline.list_files(pattern), input_pipeline.recorded_rows([pattern]))
+                for name, pattern in splits.items()},
+        label_key, features.EVAL_WEIGHT)
+    with open(path, "w") as out:
+        json.dump(found, out)
+    print("figures: " + "; ".join(f"{s} {f['rows']} rows " + ", ".join(
+        f"{k} {v:.4f}" for k, v in f["metrics"].items()) for s, f in found.items()))
 
 
 if __name__ == "__main__":

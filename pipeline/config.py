@@ -13,6 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from components import row_split
 from components.csv_format import DEFAULT_MISSING_VALUES
 from components.fs import is_uri
 from trainer_module import hooks
@@ -40,9 +41,18 @@ class DataConfig:
     # Cells that mean "missing" (the penguins source writes NA).
     missing_values: list[str] = dataclasses.field(
         default_factory=lambda: list(DEFAULT_MISSING_VALUES))
-    # Hash split of the rows: buckets for train and eval.
+    # The split of the rows into train and eval, in hash buckets: 4 : 1 puts 4 rows in 5 in train.
+    # A row's split never depends on its label (components/row_split.py): by default a seeded
+    # hash of its place (its file, its row), so repeated rows spread like a random split;
+    # split_by = ["user_id"] keeps every row of a group on one side instead.
     train_buckets: int = 4
     eval_buckets: int = 1
+    split_by: list[str] = dataclasses.field(default_factory=list)
+    split_seed: int = 0
+    # The check before the run (pipeline/split_check.py): each feature's and the label's skew
+    # between the train and eval rows; one beyond this bound, and beyond what chance gives a
+    # random split of these sizes, stops the run. 0: no check.
+    max_skew: float = 0.1
     # Data that arrives in spans: a pattern under `path` with {SPAN} for the span number, e.g.
     # "span-{SPAN}/*.csv". Each run trains on the newest span, or the newest `span_window` spans.
     span_pattern: str = ""
@@ -90,6 +100,11 @@ class EvalConfig:
     # How much worse than the serving model (the newest pushed version, scored on the same eval
     # split) the gating metric may be and still be blessed.
     max_regression: float = 0.01
+    # The generalisation gap: how much better the model may score on a sample of its train split
+    # than on the eval split before the summary and the report name it (overfitting, or a split
+    # that is not random). Absolute for accuracy, auc and r2; a share of the eval figure for
+    # log_loss, rmse and mae. It does not stop the push.
+    max_gap: float = 0.05
     # Columns to slice the evaluation by (e.g. ["island"]): TFMA's metrics for each value, in the
     # run summary and `lockstep runs --json`. Thresholds stay on the whole eval split.
     slices: list[str] = dataclasses.field(default_factory=list)
@@ -267,6 +282,12 @@ def validate(config: Config) -> None:
                           f"rule), got {config.pipeline_name!r}")
     if config.data.train_buckets < 1 or config.data.eval_buckets < 1:
         raise ConfigError("data.train_buckets and data.eval_buckets must be at least 1")
+    try:
+        row_split.check_keys(config.data.split_by, config.data.label)
+    except row_split.SplitKeyError as err:
+        raise ConfigError(str(err)) from None
+    if config.data.max_skew < 0:
+        raise ConfigError("data.max_skew must be 0 (no check) or more")
     if config.data.span_pattern and config.data.span_pattern.count("{SPAN}") != 1:
         raise ConfigError(f"data.span_pattern must contain {{SPAN}} once, got "
                           f"{config.data.span_pattern!r}")
@@ -274,8 +295,8 @@ def validate(config: Config) -> None:
         raise ConfigError("push.keep_versions must be 0 or more")
     if config.data.max_drift < 0:
         raise ConfigError("data.max_drift must be 0 (no check) or more")
-    if config.eval.margin < 0:
-        raise ConfigError("eval.margin must be 0 or more")
+    if config.eval.margin < 0 or config.eval.max_gap < 0:
+        raise ConfigError("eval.margin and eval.max_gap must be 0 or more")
     if config.run.lock_wait_seconds < 0 or config.run.timeout_minutes < 0:
         raise ConfigError("run.lock_wait_seconds and run.timeout_minutes must be 0 or more")
     if "/" in config.data.span_marker:

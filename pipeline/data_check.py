@@ -14,8 +14,8 @@ import os
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from components import csv_format, spans
-from pipeline import column_roles
+from components import csv_format, row_split, spans
+from pipeline import column_roles, split_check
 from pipeline.config import DataConfig
 from trainer_module import config as trainer_config, features
 
@@ -39,6 +39,9 @@ class DataInfo:
     label_counts: dict[str, int] = dataclasses.field(default_factory=dict)
     # Every column but the label: what it is to the model, and why (pipeline/column_roles.py).
     roles: dict[str, column_roles.Role] = dataclasses.field(default_factory=dict)
+    # Each split's cells as the ExampleGen will split them (pipeline/split_check.py); None when
+    # data.max_skew is 0.
+    split_tally: split_check.Tally | None = None
 
 
 class _Moments:
@@ -87,7 +90,7 @@ def _files(path: str, span_pattern: str, span_window: int,
     return input_base, pattern, files, chosen
 
 
-def _checked_header(file: str, header: list[str], label: str) -> list[str]:
+def _checked_header(file: str, header: list[str], label: str, split_by) -> list[str]:
     for one, other in features.collisions(header)[:1]:
         raise csv_format.CsvError(
             f"{file}: columns '{one}' and '{other}' would share the feature name "
@@ -95,6 +98,10 @@ def _checked_header(file: str, header: list[str], label: str) -> list[str]:
     if label not in header:
         raise csv_format.CsvError(
             f"{file}: label column '{label}' is not in the header ({', '.join(header)})")
+    try:
+        row_split.check_keys(split_by, label, header, file)
+    except row_split.SplitKeyError as err:
+        raise csv_format.CsvError(str(err)) from None
     return header
 
 
@@ -117,18 +124,24 @@ def check(config: DataConfig) -> DataInfo:
     rows, profiles = 0, None
     labels: dict[str, int] = {}  # the label's values and rows (up to LABEL_VALUES_COUNTED values)
     moments = _Moments()
-    profile = None
+    profile, tally = None, None
+    rule = row_split.SplitRule((config.train_buckets, config.eval_buckets),
+                               tuple(config.split_by), config.split_seed)
     for file in files:
         file_header, data_offset = csv_format.read_header(file)
         if header is None:
-            header = _checked_header(file, file_header, label)
+            header = _checked_header(file, file_header, label, config.split_by)
             profile = column_roles.Profile(header)
+            if config.max_skew:
+                tally = split_check.Tally(header, rule, input_base)
         elif file_header != header:
             raise csv_format.CsvError(f"{file}: its header differs from {files[0]}'s")
         for read in csv_format.plan_reads(file, data_offset):
-            for batch in csv_format.record_batches(read, header):
+            for first_row, batch in csv_format.numbered_batches(read, header):
                 rows += batch.num_rows
                 cleaned = csv_format.clean(batch, missing)
+                if tally is not None:
+                    tally.add(cleaned, file, read.start, first_row)
                 profiles = csv_format.merge_profiles(
                     p for p in (profiles, csv_format.profile_batch(cleaned)) if p)
                 profile.add(cleaned)
@@ -165,5 +178,5 @@ def check(config: DataConfig) -> DataInfo:
         raise csv_format.CsvError(f"{where}: label column '{label}' has one value "
                                   f"({next(iter(counts), '')!r}): there is nothing to classify")
     return DataInfo(input_base, pattern, tuple(files), types, rows, task, why, tuple(chosen),
-                    std, dict(sorted(counts.items(), key=lambda kv: -kv[1])), roles)
+                    std, dict(sorted(counts.items(), key=lambda kv: -kv[1])), roles, tally)
 

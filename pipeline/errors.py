@@ -22,13 +22,15 @@ def _statuses() -> list[tuple[type[BaseException], int]]:
     from components.spans import SpanError
     from pipeline.config import ConfigError
     from pipeline.preflight import DriftError
+    from pipeline.split_check import SkewError
     from pipeline.local.schedule import ScheduleError
     from pipeline.local.run_lock import Locked
     from trainer_module.config import TrainerConfigError
     from trainer_module.scaling import ScalingError
     from trainer_module.slices import SliceError
 
-    return [(ConfigError, INPUT), (CsvError, INPUT), (DriftError, INPUT), (SpanError, INPUT),
+    return [(ConfigError, INPUT), (CsvError, INPUT), (DriftError, INPUT), (SkewError, INPUT),
+            (SpanError, INPUT),
             (TrainerConfigError, INPUT), (ScalingError, INPUT), (SliceError, INPUT),
             (ScheduleError, INPUT), (Locked, LOCKED)]
 

@@ -76,6 +76,9 @@ class Gate:
     metric: str  # the gating metric: compared with the baseline model, recorded at push
     bounds: tuple[Bound, ...]
     classes: tuple[str, ...] = ()  # the label's values, most frequent first (local data)
+    # How much better the model may do on a sample of its train split than on the eval split
+    # before the summary names the gap (components/generalization.py; eval.max_gap)
+    max_gap: float = 0.05
 
     @property
     def binary(self) -> bool:
@@ -86,12 +89,12 @@ class Gate:
 
     def to_dict(self) -> dict:
         return {"task": self.task, "metric": self.metric, "classes": list(self.classes),
-                "bounds": [dataclasses.asdict(b) for b in self.bounds]}
+                "bounds": [dataclasses.asdict(b) for b in self.bounds], "max_gap": self.max_gap}
 
     @classmethod
     def from_dict(cls, values: dict) -> "Gate":
         return cls(values["task"], values["metric"], tuple(Bound(**b) for b in values["bounds"]),
-                   tuple(values["classes"]))
+                   tuple(values["classes"]), values.get("max_gap", cls.max_gap))
 
 
 def _naive(metric: str, counts: dict[str, int], label_std: float | None
@@ -158,7 +161,8 @@ def decide(config: EvalConfig, task: str, label_counts: dict[str, int] | None = 
             margin = config.margin if name == metric else 0.0  # floors: no worse than naive
             bounds.append(Bound(name, round(_past(name, baseline, margin), 6), baseline, words,
                                 False))
-    return Gate(task, metric, tuple(bounds), tuple(counts) if task == CLASSIFICATION else ())
+    return Gate(task, metric, tuple(bounds), tuple(counts) if task == CLASSIFICATION else (),
+                config.max_gap)
 
 
 def eval_config(gate: Gate, label: str, slices: list[str], max_regression: float):

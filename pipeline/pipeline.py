@@ -78,7 +78,8 @@ def code_fingerprint(config: Config) -> str:
 def example_gen_spec(config: Config) -> ExampleGenSpec:
     data = config.data
     return ExampleGenSpec(data.label, tuple(data.missing_values), data.span_pattern,
-                          data.span_window, data.span_marker)
+                          data.span_window, data.span_marker, tuple(data.split_by),
+                          data.split_seed)
 
 
 def train_spec(config: Config, label: str, task: str) -> TrainSpec:

@@ -124,6 +124,18 @@ def check_local(config: Config):
     return data_check.check(config.data)
 
 
+def check_skew(config: Config, data, decisions: Decisions):
+    """How the train and eval rows compare (pipeline/split_check.py), or None for remote data or
+    data.max_skew 0. Raises SkewError, naming the columns and scores, past the bound."""
+    if data is None or data.split_tally is None:
+        return None
+    from pipeline import split_check
+
+    check = split_check.measure(data.split_tally, data.columns, decisions.roles,
+                                config.data.label, decisions.task, config.data.max_skew)
+    split_check.refuse_beyond(check)
+    return check
+
 
 def nothing_new(config: Config, data) -> str | None:
     """For data in spans: the one line to say, when the complete spans this run would read are

@@ -34,6 +34,7 @@ class Prepared:
       data: the data check's DataInfo (pipeline/data_check.py); None for remote data.
       decisions: the task, the columns' roles and the gate (pipeline/preflight.py).
       drift: how far the newest span moved from the one before it, or None.
+      skew: how the train and eval rows compare (pipeline/split_check.py), or None.
     """
 
     config: Config
@@ -41,6 +42,7 @@ class Prepared:
     decisions: preflight.Decisions
     drift: preflight.DriftCheck | None = None
     code: tuple[str, ...] = ()  # what the check of the user's own code said (preflight.check_hooks)
+    skew: object = None  # split_check.SkewCheck
 
     @property
     def task(self) -> str:
@@ -56,8 +58,8 @@ class Prepared:
             lines.append(f"lockstep: {data.rows} rows from {len(data.files)} CSV file(s){spans}, "
                          f"label '{self.config.data.label}', {len(data.columns) - 1} columns; "
                          f"task {self.task}")
-        return (lines + self.decisions.column_lines() + [self.decisions.gate_line()]
-                + list(self.code))
+        return (lines + (self.skew.lines() if self.skew else []) + self.decisions.column_lines()
+                + [self.decisions.gate_line()] + list(self.code))
 
 
 def prepare(config: Config) -> Prepared:
@@ -66,11 +68,13 @@ def prepare(config: Config) -> Prepared:
 
     Raises:
       ConfigError, CsvError, SpanError: the config, the user's code or the data, named.
+      SkewError: the train and eval rows differ past data.max_skew, the column named.
     """
     data = preflight.check_local(config)
     decisions = preflight.decide(config, data)
+    skew = preflight.check_skew(config, data, decisions)
     return Prepared(config, data, decisions,
-                    code=tuple(preflight.check_hooks(config, decisions, data)))
+                    code=tuple(preflight.check_hooks(config, decisions, data)), skew=skew)
 
 
 def check_drift(prepared: Prepared) -> Prepared:
@@ -144,6 +148,7 @@ def run(prepared: Prepared, *, orchestrator: str = LOCAL, log_file: str | None =
         raise _failed(err, "pipeline run failed") from err
     report.task = prepared.task
     report.drift = prepared.drift.to_dict() if prepared.drift else {}
+    report.skew = prepared.skew.to_dict() if prepared.skew else {}
     page, page_error = write_page(report, config, log_file)
     return Outcome(report, page, page_error, time.perf_counter() - tic)
 

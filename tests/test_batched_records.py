@@ -144,7 +144,7 @@ def test_the_components_read_batched(monkeypatch, executor, stock):
             def verdict(self):
                 return "ok"
 
-        monkeypatch.setattr(evaluator.serving_check, "start", lambda *args: Check())
+        monkeypatch.setattr(evaluator.serving_check, "start", lambda *args, **kwargs: Check())
         monkeypatch.setattr(evaluator.serving_check, "eval_example_files", lambda *args: [])
         monkeypatch.setattr(evaluator.serving_dir, "content_hash", lambda *args: "sha")
         inputs["model"] = [standard_artifacts.Model()]

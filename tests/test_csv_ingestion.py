@@ -11,6 +11,7 @@ import csv
 import json
 import math
 
+import pyarrow as pa
 import pytest
 import tensorflow as tf
 from tfx.proto import example_gen_pb2
@@ -19,7 +20,7 @@ from tfx.types import standard_component_specs as specs
 from google.protobuf import json_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components import columnar_examples, csv_example_gen, csv_format
+from components import columnar_examples, csv_example_gen, csv_format, row_split
 
 MISSING = list(csv_format.DEFAULT_MISSING_VALUES)
 HEADER = ["id", "count", "ratio", "name", "note", "label"]
@@ -144,16 +145,20 @@ def test_types_and_examples_equal_the_per_row_reader(csv_dir, tmp_path, monkeypa
     new = sorted(_canonical(tf.train.Example.FromString(r)) for r in train + eval_)
     assert len(new) == 270
     assert new == sorted(_canonical(e) for e in old_examples)
-    # TFX's split rule, sha256 modulo the 3 hash buckets, over each row's cells.
+    # lockstep's split rule (components/row_split.py) over each whole file read as one batch:
+    # the same splits, whatever the batches and threads the executor read them in.
     missing = csv_format.missing_tokens(MISSING)
+    rule = row_split.SplitRule((2, 1))
     expected = {"train": set(), "eval": set()}
     for path in files:
         header, offset = csv_format.read_header(path)
-        for batch in csv_format.record_batches(csv_format.Read(path, offset, -1), header):
-            for row_id, bucket in zip(batch.column(0).to_pylist(),
-                                      csv_format.split_buckets(
-                                          csv_format.clean(batch, missing), 3)):
-                expected["eval" if bucket >= 2 else "train"].add(int(row_id))
+        read = csv_format.Read(path, offset, -1)
+        whole = pa.Table.from_batches(list(csv_format.record_batches(read, header)))
+        whole = whole.combine_chunks().to_batches()[0]
+        splits = rule.assign(csv_format.clean(whole, missing),
+                             csv_format.relative_name(path, str(csv_dir)), offset, 0)
+        for row_id, split in zip(whole.column(0).to_pylist(), splits):
+            expected[("train", "eval")[split]].add(int(row_id))
     for split, records in (("train", train), ("eval", eval_)):
         ids = {tf.train.Example.FromString(r).features.feature["id"].int64_list.value[0]
                for r in records}
@@ -281,7 +286,8 @@ def test_not_utf8_is_one_line(tmp_path):
 
 
 def test_example_gen_spec_round_trips_through_the_custom_config():
-    spec = csv_example_gen.ExampleGenSpec("label", ("", "NA"), "span-{SPAN}/*.csv", 3, "")
+    spec = csv_example_gen.ExampleGenSpec("label", ("", "NA"), "span-{SPAN}/*.csv", 3, "",
+                                          ("user", "day"), 7)
     raw = json_format.MessageToJson(spec.to_custom_config())
     assert csv_example_gen.ExampleGenSpec.from_exec_properties(
         {specs.CUSTOM_CONFIG_KEY: raw}) == spec  # the Struct's 3.0 comes back as the int 3
@@ -294,6 +300,11 @@ def test_example_gen_spec_round_trips_through_the_custom_config():
     ({"span_window": "2"}, "span_window must be a whole number >= 1, got '2'"),
     ({"missing_values": "NA"}, "missing_values must be a list of text, got 'NA'"),
     ({"label": 3}, "label must be text, got 3"),
+    ({"split_by": "user"}, "split_by must be a list of column names, got 'user'"),
+    ({"split_seed": 0.5}, "split_seed must be a whole number, got 0.5"),
+    ({"split_by": ["user", "label"]},
+     "data.split_by: the label 'label' can never decide the split (a row's split must not "
+     "depend on its answer)"),
 ])
 def test_example_gen_spec_refuses_unknown_missing_and_mistyped_keys(change, error):
     values = csv_example_gen.ExampleGenSpec("label").to_dict()

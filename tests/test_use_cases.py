@@ -25,6 +25,11 @@ def test_prepare_reads_the_bundled_data_once_and_decides_before_anything_runs(tm
     lines = prepared.lines()
     assert lines[0].startswith("lockstep: 344 rows from 1 CSV file(s), label 'species', ")
     assert "task classification (" in lines[0]
+    assert lines[1].startswith("lockstep: split by row position (never by the label), seed 0, "
+                               "train 4 : eval 1 buckets: train ")
+    assert lines[3].startswith("lockstep: skew between train and eval within 0.1: largest "
+                               "species (L-inf ")
+    assert prepared.skew.rows["train"] + prepared.skew.rows["eval"] == 344
     assert lines[-1].startswith("lockstep: a model is blessed with ")
     # Not in spans: no drift to measure, and nothing is ever "nothing new".
     assert use_cases.check_drift(prepared).drift is None

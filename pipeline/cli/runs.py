@@ -24,6 +24,8 @@ def _row(report) -> dict:
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(report.started)),
         "data": report.data,
         "spans": report.spans,
+        "split": {"rule": report.split_rule, "words": report.split_words()},
+        "generalization": report.generalization,
         "executed": [n for n, s in nodes.items() if s == "executed"],
         "cached": [n for n, s in nodes.items() if s == "cached"],
         "unfinished": {n: s for n, s in nodes.items() if s not in ("executed", "cached")},

@@ -154,11 +154,37 @@ def _drift_table(drift: dict) -> str:
             f"<th>measure</th><th>score</th><th>bound</th></tr>{rows}</table>")
 
 
+def _skew_table(report: RunReport) -> str:
+    """The split rule, each split's rows and label, and each column's skew between them."""
+    parts = []
+    if report.split_rule:
+        parts.append(f"<p data-split>Split {_e(report.split_words())}.</p>")
+    skew = report.skew
+    if not skew:
+        return "".join(parts)
+    label = "; ".join(f"{_e(split)}: " + ", ".join(f"{_e(k)} {v:.3f}" for k, v in values.items())
+                      for split, values in skew["label"].items())
+    rows = "".join(
+        f"<tr data-skew='{_e(c['column'])}'><td>{_e(c['column'])}</td><td>{_e(c['measure'])}</td>"
+        f"<td class=n>{c['score']:.3f}</td><td class=n>{c['chance']:.3f}</td>"
+        f"<td class=n>{c['bound']:g}</td><td>{'beyond' if c['beyond'] else 'within'}</td></tr>"
+        for c in skew["columns"])
+    parts.append(
+        "<p>Rows: " + ", ".join(f"{_e(k)} {v}" for k, v in skew["rows"].items())
+        + f". Label by split: {label}.</p><p>Skew between train and eval, the label first "
+        "(SMD: standardized mean difference of a number; L-infinity over the values' shares for "
+        "text and classes; chance: what a random split of these sizes gives, one standard "
+        "deviation; bound: data.max_skew):</p><table><tr><th>column</th><th>measure</th>"
+        f"<th>score</th><th>chance</th><th>bound</th><th></th></tr>{rows}</table>")
+    return "".join(parts)
+
+
 def _data_section(report: RunReport) -> str:
     parts = ["<h2 id=data>Data</h2>"]
     if report.data:
         spans = f", span {', '.join(map(str, report.spans))}" if report.spans else ""
         parts.append(f"<p>From <code>{_e(report.data)}</code>{spans}.</p>")
+    parts.append(_skew_table(report))
     if report.analyzed_spans or report.cached_spans:
         parts.append(f"<p data-analysis>Transform analyzed span(s) "
                      f"{_e(', '.join(map(str, report.analyzed_spans)) or 'none')}; from its "
@@ -389,6 +415,10 @@ def _evaluation_section(report: RunReport) -> str:
     parts.append(f"<p>Baseline: {_e(report.baseline) if report.baseline else 'none (first model)'}"
                  "</p>")
     parts.append(_gate_table(report))
+    if report.generalization_line():
+        beyond = "beyond" if report.generalization["beyond"] else "within"
+        parts.append(f"<p data-generalization={beyond}>"
+                     f"{_e(report.generalization_line())}</p>")
     if report.metrics:
         parts.append("<table><tr><th>metric</th><th>value</th></tr>" + "".join(
             f"<tr><td>{_e(k)}</td><td class=n data-metric='{_e(k)}'>{_e(value_text(k, v))}</td></tr>"

@@ -11,8 +11,9 @@ import dataclasses
 import json
 from typing import Any
 
-from components import evaluator, fs, latest_model, pusher, transform
-from components.csv_example_gen import SPANS_KEY
+from components import evaluator, fs, generalization, latest_model, pusher, transform
+from components import row_split
+from components.csv_example_gen import SPANS_KEY, SPLIT_KEY
 from pipeline import evaluation
 from pipeline.pipeline import (BASELINE_NODE, EVALUATOR_NODE, EXAMPLE_GEN_NODE, PUSHER_NODE,
                                TRAINER_NODE, TRANSFORM_NODE)
@@ -64,6 +65,39 @@ class RunReport:
     analyzed_spans: list[int] = dataclasses.field(default_factory=list)
     cached_spans: list[int] = dataclasses.field(default_factory=list)
     drift: dict = dataclasses.field(default_factory=dict)  # preflight.DriftCheck.to_dict()
+    # The ExampleGen's split rule (components/row_split.py, SplitRule.to_dict), from its output
+    split_rule: dict = dataclasses.field(default_factory=dict)
+    skew: dict = dataclasses.field(default_factory=dict)  # split_check.SkewCheck.to_dict()
+    # The model's metrics on a sample of each split (components/generalization.py), from its
+    # blessing: {split: {rows, metrics}}
+    figures: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def generalization(self) -> dict:
+        """The gating metric on the train sample beside the eval split's and the gap between
+        them (generalization.gap), or {}."""
+        if not self.gate or not self.figures:
+            return {}
+        return generalization.gap(self.figures, self.gate.metric,
+                                  evaluation.METRICS[self.gate.metric].higher_is_better,
+                                  self.gate.max_gap)
+
+    def generalization_line(self) -> str:
+        g = self.generalization
+        if not g:
+            return ""
+        rows = g["rows"]
+        relative = " of the eval figure" if g["metric"] in generalization.RELATIVE else ""
+        verdict = (f"BEYOND {g['bound']:g}: the model does better on rows it learned from than on "
+                   "new ones (overfitting, or a split that is not random)"
+                   if g["beyond"] else f"within {g['bound']:g}")
+        return (f"Generalisation: {g['metric']} {g['train']:.4f} on {rows.get('train', 0)} train "
+                f"rows vs {g['eval']:.4f} on {rows.get('eval', 0)} eval rows, gap "
+                f"{g['gap']:+.4f}{relative} ({verdict}; eval.max_gap)")
+
+    def split_words(self) -> str:
+        """"by row position (never by the label), seed 0, train 4 : eval 1 buckets", or ""."""
+        return row_split.SplitRule.from_dict(self.split_rule).words() if self.split_rule else ""
 
     def class_name(self, class_id: int) -> str:
         return self.classes[class_id] if 0 <= class_id < len(self.classes) else str(class_id)
@@ -120,6 +154,8 @@ class RunReport:
 
     def describe(self, with_nodes: bool = True) -> str:
         lines = [f"Task: {self.task}"] if self.task else []
+        if self.split_rule:
+            lines.append(f"Split: {self.split_words()}")
         if with_nodes:
             lines.append("Components:")
             for n in self.nodes:
@@ -149,6 +185,8 @@ class RunReport:
         lines.append(f"Baseline: the serving model, {self.baseline}" if self.baseline
                      else "Baseline: none (first model)")
         lines += self.gate_lines()
+        if self.generalization_line():
+            lines.append(self.generalization_line())
         if self.metrics:
             lines.append("Eval metrics: " + ", ".join(
                 metric_text(k, v) for k, v in sorted(self.metrics.items())))
@@ -236,7 +274,7 @@ def verify_line(v: Verification) -> str:
 
 def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunReport:
     """The report of a run whose nodes had these outputs ({node id: its output artifacts})."""
-    metrics, blessed, pushed_to, plots = {}, None, None, {}
+    metrics, blessed, pushed_to, plots, figures = {}, None, None, {}, {}
     failures: list[str] = []
     slice_metrics: dict[str, dict[str, float]] = {}
     for out in outputs.get(EVALUATOR_NODE, []):
@@ -246,6 +284,8 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
             failures = _read_failures(out.uri)
         elif out.key == "blessing":
             blessed = bool(int(out.properties.get("blessed", 0)))
+            if out.properties.get(generalization.FIGURES_KEY):
+                figures = json.loads(out.properties[generalization.FIGURES_KEY])
     push_note, gate = "", None
     for out in outputs.get(PUSHER_NODE, []):
         if out.properties.get(pusher.GATE_KEY):
@@ -253,8 +293,10 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
         if int(out.properties.get(pusher.PUSHED_KEY, 0)):
             pushed_to = out.properties.get(pusher.DESTINATION_KEY)
         push_note = out.properties.get(pusher.NOTE_KEY) or ""
-    spans, baseline, training = [], None, None
+    spans, baseline, training, split_rule = [], None, None, {}
     for out in outputs.get(EXAMPLE_GEN_NODE, []):
+        if out.properties.get(SPLIT_KEY):
+            split_rule = json.loads(out.properties[SPLIT_KEY])
         if out.properties.get(SPANS_KEY):
             spans = [int(x) for x in str(out.properties[SPANS_KEY]).split(",")]
     for out in outputs.get(BASELINE_NODE, []):
@@ -277,7 +319,7 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
                      artifacts={f"{node}.{out.key}": out.uri
                                 for node, outs in outputs.items() for out in outs},
                      gate=gate, classes=classes, plots=plots, analyzed_spans=analyzed,
-                     cached_spans=cached)
+                     cached_spans=cached, split_rule=split_rule, figures=figures)
 
 
 def bound_in_words(threshold) -> str:

@@ -1,0 +1,195 @@
+"""The number a run reports is what users of the served model get, on tables of many repeated
+rows (low-cardinality columns, a noisy label): the kind whose content-hash split (TFX's rule, the
+label among the hashed cells) put every copy of (x, 'yes') on one side and every copy of (x, 'no')
+on the other, so that the model learned a wrong answer and the eval split scored it wrongly.
+
+For a binary, a multi-class and a numeric label, one run each: the Evaluator's gating figure
+equals the served model's on a random sample of ALL rows (both splits) within sampling error,
+scored here with scikit-learn; the model's train-sample and eval figures agree (the gap the
+summary shows); the binary model's log loss is below the constant baseline's. The split rule is
+said first and recorded; a group split keeps each group on one side; the label is never a key.
+"""
+
+import csv
+import glob
+import json
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from sklearn import metrics as sk
+
+from conftest import PipelineRun, lockstep
+
+pytestmark = pytest.mark.slow
+
+ROWS = 6000
+SAMPLE = 3000
+TOLERANCE = 0.03
+
+
+def _table(path, kind: str, seed: int = 7) -> None:
+    """ROWS rows over 3 x 4 x 5 = 60 distinct feature combinations, a noisy label: about 6,000
+    rows of which a few hundred are distinct, in groups of 10 or more identical copies."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 3, ROWS)
+    b = rng.choice(["north", "south", "east", "west"], ROWS)
+    c = rng.integers(1, 6, ROWS)
+    user = rng.integers(0, 300, ROWS)
+    signal = 0.9 * (a - 1) + 0.5 * (b == "north") - 0.4 * (b == "west") + 0.35 * (c - 3)
+    if kind == "binary":
+        label = np.where(rng.random(ROWS) < 1 / (1 + np.exp(-signal)), "yes", "no")
+    elif kind == "multiclass":
+        logits = np.stack([signal, -signal, 0.3 * (c - 3)], axis=1)
+        p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+        label = np.array(["low", "high", "mid"])[(rng.random(ROWS)[:, None] > p.cumsum(axis=1)).sum(axis=1)]
+    else:
+        label = np.round(10 + 3 * signal + rng.normal(0, 2, ROWS)).astype(int)
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["a", "b", "c", "user", "label"])
+        writer.writerows(zip(a, b, c, [f"u{u}" for u in user], label))
+    distinct = len({(x, y, z, l) for x, y, z, l in zip(a, b, c, label)})
+    assert distinct < ROWS / 5  # a duplicate-heavy table, (features, label) repeated
+
+
+@pytest.fixture(scope="module", params=["binary", "multiclass", "numeric"])
+def run(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(request.param)
+    _table(root / "table.csv", request.param)
+    run = PipelineRun(root)
+    extra = []
+    if request.param == "numeric":  # a group split, by user: each user's rows on one side
+        (root / "groups.toml").write_text(
+            '[data]\nsplit_by = ["user"]\ntask = "regression"\ncolumns = {user = "feature"}\n')
+        extra = ["--config", root / "groups.toml"]
+    run.result = run.run("--data", root / "table.csv", "--label", "label", *extra)
+    assert run.result.returncode == 0, run.result.stderr[-3000:]
+    run.kind = request.param
+    return run
+
+
+def _all_rows(run: PipelineRun):
+    """(serialized raw tf.Examples, labels as text) of a random sample of every row, both splits."""
+    files = sorted(glob.glob(str(run.pipeline_root / "CsvExampleGen" / "examples" / "*" / "Split-*" / "*")))
+    records = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+    assert len(records) == ROWS
+    chosen = np.random.default_rng(11).choice(len(records), SAMPLE, replace=False)
+    serialized, labels = [], []
+    for i in chosen:
+        example = tf.train.Example.FromString(records[i])
+        value = example.features.feature["label"]
+        kind = value.WhichOneof("kind")
+        labels.append(getattr(value, kind).value[0])
+        serialized.append(records[i])
+    return serialized, labels
+
+
+def _reported(run: PipelineRun) -> dict:
+    from components import evaluator
+
+    [uri] = glob.glob(str(run.pipeline_root / "Evaluator" / "evaluation" / "*"))
+    return evaluator.read_metrics(uri)[0]
+
+
+def test_the_reported_figure_holds_on_a_random_sample_of_all_rows(run):
+    [version] = run.pushed_versions() or [None]
+    assert version, run.result.stdout  # a sound model on this table is blessed and pushed
+    model = tf.saved_model.load(str(version))
+    serialized, labels = _all_rows(run)
+    out = model.signatures["serving_default"](examples=tf.constant(serialized))
+    reported = _reported(run)
+    if run.kind == "numeric":
+        truth = np.array(labels, dtype=float)
+        rmse = float(np.sqrt(sk.mean_squared_error(truth, out["predictions"].numpy().reshape(-1))))
+        # RMSE is in the label's units (std about 3.6): the same 3 % of it
+        assert abs(reported["root_mean_squared_error"] - rmse) < TOLERANCE * truth.std() * 3, \
+            (reported, rmse)
+        return
+    vocabulary = (version / "assets" / "label_vocab").read_text().split()
+    truth = np.array([v.decode() for v in labels])
+    probabilities = out["probabilities"].numpy()
+    predicted = np.array(vocabulary)[probabilities.argmax(axis=1)]
+    accuracy = sk.accuracy_score(truth, predicted)
+    assert abs(reported["sparse_categorical_accuracy"] - accuracy) < TOLERANCE, (reported, accuracy)
+    if run.kind == "binary":
+        positive = truth == vocabulary[1]
+        auc = sk.roc_auc_score(positive, probabilities[:, 1])
+        assert abs(reported["auc"] - auc) < TOLERANCE, (reported, auc)
+        served_loss = sk.log_loss(positive, probabilities[:, 1])
+        share = positive.mean()
+        constant_loss = sk.log_loss(positive, np.full(len(positive), share))
+        assert served_loss < constant_loss, (served_loss, constant_loss)
+        assert abs(reported["binary_crossentropy"] - served_loss) < TOLERANCE * 3
+
+
+def test_train_and_eval_figures_agree_and_the_summary_says_so(run):
+    out = run.result.stdout
+    line = re.search(r"^Generalisation: (\w+) ([\d.]+) on (\d+) train rows vs ([\d.]+) on (\d+) "
+                     r"eval rows, gap ([-+][\d.]+)", out, re.M)
+    assert line, out
+    metric, train, evaluation = line.group(1), float(line.group(2)), float(line.group(4))
+    assert metric == {"binary": "auc", "multiclass": "accuracy", "numeric": "rmse"}[run.kind]
+    if metric == "rmse":
+        assert abs(train - evaluation) / evaluation < 0.1, line.group(0)
+    else:
+        assert abs(train - evaluation) < TOLERANCE, line.group(0)
+    assert "(within 0.05; eval.max_gap)" in line.group(0) or metric == "rmse"
+    # The eval figure the gap compares is the Evaluator's own, computed another way.
+    reported = _reported(run)
+    name = {"auc": "auc", "accuracy": "sparse_categorical_accuracy",
+            "rmse": "root_mean_squared_error"}[metric]
+    assert evaluation == pytest.approx(reported[name], abs=1e-3 * max(1.0, reported[name]))
+
+
+def test_the_split_rule_is_said_first_and_recorded(run):
+    out = run.result.stdout
+    words = ("by groups of user" if run.kind == "numeric" else "by row position")
+    lines = out.splitlines()
+    said = [i for i, l in enumerate(lines) if l.startswith(f"lockstep: split {words} (never by the label), seed 0")]
+    assert said and said[0] < 6, out
+    assert re.search(r"^lockstep: skew between train and eval within 0.1: largest label ", out, re.M), out
+    assert f"Split: {words} (never by the label), seed 0, train 4 : eval 1 buckets" in out
+    rows = json.loads(lockstep("runs", "--json", "--pipeline-root", run.pipeline_root).stdout)
+    assert rows[0]["split"]["rule"]["kind"] == ("group" if run.kind == "numeric" else "position")
+    assert rows[0]["generalization"]["metric"]
+    [page] = glob.glob(str(run.pipeline_root / "reports" / "*.html"))
+    source = open(page).read()
+    assert "data-split>" in source and "data-skew='label'" in source
+    assert "data-generalization=" in source
+
+
+def test_a_group_split_keeps_each_group_on_one_side(run):
+    if run.kind != "numeric":
+        pytest.skip("the numeric run splits by user")
+    sides = {}
+    for split in ("train", "eval"):
+        files = glob.glob(str(run.pipeline_root / "CsvExampleGen" / "examples" / "*" / f"Split-{split}" / "*"))
+        for record in tf.data.TFRecordDataset(files, compression_type="GZIP"):
+            user = tf.train.Example.FromString(record.numpy()).features.feature["user"].bytes_list.value[0]
+            sides.setdefault(user, set()).add(split)
+    assert len(sides) == 300 and all(len(s) == 1 for s in sides.values())
+    assert 0.12 < np.mean([s == {"eval"} for s in sides.values()]) < 0.28
+
+
+def test_the_label_is_never_a_split_key_and_a_skewed_split_stops_the_run(tmp_path):
+    _table(tmp_path / "table.csv", "binary")
+    config = tmp_path / "c.toml"
+    config.write_text('[data]\nsplit_by = ["label"]\n')
+    result = lockstep("run", "--config", config, "--data", tmp_path / "table.csv", "--label",
+                      "label", "--pipeline-root", tmp_path / "root", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        "data.split_by: the label 'label' can never decide the split (a row's split must not "
+        "depend on its answer)"), result.stderr
+    # Split by `a`, three groups whose labels differ: the eval side's label shares are far
+    # from train's, and the run stops before anything runs, naming the label and the figure.
+    config.write_text('[data]\nsplit_by = ["a"]\nsplit_seed = 6\n')  # a = 0 alone in eval
+    result = lockstep("run", "--config", config, "--data", tmp_path / "table.csv", "--label",
+                      "label", "--pipeline-root", tmp_path / "root", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert re.search(r"the train and eval rows differ beyond data.max_skew 0.1: label \(L-inf "
+                     r"0\.\d+ at '(yes|no)'; a random split gives about 0\.0\d+\)", last), last
+    assert not (tmp_path / "root" / "CsvExampleGen").exists()
