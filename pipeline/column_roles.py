@@ -8,7 +8,12 @@ into parts (trainer_module/preprocessing.py), and `data.columns` overrides any o
   (row numbers, sequential keys): an integer measurement that happens to be unique per row stays
   a feature, and so does any float column (a coordinate, an amount).
 - **timestamp**: a text column whose every present cell is an ISO 8601 date or date-time
-  (`features.TIMESTAMP_PATTERN`).
+  (`features.TIMESTAMP_PATTERN`), or a date as people write it, all cells in one form
+  (`features.DATE_FORMS`: 1/31/2017 06:00 AM, 31.01.17, Jan 5, 2017, 5 January 2017). The order
+  of a numeric date is read from the cells: a first field above 12 makes it day/month/year, a
+  second field above 12 month/day/year; when no field settles it, month/day/year, and the run
+  says so. `data.columns = {col = "timestamp:dmy"}` names the order (ymd, mdy, dmy), and
+  "timestamp:epoch" reads a numeric column as seconds since 1970.
 
 The profile reads the same cleaned Arrow batches as the data check (no Python per row); to
 count distinct values it keeps each batch's distinct values only for columns that can still be
@@ -24,17 +29,34 @@ import pyarrow.compute as pc
 
 from components.csv_format import FLOAT, INT, STRING
 from trainer_module.config import CONSTANT, FEATURE, ID, ROLES, TIMESTAMP
-from trainer_module.features import TIMESTAMP_PATTERN
+from trainer_module.features import (DATE_FORMS, DMY, EPOCH, MDY, ORDERS, TIMESTAMP_PATTERN,
+                                     YMD)
 
 ID_DISTINCT_SHARE = 0.99  # distinct / present values at or above this: every row its own value
 ID_RANGE_SLACK = 1.5  # an integer id spans at most this times its distinct count (a sequence)
 ID_MIN_VALUES = 20  # fewer present values say nothing about uniqueness
 
 
+_ORDER_WORDS = {YMD: "year-month-day", MDY: "month/day/year", DMY: "day/month/year",
+                EPOCH: "seconds since 1970"}
+
+
 @dataclasses.dataclass(frozen=True)
 class Role:
     role: str
     why: str
+    order: str = ""  # a timestamp's: features.ORDERS
+
+
+def parse_override(name: str, value: str) -> tuple[str, str]:
+    """(role, order) of a data.columns value ("feature", "timestamp", "timestamp:dmy", ...);
+    raises ValueError naming the column."""
+    role, _, order = str(value).partition(":")
+    if role not in ROLES or (order and (role != TIMESTAMP or order not in ORDERS)):
+        raise ValueError(f"data.columns.{name}: the role must be {', '.join(ROLES[:-1])} or "
+                         f"{ROLES[-1]} (a timestamp may name its order: "
+                         f"{', '.join(f'timestamp:{o}' for o in ORDERS)}), got {value!r}")
+    return role, order
 
 
 class _Column:
@@ -43,6 +65,8 @@ class _Column:
         self.first = None  # the one value seen so far, while the column may be constant
         self.constant = True
         self.timestamps = True  # every present cell so far matched the pattern
+        self.forms = set(DATE_FORMS)  # the written date forms every present cell matched so far
+        self.fields = [0, 0]  # the largest first and second fields of a numeric date
         self.id_candidate = True
         self.within_batch_distinct = 0
         self.distinct: list[pa.Array] = []  # each batch's distinct values, while a candidate
@@ -59,6 +83,14 @@ class _Column:
             self.first = unique[0].as_py()
         if self.timestamps:
             self.timestamps = bool(pc.all(pc.match_substring_regex(present, TIMESTAMP_PATTERN)).as_py())
+        for form in sorted(self.forms):
+            if not pc.all(pc.match_substring_regex(present, DATE_FORMS[form])).as_py():
+                self.forms.discard(form)
+        if "numeric" in self.forms:
+            found = pc.extract_regex(present, r"^(?P<a>[0-9]{1,2})[-/.](?P<b>[0-9]{1,2})")
+            for i, field in enumerate(("a", "b")):
+                largest = pc.max(pc.cast(found.field(field), pa.int64())).as_py()
+                self.fields[i] = max(self.fields[i], largest or 0)
         if self.id_candidate:
             self.within_batch_distinct += len(unique)
             # Distinct over all batches is at most the sum of each batch's distinct counts.
@@ -72,7 +104,11 @@ class _Column:
             return Role(CONSTANT, f"one value ({self.first!r}) in every present cell")
         if kind == STRING and self.timestamps:
             return Role(TIMESTAMP, "every cell an ISO 8601 date or time: parsed into "
-                                   "year, month, day, day of week, hour")
+                                   "year, month, day, day of week, hour", YMD)
+        if kind == STRING and self.forms:
+            written = self._written_date()
+            if written:
+                return written
         if kind == FLOAT or not self.id_candidate or self.present < ID_MIN_VALUES:
             return Role(FEATURE, "")
         values = pa.chunked_array(self.distinct, pa.string())
@@ -87,6 +123,27 @@ class _Column:
             return Role(ID, f"{distinct} distinct integers over {self.present} rows, "
                             f"a sequence from {low} to {high}")
         return Role(ID, f"{distinct} distinct values over {self.present} rows")
+
+
+    def _written_date(self) -> Role | None:
+        parts = "parsed into year, month, day, day of week, hour"
+        if "month_name_first" in self.forms:
+            return Role(TIMESTAMP, f"every cell a date with the month's name first: {parts}", MDY)
+        if "day_first_month_name" in self.forms:
+            return Role(TIMESTAMP, f"every cell a date, the day then the month's name: {parts}",
+                        DMY)
+        first, second = self.fields
+        if first > 12 and second > 12:
+            return None  # two fields above 12: no date
+        if first > 12:
+            return Role(TIMESTAMP, f"every cell a date, read day/month/year (a first field of "
+                                   f"{first}, above 12): {parts}", DMY)
+        if second > 12:
+            return Role(TIMESTAMP, f"every cell a date, read month/day/year (a second field of "
+                                   f"{second}, above 12): {parts}", MDY)
+        return Role(TIMESTAMP, "every cell a date, read month/day/year: NOT SETTLED by the data "
+                               "(no field above 12; data.columns = {col = \"timestamp:dmy\"} "
+                               f"reads day/month/year): {parts}", MDY)
 
 
 class Profile:
@@ -105,24 +162,31 @@ class Profile:
         """{column: Role} for every column but the label; `overrides` ({column: role}, from
         data.columns) win. Raises ValueError naming a column that is not there or a role that is
         not one, and a timestamp override on a column that is not text."""
-        for name, role in overrides.items():
+        chosen = {}
+        for name, value in overrides.items():
             if name not in types:
                 raise ValueError(f"data.columns: '{name}' is not a column of {where} "
                                  f"(columns: {', '.join(self.header)})")
-            if role not in ROLES:
-                raise ValueError(f"data.columns.{name}: the role must be "
-                                 f"{', '.join(ROLES[:-1])} or {ROLES[-1]}, got {role!r}")
+            role, order = parse_override(name, value)
             if name == label:
                 raise ValueError(f"data.columns.{name}: '{name}' is the label, not a feature")
-            if role == TIMESTAMP and types[name] != STRING:
-                raise ValueError(f"data.columns.{name}: a timestamp column holds ISO 8601 text, "
-                                 f"and '{name}' is {types[name]}")
+            if role == TIMESTAMP and order == EPOCH and types[name] == STRING:
+                raise ValueError(f"data.columns.{name}: seconds since 1970 are numbers, and "
+                                 f"'{name}' holds text")
+            if role == TIMESTAMP and order != EPOCH and types[name] != STRING:
+                raise ValueError(f"data.columns.{name}: a timestamp column holds dates as text "
+                                 f"(or name timestamp:epoch for seconds), and '{name}' is "
+                                 f"{types[name]}")
+            if role == TIMESTAMP and not order:  # the order its cells show, else ISO's
+                found = self.columns[self.header.index(name)].role(types[name])
+                order = found.order if found.role == TIMESTAMP else YMD
+            chosen[name] = Role(role, "set by data.columns"
+                                + (f", read {_ORDER_WORDS[order]}" if order else ""), order)
         roles = {}
         for name, column in zip(self.header, self.columns):
             if name == label:
                 continue
-            roles[name] = (Role(overrides[name], "set by data.columns") if name in overrides
-                           else column.role(types[name]))
+            roles[name] = chosen.get(name) or column.role(types[name])
         return roles
 
 
@@ -132,3 +196,9 @@ def excluded(roles: dict[str, Role]) -> list[str]:
 
 def timestamps(roles: dict[str, Role]) -> list[str]:
     return sorted(name for name, r in roles.items() if r.role == TIMESTAMP)
+
+
+def timestamp_orders(roles: dict[str, Role]) -> dict[str, str]:
+    """{column: order} of the timestamp columns not read as ISO 8601 (features.ORDERS)."""
+    return {name: r.order for name, r in sorted(roles.items())
+            if r.role == TIMESTAMP and r.order and r.order != YMD}

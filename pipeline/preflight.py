@@ -10,7 +10,8 @@ import dataclasses
 from components.fs import is_uri
 from pipeline import column_roles, evaluation
 from pipeline.config import Config, ConfigError
-from trainer_module.config import CONSTANT, FEATURE, ID, REGRESSION, ROLES, TIMESTAMP, TransformSpec
+from trainer_module.config import CONSTANT, FEATURE, ID, REGRESSION, TIMESTAMP, TransformSpec
+from trainer_module.features import YMD
 from trainer_module.features import vocab_name
 
 
@@ -23,7 +24,8 @@ class Decisions:
 
     def transform_spec(self, label: str) -> TransformSpec:
         return TransformSpec(label, self.task, tuple(column_roles.excluded(self.roles)),
-                             tuple(column_roles.timestamps(self.roles)))
+                             tuple(column_roles.timestamps(self.roles)),
+                             timestamp_orders=column_roles.timestamp_orders(self.roles))
 
     def column_lines(self) -> list[str]:
         """What the run says first about the columns: those that are not plain features."""
@@ -52,12 +54,14 @@ def decide(config: Config, data=None) -> Decisions:
         if config.data.task == "auto":
             raise ConfigError(f"data.path {config.data.path} is remote and compile reads no "
                               "remote data: set data.task to classification or regression")
-        roles = {name: column_roles.Role(role, "set by data.columns")
-                 for name, role in config.data.columns.items()}
-        for name, role in config.data.columns.items():
-            if role not in ROLES:
-                raise ConfigError(f"data.columns.{name}: the role must be {', '.join(ROLES[:-1])} "
-                                  f"or {ROLES[-1]}, got {role!r}")
+        roles = {}
+        for name, value in config.data.columns.items():
+            try:
+                role, order = column_roles.parse_override(name, value)
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
+            roles[name] = column_roles.Role(role, "set by data.columns",
+                                            order or (YMD if role == TIMESTAMP else ""))
         task, reason = config.data.task, "set by --task or data.task"
         gate = evaluation.decide(config.eval, task, where=config.data.path)
     else:

@@ -57,9 +57,13 @@ def test_data_columns_override_the_roles(tmp_path):
 @pytest.mark.parametrize("columns, message", [
     ({"nope": "id"}, "data.columns: 'nope' is not a column of"),
     ({"rownum": "index"}, "data.columns.rownum: the role must be feature, id, constant or "
-                          "timestamp, got 'index'"),
-    ({"amount": "timestamp"}, "data.columns.amount: a timestamp column holds ISO 8601 text, "
-                              "and 'amount' is float"),
+                          "timestamp (a timestamp may name its order: timestamp:ymd, "
+                          "timestamp:mdy, timestamp:dmy, timestamp:epoch), got 'index'"),
+    ({"when": "timestamp:ydm"}, "data.columns.when: the role must be feature"),
+    ({"amount": "timestamp"}, "data.columns.amount: a timestamp column holds dates as text "
+                              "(or name timestamp:epoch for seconds), and 'amount' is float"),
+    ({"when": "timestamp:epoch"}, "data.columns.when: seconds since 1970 are numbers, and "
+                                  "'when' holds text"),
     ({"y": "id"}, "data.columns.y: 'y' is the label, not a feature"),
 ])
 def test_a_bad_override_is_one_line_naming_the_column(tmp_path, columns, message):
@@ -100,3 +104,73 @@ def test_a_label_with_one_value_is_refused(tmp_path):
                        match="label column 'y' has one value \\('only'\\): there is nothing to "
                              "classify"):
         data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))
+
+
+# Dates as people write them: (cell, the order the column is read in, its date and hour).
+WRITTEN = [
+    ("1/31/2017 06:00 AM", "mdy", (2017, 1, 31, 6)),
+    ("12/25/2016 12:00 AM", "mdy", (2016, 12, 25, 0)),
+    ("7/4/2020 11:59 PM", "mdy", (2020, 7, 4, 23)),
+    ("9/30/1990 0:00:00", "mdy", (1990, 9, 30, 0)),
+    ("2/3/2017 12:30 PM", "mdy", (2017, 2, 3, 12)),
+    ("31.01.17", "dmy", (2017, 1, 31, 0)),
+    ("03-02-69 14:05", "dmy", (2069, 2, 3, 14)),
+    ("25/12/1970", "dmy", (1970, 12, 25, 0)),
+    ("Jan 5, 2017", "mdy", (2017, 1, 5, 0)),
+    ("September 3rd, 2019 5:30 p.m.", "mdy", (2019, 9, 3, 17)),
+    ("Feb 29 2024", "mdy", (2024, 2, 29, 0)),
+    ("5 January 2017", "dmy", (2017, 1, 5, 0)),
+    ("28-Feb-1999", "dmy", (1999, 2, 28, 0)),
+]
+
+
+@pytest.mark.parametrize("order", ["mdy", "dmy"])
+def test_written_dates_in_the_graph_equal_pythons_calendar(order):
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import tensorflow as tf
+
+    from trainer_module import preprocessing
+
+    cases = [case for case in WRITTEN if case[1] == order]
+    cells = [cell for cell, _, _ in cases] + ["13/13/2020", "not a date", "2017-01-05", ""]
+    parts, present = preprocessing._timestamp_parts(tf.constant([[c] for c in cells]), order)
+    for i, (cell, _, (year, month, day, hour)) in enumerate(cases):
+        got = [int(parts[p][i]) for p in ("year", "month", "day", "day_of_week", "hour")]
+        assert got == [year, month, day, datetime.date(year, month, day).weekday(), hour], cell
+        assert present[i] == 1.0, cell
+    assert present.numpy()[len(cases):].tolist() == [0.0] * 4  # not a date: a missing value
+
+
+def test_seconds_since_1970_in_the_graph_equal_pythons_calendar():
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import tensorflow as tf
+
+    from trainer_module import preprocessing
+
+    seconds = [0, 1_700_000_000, -86_401, 951_782_400 + 3600 * 13 + 59, 4_102_444_799]
+    parts, present = preprocessing._timestamp_parts(tf.constant([[s] for s in seconds],
+                                                                tf.int64), "epoch")
+    for i, value in enumerate(seconds):
+        when = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=value)
+        got = [int(parts[p][i]) for p in ("year", "month", "day", "day_of_week", "hour")]
+        assert got == [when.year, when.month, when.day, when.weekday(), when.hour], value
+    assert present.numpy().tolist() == [1.0] * len(seconds)
+
+
+def test_the_order_of_a_written_date_is_read_from_the_data(tmp_path):
+    rows = ["us,eu,unsettled,named,amount,y"] + [
+        f"{m}/{d}/2017 0{h}:15 PM,{d:02d}.{m:02d}.2017,{m}/{h + 1}/2018,\"Mar {d}, 2019\",{i * 0.5},{'ab'[i % 2]}"
+        for i, (m, d, h) in enumerate((1 + i % 12, 1 + i % 28, i % 9) for i in range(60))]
+    (tmp_path / "d.csv").write_text("\n".join(rows) + "\n")
+    data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", ["", "NA"]))
+    assert {k: (r.role, r.order) for k, r in data.roles.items()} == {
+        "us": (TIMESTAMP, "mdy"), "eu": (TIMESTAMP, "dmy"), "unsettled": (TIMESTAMP, "mdy"),
+        "named": (TIMESTAMP, "mdy"), "amount": (FEATURE, "")}
+    assert "a second field of 28, above 12" in data.roles["us"].why
+    assert "a first field of 28, above 12" in data.roles["eu"].why
+    assert 'NOT SETTLED by the data (no field above 12; data.columns = {col = "timestamp:dmy"}' \
+        in data.roles["unsettled"].why
+    fixed = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", ["", "NA"],
+                                        columns={"unsettled": "timestamp:dmy"}))
+    assert (fixed.roles["unsettled"].order, fixed.roles["unsettled"].why) == (
+        "dmy", "set by data.columns, read day/month/year")

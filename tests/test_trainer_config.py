@@ -66,12 +66,16 @@ def test_an_unknown_run_parameter_fails():
 
 def test_transform_spec_is_strict_too():
     written = {"label": "y", "task": REGRESSION, "excluded": ["id"], "timestamps": ["t"],
-               "preprocessing_fn": "mine.prep:fn", "code_fingerprint": "abc"}
-    spec = TransformSpec("y", REGRESSION, ("id",), ("t",), "mine.prep:fn", "abc")
+               "preprocessing_fn": "mine.prep:fn", "code_fingerprint": "abc",
+               "timestamp_orders": {"t": "dmy"}}
+    spec = TransformSpec("y", REGRESSION, ("id",), ("t",), "mine.prep:fn", "abc", {"t": "dmy"})
     assert TransformSpec.from_custom_config(written) == spec
     assert spec.to_custom_config() == written
     with pytest.raises(TrainerConfigError, match="missing key"):
         TransformSpec.from_custom_config({"label": "y"})
+    with pytest.raises(TrainerConfigError, match="timestamp_orders must map columns to one of "
+                                                 "ymd, mdy, dmy, epoch, got {'t': 'ydm'}"):
+        TransformSpec.from_custom_config({**written, "timestamp_orders": {"t": "ydm"}})
 
 
 def test_the_task_rule_for_a_label_column():

@@ -25,6 +25,8 @@ import dataclasses
 import os
 from typing import Any
 
+from trainer_module.features import ORDERS
+
 CLASSIFICATION, REGRESSION = "classification", "regression"
 TASKS = (CLASSIFICATION, REGRESSION)
 PARAMETER_SERVER = "parameter_server"  # asynchronous: trainer_module/parameter_server.py
@@ -43,7 +45,7 @@ FLOAT16_ON_TPU = ("trainer.precision = mixed_float16 cannot run on a TPU (TPUStr
 MAX_INTEGER_CLASSES = 50
 
 LABEL_KEY, TASK_KEY, TRAINER_KEY = "label", "task", "trainer"
-EXCLUDED_KEY, TIMESTAMPS_KEY = "excluded", "timestamps"
+EXCLUDED_KEY, TIMESTAMPS_KEY, ORDERS_KEY = "excluded", "timestamps", "timestamp_orders"
 # The user's preprocessing_fn (a dotted path, "" for the built-in one), and a hash of the source
 # of the user's hooks (trainer_module/hooks.py, fingerprint): an edit to that code changes the
 # custom_config, so TFX's cache does not serve the output of the code before the edit.
@@ -300,8 +302,9 @@ def _names(values: Any, what: str) -> tuple[str, ...]:
 @dataclasses.dataclass(frozen=True)
 class TransformSpec:
     """What preprocessing_fn reads from Transform's custom_config: the label, the task, the
-    columns left out (ids, constants), the timestamp columns (parsed into parts), and the user's
-    own preprocessing_fn with its code's fingerprint."""
+    columns left out (ids, constants), the timestamp columns (parsed into parts) with the order
+    each is read in when not ISO's (features.ORDERS: {column: "mdy"}), and the user's own
+    preprocessing_fn with its code's fingerprint."""
 
     label: str
     task: str
@@ -309,21 +312,28 @@ class TransformSpec:
     timestamps: tuple[str, ...] = ()
     preprocessing_fn: str = ""
     code_fingerprint: str = ""
+    timestamp_orders: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def to_custom_config(self) -> dict[str, Any]:
         return {LABEL_KEY: self.label, TASK_KEY: check_task(self.task),
                 EXCLUDED_KEY: sorted(self.excluded), TIMESTAMPS_KEY: sorted(self.timestamps),
-                PREPROCESSING_FN_KEY: self.preprocessing_fn, CODE_KEY: self.code_fingerprint}
+                PREPROCESSING_FN_KEY: self.preprocessing_fn, CODE_KEY: self.code_fingerprint,
+                ORDERS_KEY: dict(sorted(self.timestamp_orders.items()))}
 
     @classmethod
     def from_custom_config(cls, values: dict[str, Any]) -> "TransformSpec":
         _check_keys(values, (LABEL_KEY, TASK_KEY, EXCLUDED_KEY, TIMESTAMPS_KEY,
-                             PREPROCESSING_FN_KEY, CODE_KEY), "Transform")
+                             PREPROCESSING_FN_KEY, CODE_KEY, ORDERS_KEY), "Transform")
+        orders = values[ORDERS_KEY]
+        if not isinstance(orders, dict) or not all(
+                isinstance(k, str) and v in ORDERS for k, v in orders.items()):
+            raise TrainerConfigError(f"Transform custom_config: {ORDERS_KEY} must map columns to "
+                                     f"one of {', '.join(ORDERS)}, got {orders!r}")
         return cls(values[LABEL_KEY], check_task(values[TASK_KEY]),
                    _names(values[EXCLUDED_KEY], EXCLUDED_KEY),
                    _names(values[TIMESTAMPS_KEY], TIMESTAMPS_KEY),
                    _text(values[PREPROCESSING_FN_KEY], PREPROCESSING_FN_KEY),
-                   _text(values[CODE_KEY], CODE_KEY))
+                   _text(values[CODE_KEY], CODE_KEY), dict(orders))
 
 
 def _text(value: Any, what: str) -> str:

@@ -52,6 +52,23 @@ def vocab_name(key: str) -> str:
 # One RE2 pattern: the check before the run (Arrow) and the transform graph (TensorFlow) agree.
 TIMESTAMP_PATTERN = (r"^[0-9]{4}([-/])[0-9]{2}([-/])[0-9]{2}"
                      r"([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]+)?)?)?(Z|[+-][0-9]{2}:?[0-9]{2})?$")
+# Dates as people write them, each column in one order the check before the run decides from its
+# cells (pipeline/column_roles.py) or data.columns names ("timestamp:dmy"); the transform graph
+# reads the numbers in that order (trainer_module/preprocessing.py). Each form, one RE2 pattern
+# (Arrow and TensorFlow both use RE2): 1/31/2017, 31.01.17 06:00 PM, Jan 5, 2017, 5 January 2017.
+MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_MONTH = r"(?i:" + "|".join(MONTHS) + r")[a-zA-Z]*\.?"
+_TIME = r"(,?[T ]+[0-9]{1,2}:[0-9]{2}(:[0-9]{2}([.][0-9]+)?)?( ?(?i:[ap])\.?(?i:m)\.?)?)?"
+DATE_FORMS = {
+    "numeric": r"^[0-9]{1,2}[-/.][0-9]{1,2}[-/.]([0-9]{4}|[0-9]{2})" + _TIME + "$",
+    "month_name_first": r"^" + _MONTH + r" [0-9]{1,2}(st|nd|rd|th)?,? [0-9]{4}" + _TIME + "$",
+    "day_first_month_name": r"^[0-9]{1,2}[ -]" + _MONTH + r"[ ,-]+[0-9]{4}" + _TIME + "$",
+}
+ANY_DATE_FORM = "|".join(f"({pattern})" for pattern in DATE_FORMS.values())
+# The orders a timestamp column is read in: ISO's year-month-day (TIMESTAMP_PATTERN), the other
+# forms' month/day/year or day/month/year, or seconds since 1970 in a numeric column.
+YMD, MDY, DMY, EPOCH = "ymd", "mdy", "dmy", "epoch"
+ORDERS = (YMD, MDY, DMY, EPOCH)
 # The numeric parts a model can use, each a feature of its own (z-scored, with a missing flag).
 # The time is the wall-clock time written in the cell; a zone suffix is not applied.
 TIMESTAMP_PARTS = ("year", "month", "day", "day_of_week", "hour")
