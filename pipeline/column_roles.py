@@ -28,13 +28,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from components.csv_format import FLOAT, INT, STRING
-from trainer_module.config import CONSTANT, FEATURE, ID, ROLES, TIMESTAMP
-from trainer_module.features import (DATE_FORMS, DMY, EPOCH, MDY, ORDERS, TIMESTAMP_PATTERN,
-                                     YMD)
+from trainer_module.config import CONSTANT, FEATURE, HASHED, ID, ROLES, TIMESTAMP
+from trainer_module.features import (DATE_FORMS, DMY, EPOCH, HASH_BUCKETS, HASHED_TOP_K, MDY,
+                                     ORDERS, TIMESTAMP_PATTERN, YMD)
 
 ID_DISTINCT_SHARE = 0.99  # distinct / present values at or above this: every row its own value
 ID_RANGE_SLACK = 1.5  # an integer id spans at most this times its distinct count (a sequence)
 ID_MIN_VALUES = 20  # fewer present values say nothing about uniqueness
+# A text column with at least this many distinct values, at least this share of its rows
+# distinct (below an id's), is hashed (HASHED) rather than given a vocabulary of them all.
+HASHED_MIN_DISTINCT = 5000
+HASHED_DISTINCT_SHARE = 0.5
 
 
 _ORDER_WORDS = {YMD: "year-month-day", MDY: "month/day/year", DMY: "day/month/year",
@@ -69,6 +73,7 @@ class _Column:
         self.fields = [0, 0]  # the largest first and second fields of a numeric date
         self.id_candidate = True
         self.within_batch_distinct = 0
+        self.batch_distinct = 0  # each batch's distinct values, summed (a near-unique column's)
         self.distinct: list[pa.Array] = []  # each batch's distinct values, while a candidate
 
     def add(self, values: pa.Array) -> None:
@@ -77,6 +82,7 @@ class _Column:
             return
         self.present += len(present)
         unique = pc.unique(present)
+        self.batch_distinct += len(unique)
         if self.constant:
             if len(unique) > 1 or (self.first is not None and unique[0].as_py() != self.first):
                 self.constant = False
@@ -110,12 +116,12 @@ class _Column:
             if written:
                 return written
         if kind == FLOAT or not self.id_candidate or self.present < ID_MIN_VALUES:
-            return Role(FEATURE, "")
+            return self._hashed(kind) or Role(FEATURE, "")
         values = pa.chunked_array(self.distinct, pa.string())
         distinct = pc.count_distinct(values).as_py()
         share = distinct / self.present
         if share < ID_DISTINCT_SHARE:
-            return Role(FEATURE, "")
+            return self._hashed(kind) or Role(FEATURE, "")
         if kind == INT:
             low, high = (v.as_py() for v in pc.min_max(pc.cast(values, pa.int64())).values())
             if high - low + 1 > ID_RANGE_SLACK * distinct:
@@ -124,6 +130,16 @@ class _Column:
                             f"a sequence from {low} to {high}")
         return Role(ID, f"{distinct} distinct values over {self.present} rows")
 
+
+    def _hashed(self, kind: str) -> Role | None:
+        """A text column of at least HASHED_MIN_DISTINCT values, most of them in one row each
+        (within a batch of rows): too many for a vocabulary, too few repeats to learn each."""
+        if kind != STRING or self.batch_distinct < max(HASHED_MIN_DISTINCT,
+                                                        HASHED_DISTINCT_SHARE * self.present):
+            return None
+        return Role(HASHED, f"near-unique text, about {self.batch_distinct} distinct values over "
+                            f"{self.present} rows: its {HASHED_TOP_K} most frequent values kept, "
+                            f"the rest hashed into {HASH_BUCKETS} buckets")
 
     def _written_date(self) -> Role | None:
         parts = "parsed into year, month, day, day of week, hour"
@@ -196,6 +212,10 @@ def excluded(roles: dict[str, Role]) -> list[str]:
 
 def timestamps(roles: dict[str, Role]) -> list[str]:
     return sorted(name for name, r in roles.items() if r.role == TIMESTAMP)
+
+
+def hashed(roles: dict[str, Role]) -> list[str]:
+    return sorted(name for name, r in roles.items() if r.role == HASHED)
 
 
 def timestamp_orders(roles: dict[str, Role]) -> dict[str, str]:

@@ -10,9 +10,9 @@ import dataclasses
 from components.fs import is_uri
 from pipeline import column_roles, evaluation
 from pipeline.config import Config, ConfigError
-from trainer_module.config import CONSTANT, FEATURE, ID, REGRESSION, TIMESTAMP, TransformSpec
-from trainer_module.features import YMD
-from trainer_module.features import vocab_name
+from trainer_module.config import (CONSTANT, FEATURE, HASHED, ID, REGRESSION, TIMESTAMP,
+                                   TransformSpec)
+from trainer_module.features import YMD, hashed_vocab_name, vocab_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,17 +25,18 @@ class Decisions:
     def transform_spec(self, label: str) -> TransformSpec:
         return TransformSpec(label, self.task, tuple(column_roles.excluded(self.roles)),
                              tuple(column_roles.timestamps(self.roles)),
-                             timestamp_orders=column_roles.timestamp_orders(self.roles))
+                             timestamp_orders=column_roles.timestamp_orders(self.roles),
+                             hashed=tuple(column_roles.hashed(self.roles)))
 
     def column_lines(self) -> list[str]:
         """What the run says first about the columns: those that are not plain features."""
         lines = []
         for role, verb in ((ID, "left out as ids"), (CONSTANT, "left out as constants"),
-                           (TIMESTAMP, "parsed as timestamps")):
+                           (HASHED, "hashed"), (TIMESTAMP, "parsed as timestamps")):
             named = [f"'{name}' ({r.why})" for name, r in self.roles.items() if r.role == role]
             if named:
                 lines.append(f"lockstep: columns {verb}: {'; '.join(named)}")
-        features = sum(r.role in (FEATURE, TIMESTAMP) for r in self.roles.values())
+        features = sum(r.role in (FEATURE, HASHED, TIMESTAMP) for r in self.roles.values())
         if lines:
             lines.append(f"lockstep: {features} of {len(self.roles)} columns are features "
                          "(data.columns overrides: {column = \"feature\"})")
@@ -114,7 +115,9 @@ def _builtin_inputs(config: Config, decisions: Decisions, data, outputs: int):
     features = {name: kind for name, kind in data.columns.items()
                 if name != config.data.label and name not in column_roles.excluded(decisions.roles)}
     spec = preprocessing.builtin_feature_spec(features, column_roles.timestamps(decisions.roles))
-    vocabularies = {vocab_name(name): 1 for name, kind in features.items() if kind == "string"}
+    hashed = column_roles.hashed(decisions.roles)
+    vocabularies = {(hashed_vocab_name(name) if name in hashed else vocab_name(name)): 1
+                    for name, kind in features.items() if kind == "string"}
     return hooks.ModelInputs(spec, vocabularies, decisions.task, outputs, config.trainer)
 
 

@@ -56,8 +56,8 @@ def test_data_columns_override_the_roles(tmp_path):
 
 @pytest.mark.parametrize("columns, message", [
     ({"nope": "id"}, "data.columns: 'nope' is not a column of"),
-    ({"rownum": "index"}, "data.columns.rownum: the role must be feature, id, constant or "
-                          "timestamp (a timestamp may name its order: timestamp:ymd, "
+    ({"rownum": "index"}, "data.columns.rownum: the role must be feature, id, constant, hashed "
+                          "or timestamp (a timestamp may name its order: timestamp:ymd, "
                           "timestamp:mdy, timestamp:dmy, timestamp:epoch), got 'index'"),
     ({"when": "timestamp:ydm"}, "data.columns.when: the role must be feature"),
     ({"amount": "timestamp"}, "data.columns.amount: a timestamp column holds dates as text "
@@ -174,3 +174,20 @@ def test_the_order_of_a_written_date_is_read_from_the_data(tmp_path):
                                         columns={"unsettled": "timestamp:dmy"}))
     assert (fixed.roles["unsettled"].order, fixed.roles["unsettled"].why) == (
         "dmy", "set by data.columns, read day/month/year")
+
+
+def test_a_near_unique_text_column_is_hashed_not_a_vocabulary_of_every_value(tmp_path):
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    rows = ["note,city,y"] + [f"free text {i % 9000},c{i % 7},{'ab'[i % 2]}" for i in range(12000)]
+    (tmp_path / "d.csv").write_text("\n".join(rows) + "\n")
+    data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))
+    assert data.roles["note"].role == "hashed" and data.roles["city"].role == FEATURE
+    assert ("its 1000 most frequent values kept, the rest hashed into 1000 buckets"
+            in data.roles["note"].why)
+    from pipeline import config as config_lib, preflight
+
+    config = config_lib.load(None, {"data.path": str(tmp_path / "d.csv"), "data.label": "y"})
+    decisions = preflight.decide(config, data)
+    assert decisions.transform_spec("y").hashed == ("note",)
+    assert any(line.startswith("lockstep: columns hashed: 'note' (near-unique text")
+               for line in decisions.column_lines())

@@ -67,8 +67,9 @@ def test_an_unknown_run_parameter_fails():
 def test_transform_spec_is_strict_too():
     written = {"label": "y", "task": REGRESSION, "excluded": ["id"], "timestamps": ["t"],
                "preprocessing_fn": "mine.prep:fn", "code_fingerprint": "abc",
-               "timestamp_orders": {"t": "dmy"}}
-    spec = TransformSpec("y", REGRESSION, ("id",), ("t",), "mine.prep:fn", "abc", {"t": "dmy"})
+               "timestamp_orders": {"t": "dmy"}, "hashed": ["note"]}
+    spec = TransformSpec("y", REGRESSION, ("id",), ("t",), "mine.prep:fn", "abc", {"t": "dmy"},
+                         ("note",))
     assert TransformSpec.from_custom_config(written) == spec
     assert spec.to_custom_config() == written
     with pytest.raises(TrainerConfigError, match="missing key"):

@@ -46,15 +46,17 @@ MAX_INTEGER_CLASSES = 50
 
 LABEL_KEY, TASK_KEY, TRAINER_KEY = "label", "task", "trainer"
 EXCLUDED_KEY, TIMESTAMPS_KEY, ORDERS_KEY = "excluded", "timestamps", "timestamp_orders"
+HASHED_KEY = "hashed"
 # The user's preprocessing_fn (a dotted path, "" for the built-in one), and a hash of the source
 # of the user's hooks (trainer_module/hooks.py, fingerprint): an edit to that code changes the
 # custom_config, so TFX's cache does not serve the output of the code before the edit.
 PREPROCESSING_FN_KEY, CODE_KEY = "preprocessing_fn", "code_fingerprint"
 # What a column is to the model, decided once before the run (pipeline/column_roles.py) or by
-# `data.columns`: a feature as it is; an id or a constant, left out; a timestamp, parsed into its
+# `data.columns`: a feature as it is; an id or a constant, left out; a near-unique text feature,
+# hashed (its most frequent values kept, the rest in hash buckets); a timestamp, parsed into its
 # parts (trainer_module/features.py, TIMESTAMP_PARTS).
-FEATURE, ID, CONSTANT, TIMESTAMP = "feature", "id", "constant", "timestamp"
-ROLES = (FEATURE, ID, CONSTANT, TIMESTAMP)
+FEATURE, ID, CONSTANT, HASHED, TIMESTAMP = "feature", "id", "constant", "hashed", "timestamp"
+ROLES = (FEATURE, ID, CONSTANT, HASHED, TIMESTAMP)
 # The Python logger the Trainer's progress records go to (step, total, loss, examples/s), about
 # once a second: a console can draw them (pipeline/local/console.py); elsewhere they are log lines.
 PROGRESS_LOGGER = "lockstep.progress"
@@ -303,8 +305,9 @@ def _names(values: Any, what: str) -> tuple[str, ...]:
 class TransformSpec:
     """What preprocessing_fn reads from Transform's custom_config: the label, the task, the
     columns left out (ids, constants), the timestamp columns (parsed into parts) with the order
-    each is read in when not ISO's (features.ORDERS: {column: "mdy"}), and the user's own
-    preprocessing_fn with its code's fingerprint."""
+    each is read in when not ISO's (features.ORDERS: {column: "mdy"}), the near-unique text
+    columns hashed into buckets, and the user's own preprocessing_fn with its code's
+    fingerprint."""
 
     label: str
     task: str
@@ -313,17 +316,19 @@ class TransformSpec:
     preprocessing_fn: str = ""
     code_fingerprint: str = ""
     timestamp_orders: dict[str, str] = dataclasses.field(default_factory=dict)
+    hashed: tuple[str, ...] = ()
 
     def to_custom_config(self) -> dict[str, Any]:
         return {LABEL_KEY: self.label, TASK_KEY: check_task(self.task),
                 EXCLUDED_KEY: sorted(self.excluded), TIMESTAMPS_KEY: sorted(self.timestamps),
                 PREPROCESSING_FN_KEY: self.preprocessing_fn, CODE_KEY: self.code_fingerprint,
-                ORDERS_KEY: dict(sorted(self.timestamp_orders.items()))}
+                ORDERS_KEY: dict(sorted(self.timestamp_orders.items())),
+                HASHED_KEY: sorted(self.hashed)}
 
     @classmethod
     def from_custom_config(cls, values: dict[str, Any]) -> "TransformSpec":
         _check_keys(values, (LABEL_KEY, TASK_KEY, EXCLUDED_KEY, TIMESTAMPS_KEY,
-                             PREPROCESSING_FN_KEY, CODE_KEY, ORDERS_KEY), "Transform")
+                             PREPROCESSING_FN_KEY, CODE_KEY, ORDERS_KEY, HASHED_KEY), "Transform")
         orders = values[ORDERS_KEY]
         if not isinstance(orders, dict) or not all(
                 isinstance(k, str) and v in ORDERS for k, v in orders.items()):
@@ -333,7 +338,8 @@ class TransformSpec:
                    _names(values[EXCLUDED_KEY], EXCLUDED_KEY),
                    _names(values[TIMESTAMPS_KEY], TIMESTAMPS_KEY),
                    _text(values[PREPROCESSING_FN_KEY], PREPROCESSING_FN_KEY),
-                   _text(values[CODE_KEY], CODE_KEY), dict(orders))
+                   _text(values[CODE_KEY], CODE_KEY), dict(orders),
+                   _names(values[HASHED_KEY], HASHED_KEY))
 
 
 def _text(value: Any, what: str) -> str:

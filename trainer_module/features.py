@@ -46,6 +46,18 @@ def vocab_name(key: str) -> str:
     return f"vocab_{safe_name(key)}"
 
 
+# A near-unique text column (pipeline/column_roles.py, HASHED): its HASHED_TOP_K most frequent
+# values keep an index each, every other value one of HASH_BUCKETS buckets by a hash of its text
+# (in the graph, so a server hashes as training did). Its vocabulary file has its own prefix,
+# which tells the model its size: HASHED_TOP_K at most, plus HASH_BUCKETS.
+HASHED_TOP_K = 1000
+HASH_BUCKETS = 1000
+
+
+def hashed_vocab_name(key: str) -> str:
+    return f"hashed_{safe_name(key)}"
+
+
 # A timestamp column: every present cell an ISO 8601 date, optionally with a time of day and a
 # zone, `-` or `/` between the date's fields (2013-01-01, 2013/01/01 05:15, 2013-01-01T10:00:00Z,
 # 2013-01-01 10:00:00.250+02:00). Fields sit at fixed places, so a graph reads them with substr.

@@ -77,9 +77,13 @@ class ModelInputs:
 
         found = {}
         for key, spec in sorted(self.feature_spec.items()):
-            vocab = features.vocab_name(key[: -len("_xf")]) if key.endswith("_xf") else None
+            column = key[: -len("_xf")] if key.endswith("_xf") else None
+            vocab = features.vocab_name(column) if column else None
+            hashed = features.hashed_vocab_name(column) if column else None
             if spec.dtype.is_integer and vocab in self.vocabulary_sizes:
                 found[key] = self.vocabulary_sizes[vocab] + features.OOV_BUCKETS
+            elif spec.dtype.is_integer and hashed in self.vocabulary_sizes:
+                found[key] = self.vocabulary_sizes[hashed] + features.HASH_BUCKETS
         return found
 
     @property

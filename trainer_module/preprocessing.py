@@ -4,6 +4,8 @@
   all numeric columns go through one [batch, n] matrix, so their analyzers are one per statistic,
   not one per column;
 - string feature s: `s_xf` = vocabulary index with OOV buckets, missing mapped to its own token;
+  a near-unique one (hashed): its 1,000 most frequent values, every other value in one of 1,000
+  hash buckets;
   the vocabulary is tf.Transform's approximate one (a Misra-Gries sketch per column, exact while a
   column has at most VOCABULARY_TOP_K distinct values, the same file tft.vocabulary writes): its
   analyzers are combiners, packed into one Beam stage for all columns, where tft.vocabulary runs
@@ -141,7 +143,7 @@ def preprocessing_fn(inputs, custom_config):
     if spec.preprocessing_fn:
         outputs = _user_features(spec.preprocessing_fn, columns)
     else:
-        outputs = builtin_features(columns, spec.timestamps, spec.timestamp_orders)
+        outputs = builtin_features(columns, spec.timestamps, spec.timestamp_orders, spec.hashed)
     label_out = features.transformed_name(label)
     if label_out in outputs:
         raise ValueError(f"{hooks.PREPROCESSING_KEY}: it returns '{label_out}', the label's "
@@ -162,10 +164,12 @@ def _user_features(path: str, columns: dict) -> dict:
     return dict(outputs)
 
 
-def builtin_features(columns: dict, timestamps=(), orders: dict | None = None) -> dict:
+def builtin_features(columns: dict, timestamps=(), orders: dict | None = None,
+                     hashed=()) -> dict:
     """The built-in rules over the raw columns (the module's docstring): z-scored numerics with
-    missing flags, vocabulary indices for text, timestamps in parts (each read in its order,
-    `orders` {column: features.ORDERS}, ISO's by default)."""
+    missing flags, vocabulary indices for text (`hashed` ones: the most frequent values, the rest
+    in hash buckets), timestamps in parts (each read in its order, `orders` {column:
+    features.ORDERS}, ISO's by default)."""
     outputs = {}
     plain = {k: x for k, x in columns.items() if k not in timestamps and x.dtype != tf.string}
     names, values, present = _numeric_matrix(plain)
@@ -175,6 +179,12 @@ def builtin_features(columns: dict, timestamps=(), orders: dict | None = None) -
             names += [features.timestamp_part(key, p) for p in parts]
             values.append(tf.stack(list(parts.values()), axis=1))
             present.append(tf.stack([seen] * len(parts), axis=1))
+        elif x.dtype == tf.string and key in hashed:
+            outputs[features.transformed_name(key)] = (
+                tft.experimental.compute_and_apply_approximate_vocabulary(
+                    _dense(x, features.MISSING_TOKEN), top_k=features.HASHED_TOP_K,
+                    num_oov_buckets=features.HASH_BUCKETS,
+                    vocab_filename=features.hashed_vocab_name(key)))
         elif x.dtype == tf.string:
             value = _dense(x, features.MISSING_TOKEN)
             outputs[features.transformed_name(key)] = (
