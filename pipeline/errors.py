@@ -23,6 +23,7 @@ def _statuses() -> list[tuple[type[BaseException], int]]:
     from pipeline.config import ConfigError
     from pipeline.preflight import DriftError
     from pipeline.split_check import SkewError
+    from pipeline.storage import StorageError
     from pipeline.local.schedule import ScheduleError
     from pipeline.local.run_lock import Locked
     from trainer_module.config import TrainerConfigError
@@ -30,7 +31,7 @@ def _statuses() -> list[tuple[type[BaseException], int]]:
     from trainer_module.slices import SliceError
 
     return [(ConfigError, INPUT), (CsvError, INPUT), (DriftError, INPUT), (SkewError, INPUT),
-            (SpanError, INPUT),
+            (SpanError, INPUT), (StorageError, INPUT),
             (TrainerConfigError, INPUT), (ScalingError, INPUT), (SliceError, INPUT),
             (ScheduleError, INPUT), (Locked, LOCKED)]
 

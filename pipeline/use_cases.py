@@ -69,12 +69,15 @@ def prepare(config: Config) -> Prepared:
     Raises:
       ConfigError, CsvError, SpanError: the config, the user's code or the data, named.
       SkewError: the train and eval rows differ past data.max_skew, the column named.
+      StorageError: a local pipeline root or serving dir is read-only or lacks room.
     """
     data = preflight.check_local(config)
     decisions = preflight.decide(config, data)
     skew = preflight.check_skew(config, data, decisions)
-    return Prepared(config, data, decisions,
-                    code=tuple(preflight.check_hooks(config, decisions, data)), skew=skew)
+    prepared = Prepared(config, data, decisions,
+                        code=tuple(preflight.check_hooks(config, decisions, data)), skew=skew)
+    check_storage(prepared)
+    return prepared
 
 
 def check_drift(prepared: Prepared) -> Prepared:
@@ -133,6 +136,7 @@ def run(prepared: Prepared, *, orchestrator: str = LOCAL, log_file: str | None =
         raise ConfigError(f"orchestrator must be one of {', '.join(ORCHESTRATORS)}, "
                           f"got {orchestrator!r}")
     config = prepared.config
+    check_storage(prepared, remote=True)
     log_file = log_file or log_path(config)
     absl_logging.set_verbosity(absl_logging.INFO)  # all of it to the log file (or, -v, here)
     tic = time.perf_counter()
@@ -145,7 +149,7 @@ def run(prepared: Prepared, *, orchestrator: str = LOCAL, log_file: str | None =
     except Exception as err:  # noqa: BLE001  a component failed: its error, whatever it is
         if errors.status_of(err) is not None:  # the project's own: unchanged
             raise
-        raise _failed(err, "pipeline run failed") from err
+        raise _failed(err, "pipeline run failed", config) from err
     report.task = prepared.task
     report.drift = prepared.drift.to_dict() if prepared.drift else {}
     report.skew = prepared.skew.to_dict() if prepared.skew else {}
@@ -153,11 +157,32 @@ def run(prepared: Prepared, *, orchestrator: str = LOCAL, log_file: str | None =
     return Outcome(report, page, page_error, time.perf_counter() - tic)
 
 
-def _failed(err: Exception, what: str) -> errors.PipelineFailed:
+def check_storage(prepared: Prepared, serving: bool = True, remote: bool = False) -> None:
+    """The pipeline root (and the serving dir) take a file and have room for the run
+    (pipeline/storage.py). prepare() checks the local places, run() the object-store ones (a
+    compile makes no write there). Raises StorageError naming the place."""
+    from pipeline import storage
+
+    config = prepared.config
+    input_bytes = sum(os.path.getsize(f) for f in prepared.data.files) if prepared.data else 0
+    places = storage.places(config.paths.pipeline_root, config.paths.serving_dir, input_bytes)
+    storage.check([p for p in (places if serving else places[:1])
+                   if storage.fs.is_uri(p.path) == remote])
+
+
+def _failed(err: Exception, what: str, config: Config | None = None) -> errors.PipelineFailed:
     """A failure inside a run that is not one of the project's own errors, in one line: what
-    failed, the error's type and its last line."""
+    failed, the error's type and its last line; a full disk says which place and what to do."""
     lines = str(err).strip().splitlines()
-    return errors.PipelineFailed(f"{what}: {type(err).__name__}: {lines[-1] if lines else ''}")
+    last = lines[-1] if lines else ""
+    if config is not None:
+        from pipeline import storage
+
+        full = storage.out_of_space(str(err), storage.places(
+            config.paths.pipeline_root, config.paths.serving_dir, 0))
+        if full:
+            return errors.PipelineFailed(f"{what}: {full} ({type(err).__name__}: {last[:160]})")
+    return errors.PipelineFailed(f"{what}: {type(err).__name__}: {last}")
 
 
 def _orchestrate(prepared: Prepared, orchestrator: str, console):
@@ -223,7 +248,7 @@ def verify(prepared: Prepared, *, replicas: int = 2, steps: int = 3, workers: in
     except Exception as err:  # noqa: BLE001  as run(): a component's error in one line
         if errors.status_of(err) is not None:  # the project's own: unchanged
             raise
-        raise _failed(err, "verify: the pipeline up to Transform failed") from err
+        raise _failed(err, "verify: the pipeline up to Transform failed", config) from err
     examples = report.artifacts[f"{pipeline_lib.EXAMPLE_GEN_NODE}.examples"]
     job = {"train_files": [f"{examples}/Split-train/*"], "eval_files": [],
            "transform_dir": report.artifacts[f"{pipeline_lib.TRANSFORM_NODE}.transform_graph"],

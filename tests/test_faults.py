@@ -1,0 +1,118 @@
+"""Faults met on real file systems, found before anything runs: a read-only serving dir or
+pipeline root, and a disk too small for the run, each one line naming the place, exit 2, within
+seconds, with nothing written. Each file system is a real tmpfs mounted here (read-only, or of
+1 MB); where this machine does not let the test mount one, it skips and says so."""
+
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import lockstep
+
+
+@pytest.fixture
+def mount(tmp_path):
+    """mount(options) -> a fresh tmpfs with those options; unmounted afterwards."""
+    mounted = []
+
+    def make(options: str):
+        point = tmp_path / f"fs-{uuid.uuid4().hex[:6]}"
+        point.mkdir()
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip() or 'not root'}): "
+                        "the fault tests need a real file system of their own")
+        mounted.append(point)
+        return point
+
+    yield make
+    for point in mounted:
+        subprocess.run(["umount", str(point)], capture_output=True)
+
+
+def _refused(tmp_path, *places) -> str:
+    tic = time.monotonic()
+    result = lockstep("run", "--pipeline-root", places[0], "--serving-dir", places[1], cwd=tmp_path)
+    seconds = time.monotonic() - tic
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert seconds < 5, seconds
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and not result.stdout.strip(), result.stdout + result.stderr
+    return lines[0]
+
+
+def test_a_read_only_serving_dir_is_refused_before_the_run(tmp_path, mount):
+    read_only = mount("size=1m,ro")
+    line = _refused(tmp_path, tmp_path / "root", read_only / "serving")
+    assert line == (f"lockstep: error: serving dir {read_only}/serving: cannot write there "
+                    f"(at {read_only}): Read-only file system")
+    assert not (tmp_path / "root").exists()  # nothing written
+
+
+def test_a_read_only_pipeline_root_is_refused_before_the_run(tmp_path, mount):
+    read_only = mount("size=1m,ro")
+    line = _refused(tmp_path, read_only, tmp_path / "serving")
+    assert line == (f"lockstep: error: pipeline root {read_only}: cannot write there: "
+                    "Read-only file system")
+
+
+def test_a_disk_too_small_for_the_run_is_refused_with_what_it_needs(tmp_path, mount):
+    small = mount("size=1m")
+    line = _refused(tmp_path, small / "root", tmp_path / "serving")
+    assert line.startswith(f"lockstep: error: the pipeline root {small}/root: the run needs "
+                           "about 64.1 MB there, 1.0 MB free"), line
+    # Root and serving dir on the one small disk: their needs add up, both are named.
+    line = _refused(tmp_path, small / "root", small / "serving")
+    assert line.startswith(f"lockstep: error: the pipeline root {small}/root and the serving dir "
+                           f"{small}/serving: the run needs about 128.1 MB there"), line
+    assert list(small.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_disk_that_fills_mid_run_is_one_line_and_the_next_run_recovers(tmp_path, mount,
+                                                                          penguins_run):
+    """The disk fills as StatisticsGen and Transform start (ExampleGen done): one line naming
+    the place; space freed, the next run reuses ExampleGen's complete output and pushes the
+    model a clean run pushes (the shared run's, the same predictions)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from conftest import LOCKSTEP, REPO, eval_examples
+
+    disk = mount("size=140m")
+    args = LOCKSTEP + ["run", "--pipeline-root", str(disk / "root"), "--serving-dir",
+                       str(disk / "serving")]
+    env = dict(__import__("os").environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+    process = subprocess.Popen(args, cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    for line in process.stdout:
+        if "CsvExampleGen" in line and "executed" in line:
+            with open(disk / "filler", "wb") as filler:  # every byte that is left
+                try:
+                    while True:
+                        filler.write(b"\0" * (1 << 20))
+                        filler.flush()
+                except OSError:
+                    pass
+            break
+    process.stdout.read()
+    assert process.wait(timeout=300) == 1
+    [line] = process.stderr.read().strip().splitlines()[-1:]
+    assert line.startswith(f"lockstep: error: pipeline run failed: out of disk space under the "
+                           f"pipeline root {disk}/root (0 bytes free)"), line
+    assert "free some space and run again" in line
+    (disk / "filler").unlink()
+    result = lockstep("run", "--pipeline-root", disk / "root", "--serving-dir", disk / "serving",
+                      cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "CsvExampleGen        cached" in result.stdout
+    [version] = [p for p in (disk / "serving").iterdir() if p.name.isdigit()]
+    [clean] = penguins_run.pushed_versions()[:1]
+    files = list(penguins_run.pipeline_root.glob("CsvExampleGen/examples/*/Split-eval/*"))
+    serialized, _ = eval_examples(files, "species")
+    predict = lambda path: tf.saved_model.load(str(path)).signatures["serving_default"](  # noqa: E731
+        examples=tf.constant(serialized))["probabilities"].numpy()
+    np.testing.assert_allclose(predict(version), predict(clean), atol=1e-6)
