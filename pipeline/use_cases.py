@@ -212,9 +212,45 @@ def _orchestrate(prepared: Prepared, orchestrator: str, console):
         if worker is not None:
             worker.close()
         raise
-    data = prepared.data
-    return dag_runner.run(config, data.input_base, data.pattern, prepared.decisions,
-                          worker=worker)
+    return _run_locally(prepared, console, worker)
+
+
+def _run_locally(prepared: Prepared, console, worker=None, to_node: str | None = None):
+    """dag_runner.run, and once more without the cache for a producer whose cached output does
+    not read (components/integrity.py): its node runs again, saying why. Raises the node's own
+    error otherwise, or a second read error naming the file."""
+    from components import integrity
+    from pipeline import pipeline as pipeline_lib
+    from pipeline.local import dag_runner
+    from pipeline.reporting import metadata_store
+
+    config, data = prepared.config, prepared.data
+    producer = pipeline_lib.EXAMPLE_GEN_NODE
+    uncached: tuple[str, ...] = ()
+    while True:
+        try:
+            return dag_runner.run(config, data.input_base, data.pattern, prepared.decisions,
+                                  to_node=to_node, worker=worker, uncached=uncached)
+        except dag_runner.NodeFailed as failed:
+            worker = None  # closed by that run; the next starts its own
+            if not integrity.is_read_error(failed.error):
+                raise failed.error from None
+            examples = metadata_store.report(config, failed.run_id).artifacts.get(
+                f"{producer}.examples")
+            found = integrity.corrupt_file(examples) if examples else None
+            if found is None:
+                raise errors.PipelineFailed(
+                    f"{failed.node} could not read its input ({type(failed.error).__name__}), "
+                    f"and every file of {producer}'s output {examples} reads whole") from None
+            path, why = found
+            if uncached:
+                raise errors.PipelineFailed(
+                    f"{producer}'s output is corrupt again after it ran anew: {path} ({why}); "
+                    "check the disk under the pipeline root") from None
+            console.line(f"lockstep: {failed.node} could not read {producer}'s cached output: "
+                         f"{path} is corrupt ({why}); running {producer} again, not from the "
+                         "cache")
+            uncached = (producer,)
 
 
 def verify(prepared: Prepared, *, replicas: int = 2, steps: int = 3, workers: int = 1,
@@ -238,13 +274,11 @@ def verify(prepared: Prepared, *, replicas: int = 2, steps: int = 3, workers: in
     log_file = log_file or log_path(config)
     try:
         with run_lock.hold(lock or run_lock.default_path(config.paths.pipeline_root),
-                           config.run.lock_wait_seconds), Console(log_file, False):
+                           config.run.lock_wait_seconds), Console(log_file, False) as console:
             from pipeline import pipeline as pipeline_lib  # TensorFlow & co., their logs to the file
-            from pipeline.local import dag_runner
             from trainer_module import verify as verify_lib
 
-            report = dag_runner.run(config, data.input_base, data.pattern, prepared.decisions,
-                                    to_node=pipeline_lib.TRANSFORM_NODE)
+            report = _run_locally(prepared, console, to_node=pipeline_lib.TRANSFORM_NODE)
     except Exception as err:  # noqa: BLE001  as run(): a component's error in one line
         if errors.status_of(err) is not None:  # the project's own: unchanged
             raise

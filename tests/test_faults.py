@@ -116,3 +116,38 @@ def test_a_disk_that_fills_mid_run_is_one_line_and_the_next_run_recovers(tmp_pat
     predict = lambda path: tf.saved_model.load(str(path)).signatures["serving_default"](  # noqa: E731
         examples=tf.constant(serialized))["probabilities"].numpy()
     np.testing.assert_allclose(predict(version), predict(clean), atol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_corrupt_cached_file_is_named_its_producer_runs_again_and_the_model_is_a_clean_runs(
+        tmp_path, penguins_run):
+    """64 bytes zeroed in one TFRecord file of a cached ExampleGen output; the next run changes
+    only the steps, so the Trainer reads that output again: the file is named, the ExampleGen
+    runs again once, not from the cache, and the model pushed is the one a clean run pushes."""
+    import numpy as np
+    import tensorflow as tf
+
+    from conftest import PipelineRun, eval_examples
+
+    run = PipelineRun(tmp_path)
+    first = run.run("--train-steps", "300")
+    assert first.returncode == 0, first.stderr[-2000:]
+    [damaged] = sorted(run.pipeline_root.glob("CsvExampleGen/examples/*/Split-train/*.gz"))[:1]
+    content = bytearray(damaged.read_bytes())
+    content[200:264] = bytes(64)
+    damaged.write_bytes(bytes(content))
+    result = run.run()  # the default steps: a clean run's settings (penguins_run's)
+    assert result.returncode == 0, result.stderr[-2000:]
+    said = [l for l in result.stdout.splitlines() if "is corrupt" in l]
+    assert said == [f"lockstep: Trainer could not read CsvExampleGen's cached output: {damaged} "
+                    "is corrupt (DataLossError after 0 records); running CsvExampleGen again, "
+                    "not from the cache"], result.stdout
+    assert "CsvExampleGen        executed" in result.stdout
+    versions = run.pushed_versions()
+    assert len(versions) == 2
+    files = list(penguins_run.pipeline_root.glob("CsvExampleGen/examples/*/Split-eval/*"))
+    serialized, _ = eval_examples(files, "species")
+    predict = lambda path: tf.saved_model.load(str(path)).signatures["serving_default"](  # noqa: E731
+        examples=tf.constant(serialized))["probabilities"].numpy()
+    np.testing.assert_allclose(predict(versions[-1]), predict(penguins_run.pushed_versions()[0]),
+                               atol=1e-6)

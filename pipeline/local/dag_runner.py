@@ -34,19 +34,30 @@ _log = logging.getLogger(__name__)
 IN_PROCESS = (pipeline_lib.TRAINER_NODE,)
 
 
-def compile_ir(pipeline):
+class NodeFailed(Exception):
+    """A node of a run failed: which node, in which run (ML Metadata's run id), and its error
+    (raised from it)."""
+
+    def __init__(self, node: str, run_id: str, error: BaseException):
+        super().__init__(f"{node}: {type(error).__name__}: {error}")
+        self.node, self.run_id, self.error = node, run_id, error
+
+
+def compile_ir(pipeline, uncached: tuple[str, ...] = ()):
+    """The pipeline's IR, with caching off for the nodes that depend on the world outside it
+    and for `uncached` (a node whose cached output is damaged)."""
     ir = compiler.Compiler().compile(pipeline)
     for node in ir.nodes:
-        if node.pipeline_node.node_info.id in pipeline_lib.NEVER_CACHED_LOCAL:
+        if node.pipeline_node.node_info.id in (*pipeline_lib.NEVER_CACHED_LOCAL, *uncached):
             node.pipeline_node.execution_options.caching_options.enable_cache = False
     return ir
 
 
-def compile_run(pipeline):
+def compile_run(pipeline, uncached: tuple[str, ...] = ()):
     """(IR, run id): the pipeline compiled for one run under this process's own run id
     (LocalDagRunner would take the wall clock alone), so a report reads this run, not whichever
     run of the pipeline is newest."""
-    ir = compile_ir(pipeline)
+    ir = compile_ir(pipeline, uncached)
     run_id = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M:%S.%f}Z"
               f"-{os.getpid()}")
     runtime_parameter_utils.substitute_runtime_parameter(
@@ -55,24 +66,30 @@ def compile_run(pipeline):
 
 
 def run(config: Config, input_base: str, pattern: str, decisions,
-        to_node: str | None = None,
-        worker: node_worker.Worker | None = None) -> run_report.RunReport:
+        to_node: str | None = None, worker: node_worker.Worker | None = None,
+        uncached: tuple[str, ...] = ()) -> run_report.RunReport:
     """decisions: pipeline/preflight.py's, for this config and data. to_node: run the nodes up to
     this one alone (the same pipeline, ML Metadata and cache as a whole run). worker: the second
     lane's process, started by the caller before its own imports (None: started here where a
-    second core is), closed by this run."""
+    second core is), closed by this run. uncached: nodes executed even where cached.
+
+    Raises:
+      NodeFailed: a node failed (its error inside).
+    """
     worker = worker if worker is not None else node_worker.Worker.if_useful()
     try:
         os.makedirs(config.paths.pipeline_root, exist_ok=True)
         os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
         pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, decisions,
                                                 to_node=to_node)
-        ir, run_id = compile_run(pipeline)
+        ir, run_id = compile_run(pipeline, uncached)
     except BaseException:
         if worker is not None:
             worker.close()
         raise
-    run_ir(ir, worker)
+    schedule = _run(ir, worker)
+    if schedule.error is not None:
+        raise NodeFailed(schedule.failed_node, run_id, schedule.error) from schedule.error
     return metadata_store.report(config, run_id)
 
 
@@ -88,6 +105,7 @@ class _Schedule:
         self._running: set[str] = set()
         self._done: set[str] = set()
         self.error: BaseException | None = None
+        self.failed_node = ""
         self.over = False  # the run has ended: the worker is being stopped
         self.worker_lane_open = False  # the worker's lane may still finish a node
         self._changed = threading.Condition()
@@ -119,7 +137,8 @@ class _Schedule:
         _log.error("Component %s failed: %s: %s", node, type(error).__name__, error)
         with self._changed:
             self._running.discard(node)
-            self.error = self.error or error
+            if self.error is None:
+                self.error, self.failed_node = error, node
             self._changed.notify_all()
 
     def lane_closed(self) -> None:
@@ -166,6 +185,13 @@ def run_ir(ir, worker: node_worker.Worker | None) -> None:
     """Runs every node of `ir` (its run id set) in this process and, given one, in `worker`
     (which it closes). When a node fails, no node starts after it; the run waits for the node
     running in the other lane (its execution is recorded whole) and raises the first error."""
+    schedule = _run(ir, worker)
+    if schedule.error is not None:
+        raise schedule.error
+
+
+def _run(ir, worker: node_worker.Worker | None) -> _Schedule:
+    """run_ir's work; the schedule holds the first error and its node."""
     schedule = _Schedule(ir)
     if worker is not None:
         schedule.worker_lane_open = True
@@ -180,8 +206,7 @@ def run_ir(ir, worker: node_worker.Worker | None) -> None:
                 break
             schedule.finished(node, cached)
         schedule.wait_settled()
-        if schedule.error is not None:
-            raise schedule.error
+        return schedule
     finally:
         schedule.over = True
         if worker is not None:
