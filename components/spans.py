@@ -91,7 +91,23 @@ def select(input_base: str, span_pattern: str, window: int = 1, glob: Glob = _fi
                         f"in {found[newest][0].rsplit('/', 1)[0]} yet; a span is used once its "
                         f"writer adds that file (data.span_marker)")
     chosen = sorted(spans)[-window:]
-    return chosen, [path for span in chosen for path in spans[span]]
+    files = [path for span in chosen for path in spans[span]]
+    _inside(input_base, files)
+    return chosen, files
+
+
+def _inside(input_base: str, files: list[str]) -> None:
+    """Raises SpanError for a local file that resolves outside the data root (a span directory
+    that is a symlink out of it, or a `..` in its path): a span reads what is under the root."""
+    if "://" in input_base:
+        return
+    import os
+
+    root = os.path.realpath(input_base)
+    for path in files:
+        if os.path.commonpath([root, os.path.realpath(path)]) != root:
+            raise SpanError(f"{path}: resolves to {os.path.realpath(path)}, outside the data "
+                            f"root {input_base} (a symlink or '..'): refused")
 
 
 def _stat(path: str) -> tuple[int, int]:

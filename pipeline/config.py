@@ -288,6 +288,9 @@ def validate(config: Config) -> None:
         raise ConfigError(str(err)) from None
     if config.data.max_skew < 0:
         raise ConfigError("data.max_skew must be 0 (no check) or more")
+    if ".." in config.data.span_pattern.split("/") or config.data.span_pattern.startswith("/"):
+        raise ConfigError(f"data.span_pattern must stay under data.path (no '..', not absolute), "
+                          f"got {config.data.span_pattern!r}")
     if config.data.span_pattern and config.data.span_pattern.count("{SPAN}") != 1:
         raise ConfigError(f"data.span_pattern must contain {{SPAN}} once, got "
                           f"{config.data.span_pattern!r}")

@@ -151,3 +151,47 @@ def test_a_corrupt_cached_file_is_named_its_producer_runs_again_and_the_model_is
         examples=tf.constant(serialized))["probabilities"].numpy()
     np.testing.assert_allclose(predict(versions[-1]), predict(penguins_run.pushed_versions()[0]),
                                atol=1e-6)
+
+
+def test_a_span_that_leads_out_of_the_data_root_is_refused(tmp_path):
+    from components import spans
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "part.csv").write_text("x,y\n1,a\n")
+    (outside / "_SUCCESS").write_text("")
+    root = tmp_path / "data"
+    (root / "span-1").mkdir(parents=True)
+    (root / "span-1" / "part.csv").write_text("x,y\n1,a\n")
+    (root / "span-1" / "_SUCCESS").write_text("")
+    (root / "span-2").symlink_to(outside)  # a newer span that is a link out of the root
+    with pytest.raises(spans.SpanError, match=rf"span-2/part.csv: resolves to {outside}/part.csv, "
+                                              rf"outside the data root {root} \(a symlink or '..'\)"):
+        spans.select(str(root), "span-{SPAN}/*.csv")
+    result = lockstep("run", "--data", root, "--label", "y", "--config", _config(
+        tmp_path, 'span_pattern = "span-{SPAN}/*.csv"'), cwd=tmp_path)
+    assert result.returncode == 2 and "outside the data root" in result.stderr
+    result = lockstep("run", "--data", root, "--label", "y", "--config", _config(
+        tmp_path, 'span_pattern = "../span-{SPAN}/*.csv"'), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith("data.span_pattern must stay under data.path (no '..', "
+                                          "not absolute), got '../span-{SPAN}/*.csv'")
+
+
+def _config(tmp_path, line: str):
+    path = tmp_path / f"c{uuid.uuid4().hex[:6]}.toml"
+    path.write_text(f"[data]\n{line}\n")
+    return path
+
+
+def test_a_token_file_other_users_can_read_is_refused(tmp_path):
+    from pipeline.kubeflow import client
+
+    token = tmp_path / "token"
+    token.write_text("secret\n")
+    token.chmod(0o644)
+    with pytest.raises(client.KfpError, match=rf"^--token-file {token}: readable by other users "
+                                              r"\(mode 644\); chmod 600 it$"):
+        client.resolve_token(str(token))
+    token.chmod(0o600)
+    assert client.resolve_token(str(token)) == "secret"

@@ -94,6 +94,10 @@ def resolve_token(token_file: str | None, stdin=None) -> str:
     if not path:
         return ""
     try:
+        if what == "--token-file" and os.stat(path).st_mode & 0o077:
+            # As ssh refuses a private key others can read: the token is the user's identity.
+            raise KfpError(f"{what} {path}: readable by other users (mode "
+                           f"{os.stat(path).st_mode & 0o777:o}); chmod 600 it")
         with open(path) as handle:
             return handle.read().strip()
     except OSError as err:
