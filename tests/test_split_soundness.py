@@ -185,9 +185,8 @@ def test_the_split_rule_is_said_first_and_recorded(run):
     assert "data-generalization=" in source
 
 
+@pytest.mark.parametrize("run", ["numeric"], indirect=True)  # the run that splits by user
 def test_a_group_split_keeps_each_group_on_one_side(run):
-    if run.kind != "numeric":
-        pytest.skip("the numeric run splits by user")
     sides = {}
     for split in ("train", "eval"):
         files = glob.glob(str(run.pipeline_root / "CsvExampleGen" / "examples" / "*" / f"Split-{split}" / "*"))
