@@ -20,6 +20,7 @@ them all).
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 
 from tfx.components.evaluator.component import Evaluator as _StockEvaluator
@@ -50,7 +51,8 @@ class Executor(stock_executor.Executor):
             input_dict[schema_key] = [self._needed_columns_schema(
                 input_dict[schema_key], exec_properties[standard_component_specs.EVAL_CONFIG_KEY])]
         label_key = _label_key(exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY))
-        figures = os.path.join(tempfile.mkdtemp(prefix="lockstep-figures-"), "generalization.json")
+        scratch = tempfile.mkdtemp(prefix="lockstep-figures-")  # local, wherever the root is
+        figures = os.path.join(scratch, "generalization.json")
         check = serving_check.start(
             source, serving_check.eval_example_files(examples),
             figures_to=figures if label_key else "", label_key=label_key,
@@ -64,6 +66,7 @@ class Executor(stock_executor.Executor):
                 super().Do(input_dict, output_dict, exec_properties)
         except BaseException:
             check.cancel()
+            shutil.rmtree(scratch, ignore_errors=True)
             raise
         blessing = artifact_utils.get_single_instance(
             output_dict[standard_component_specs.BLESSING_KEY])
@@ -74,6 +77,7 @@ class Executor(stock_executor.Executor):
             with open(figures) as handle:
                 blessing.set_string_custom_property(generalization.FIGURES_KEY,
                                                     json.dumps(json.load(handle)))
+        shutil.rmtree(scratch, ignore_errors=True)
 
     def _needed_columns_schema(self, schemas, eval_config_json: str):
         """A Schema artifact, in this execution's temp dir, of the columns TFMA needs."""

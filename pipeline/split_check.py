@@ -59,6 +59,9 @@ class _Column:
                 self.numeric = False
         if self.counts is not None:
             counted = pc.value_counts(present)
+            if len(counted) > VALUES_COUNTED:  # past counting: no Python over its values
+                self.counts = None
+                return
             for value, count in zip(counted.field("values").to_pylist(),
                                     counted.field("counts").to_pylist()):
                 self.counts[value] = self.counts.get(value, 0) + count

@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 
-from pipeline import errors, preflight
+from pipeline import errors, preflight, split_check
 from pipeline.config import Config, ConfigError
 
 LOCAL, KFP_LOCAL = "local", "kfp-local"
@@ -42,7 +42,7 @@ class Prepared:
     decisions: preflight.Decisions
     drift: preflight.DriftCheck | None = None
     code: tuple[str, ...] = ()  # what the check of the user's own code said (preflight.check_hooks)
-    skew: object = None  # split_check.SkewCheck
+    skew: split_check.SkewCheck | None = None
 
     @property
     def task(self) -> str:
