@@ -15,7 +15,8 @@ rows as Arrow columns, which StatisticsGen and Transform read instead of decodin
 components/columnar_examples.py); one final step names them. It is a
 FileBasedExampleGen, so input/output configs work as in TFX; its hash buckets are filled by
 components/row_split.py (by each row's position, or by group columns, never by the label: TFX
-hashes each row's content, which splits a table of repeated rows by its label); spans are resolved by this executor (components/spans.py), so they work on every
+hashes each row's content, which splits a table of repeated rows by its label); spans are
+resolved by this executor (components/spans.py), so they work on every
 orchestrator.
 """
 

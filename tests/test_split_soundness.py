@@ -174,6 +174,11 @@ def test_the_split_rule_is_said_first_and_recorded(run):
     lines = out.splitlines()
     said = [i for i, l in enumerate(lines) if l.startswith(f"lockstep: split {words} (never by the label), seed 0")]
     assert said and said[0] < 6, out
+    # The check before the run split the rows as the ExampleGen did: the same counts.
+    counted = re.search(r": train (\d+) rows, eval (\d+) rows$", lines[said[0]])
+    for split, rows in zip(("train", "eval"), counted.groups()):
+        [written] = run.pipeline_root.glob(f"CsvExampleGen/examples/*/Split-{split}.rows")
+        assert int(written.read_text()) == int(rows), (split, rows)
     assert re.search(r"^lockstep: skew between train and eval within 0.1: largest label ", out, re.M), out
     assert f"Split: {words} (never by the label), seed 0, train 4 : eval 1 buckets" in out
     rows = json.loads(lockstep("runs", "--json", "--pipeline-root", run.pipeline_root).stdout)
