@@ -91,7 +91,7 @@ def transform(examples, schema, out: Path, cache_dir: str) -> tuple[float, objec
 
     from components.transform import CACHE_DIR_KEY, Executor
     from pipeline.pipeline import PREPROCESSING_FN
-    from trainer_module.config import TransformSpec
+    from trainer_module.settings import TransformSpec
 
     graph, cache = standard_artifacts.TransformGraph(), standard_artifacts.TransformCache()
     graph.uri, cache.uri = str(out / "graph"), str(out / "cache")

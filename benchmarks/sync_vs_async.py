@@ -23,7 +23,6 @@ examples are what the trainers read).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import glob
 import json
 import os
@@ -38,9 +37,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import REPO  # noqa: E402
-from trainer_module.config import TrainerConfig  # noqa: E402
+from trainer_module.job import TrainJob  # noqa: E402
 from trainer_module.parameter_server import TRAINER_PROCESS_ENV  # noqa: E402
-from trainer_module.verify import free_ports  # noqa: E402
+from trainer_module.processes import free_ports  # noqa: E402
+from trainer_module.settings import TrainerConfig  # noqa: E402
 
 ENV = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
 
@@ -60,11 +60,11 @@ def job(root: Path, label: str, out: Path, **trainer) -> Path:
     examples = sorted(glob.glob(str(root / "CsvExampleGen" / "examples" / "*")))[-1]
     out.mkdir(parents=True)
     path = out / "job.json"
-    path.write_text(json.dumps({
-        "train_files": [f"{examples}/Split-train/*"], "eval_files": [f"{examples}/Split-eval/*"],
-        "transform_dir": transform_dir, "model_run_dir": str(out / "run"),
-        "serving_model_dir": str(out / "serving"), "label": label,
-        "trainer": dataclasses.asdict(TrainerConfig(**trainer))}))
+    path.write_text(TrainJob(
+        train_files=[f"{examples}/Split-train/*"], eval_files=[f"{examples}/Split-eval/*"],
+        transform_dir=transform_dir, model_run_dir=str(out / "run"),
+        serving_model_dir=str(out / "serving"), label=label,
+        trainer=TrainerConfig(**trainer)).to_json())
     return path
 
 

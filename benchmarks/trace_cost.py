@@ -37,15 +37,15 @@ def _measure(width: int, rule: bool) -> float:
     assert autograph_rules.installed() == rule
     numeric = [f"num_{i}" for i in range(width)]
     categorical = {f"cat_{i}": 50 for i in range(4)}
-    model = model_lib.build_model(numeric, categorical, outputs=3)
+    model = model_lib.mlp(numeric, categorical, outputs=3)
     batch = 256
     features = {k: tf.random.normal([batch]) for k in numeric}
     features.update({k: tf.random.uniform([batch], 0, 50, tf.int64) for k in categorical})
     labels = tf.random.uniform([batch], 0, 3, tf.int64)
     dataset = tf.data.Dataset.from_tensors((features, labels)).repeat()
     strategy = tf.distribute.get_strategy()
-    trainer = loop.Trainer(strategy, model, tf.keras.optimizers.Adam(0.01),
-                           model_lib.per_example_loss_fn("classification"), batch, dataset)
+    trainer = loop.SynchronousLoop(strategy, model, tf.keras.optimizers.Adam(0.01),
+                           model_lib.builtin_loss("classification"), batch, dataset)
     tic = time.perf_counter()
     trainer.train(10)
     return time.perf_counter() - tic

@@ -22,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from trainer_module import config, input_pipeline, loop, model as model_lib  # noqa: E402
+from trainer_module import settings, input_pipeline, loop, model as model_lib  # noqa: E402
 
 NUMERIC = [f"x{i}_xf" for i in range(16)]
 SPEC = {**{k: tf.io.FixedLenFeature([], tf.float32) for k in NUMERIC},
@@ -51,7 +51,7 @@ def make_strategy(replicas: int):
 
 def build(strategy):
     with strategy.scope():
-        model = model_lib.build_model(NUMERIC, {"k_xf": 11}, 3, (256, 256), l2=1e-4, seed=1)
+        model = model_lib.mlp(NUMERIC, {"k_xf": 11}, 3, (256, 256), l2=1e-4, seed=1)
         opt = tf.keras.optimizers.Adam(1e-3)
     return model, opt
 
@@ -60,7 +60,7 @@ def time_loop(strategy, dataset, global_batch, steps, spe) -> float:
     model, opt = build(strategy)
     with strategy.scope():  # the same work as fit's metrics=["sparse_categorical_accuracy"]
         metrics = {"accuracy": tf.keras.metrics.SparseCategoricalAccuracy("train_accuracy")}
-    trainer = loop.Trainer(strategy, model, opt, model_lib.per_example_loss_fn(config.CLASSIFICATION),
+    trainer = loop.SynchronousLoop(strategy, model, opt, model_lib.builtin_loss(settings.CLASSIFICATION),
                            global_batch, dataset, metrics=metrics)
     trainer.train(spe)  # trace and warm up
     tic = time.perf_counter()
@@ -99,11 +99,11 @@ def main() -> None:
     strategy = make_strategy(args.replicas)
     per_replica = args.batch // strategy.num_replicas_in_sync
     dataset_fn = input_pipeline.make_dataset_fn(
-        path, SPEC, "y", config.CLASSIFICATION, per_replica, training=True, seed=1, cache=True)
+        path, SPEC, "y", settings.CLASSIFICATION, per_replica, training=True, seed=1, cache=True)
 
     # Keras fit wants global batches of (features, label); ours gets per-replica batches.
     fit_fn = input_pipeline.make_dataset_fn(
-        path, SPEC, "y", config.CLASSIFICATION, args.batch, training=True, seed=1, cache=True)
+        path, SPEC, "y", settings.CLASSIFICATION, args.batch, training=True, seed=1, cache=True)
     one_batch = next(iter(dataset_fn(None)))
     ceiling_ds = strategy.distribute_datasets_from_function(
         lambda ctx: tf.data.Dataset.from_tensors(one_batch).repeat())

@@ -29,7 +29,7 @@ from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 from tfx.utils import io_utils, path_utils, proto_utils
 
-from components import generalization, serving_check, serving_dir
+from components import generalization, serving_check, serving_versions
 from components.batched_records import batched_reads
 from components.latest_model import is_found
 from components.memory import objects_frozen
@@ -72,7 +72,7 @@ class Executor(stock_executor.Executor):
             output_dict[standard_component_specs.BLESSING_KEY])
         blessing.set_string_custom_property(serving_check.VERDICT_KEY, check.verdict())
         blessing.set_string_custom_property(serving_check.CHECKED_SHA_KEY,
-                                            serving_dir.content_hash(source))
+                                            serving_versions.content_hash(source))
         if os.path.exists(figures):
             with open(figures) as handle:
                 blessing.set_string_custom_property(generalization.FIGURES_KEY,

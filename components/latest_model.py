@@ -3,7 +3,7 @@
 TFX's Resolver (LatestBlessedModelStrategy) compiles for Kubeflow but open-source KFP cannot run it.
 This component runs the same everywhere: it lists the Pusher's serving directory and takes the
 newest complete version (its push record written last, a SavedModel that parses:
-components/serving_dir.py), the model a server is serving. The Evaluator scores it beside the
+components/serving_versions.py), the model a server is serving. The Evaluator scores it beside the
 candidate on the current eval split, so the candidate must not be worse than what serves now, on
 the same rows; a metric recorded at an old push was measured on other data and chooses nothing.
 It emits that version as a Model artifact. With none pushed yet it emits an empty Model marked `found = 0`, which the
@@ -22,7 +22,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import io_utils, path_utils
 
-from components import serving_dir as serving_dir_lib
+from components import serving_versions
 
 FOUND_KEY = "found"
 SOURCE_KEY = "pushed_destination"
@@ -30,7 +30,7 @@ SOURCE_KEY = "pushed_destination"
 
 def baseline_version(serving_dir: str) -> str | None:
     """The serving (newest complete) version under serving_dir, or None."""
-    version = serving_dir_lib.serving_version(serving_dir)
+    version = serving_versions.serving_version(serving_dir)
     return version.path if version else None
 
 

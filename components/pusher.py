@@ -1,7 +1,7 @@
 """Pusher: publishes a blessed model into the serving directory, atomically and once.
 
 TFX's Pusher writes each file in place under the final version number, and pushes the same model
-again on every run that blesses it. This one pushes through components/serving_dir.py: a
+again on every run that blesses it. This one pushes through components/serving_versions.py: a
 temporary copy, fsync, the serving smoke test on a few eval examples (components/serving_check.py:
 the Evaluator ran it on this content beside TFMA, so the copy need only have the content it checked;
 without that verdict the copy is checked here, in a subprocess), then a rename to a fresh version
@@ -19,7 +19,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import path_utils
 
-from components import evaluator, serving_check, serving_dir
+from components import evaluator, serving_check, serving_versions
 from components.csv_example_gen import DATA_FINGERPRINT_KEY, SPANS_KEY
 
 PUSHED_KEY = "pushed"
@@ -70,7 +70,7 @@ def serving_test(blessing, source: str, digest: str, example_files: list[str]):
     def same_content(path: str) -> None:
         if verdict != serving_check.PASSED:
             raise serving_check.ServingCheckFailed(verdict)
-        if serving_dir.content_hash(path) != checked:
+        if serving_versions.content_hash(path) != checked:
             raise serving_check.ServingCheckFailed(
                 f"the copy at {path} differs from the checked model {source}")
     return same_content
@@ -90,7 +90,7 @@ class Executor(base_executor.BaseExecutor):
         target = exec_properties["serving_dir"]
         examples = artifact_utils.get_single_instance(input_dict["examples"])
         source = path_utils.serving_model_path(model.uri)
-        digest = serving_dir.content_hash(source)
+        digest = serving_versions.content_hash(source)
         check = serving_test(blessing, source, digest, serving_check.eval_example_files(examples))
         trained_on = {}
         if examples.has_custom_property(SPANS_KEY):
@@ -103,7 +103,7 @@ class Executor(base_executor.BaseExecutor):
         metric = {"name": name, "value": value,
                   "higher_is_better": bool(exec_properties["higher_is_better"])}
         run_id = self._context.pipeline_run_id if self._context else ""
-        result = serving_dir.push(
+        result = serving_versions.push(
             source, target, model_uri=model.uri, metric=metric, check=check,
             keep=exec_properties.get("keep_versions") or 0, run_id=run_id or "",
             data=trained_on, digest=digest)

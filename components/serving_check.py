@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from trainer_module import child_env
+from trainer_module import processes
 
 EXAMPLES = 8
 TIMEOUT_SECONDS = 300
@@ -44,7 +44,7 @@ class Pending:
 
     def __init__(self, model_dir: str, example_files: list[str], timeout: float = TIMEOUT_SECONDS,
                  figures: list[str] = ()):
-        env = child_env.python_env()
+        env = processes.python_env()
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         env.setdefault("CUDA_VISIBLE_DEVICES", "")  # a smoke test; the accelerator stays free
         self.model_dir, self._timeout = model_dir, timeout

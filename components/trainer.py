@@ -2,11 +2,12 @@
 
 TFX's Trainer takes its settings as `custom_config` (one JSON string) and protos; a Kubeflow
 runtime parameter can only stand for a whole top-level execution property. This Trainer adds the
-TrainerConfig fields marked as run parameters (trainer_module/config.py, RUN_PARAMETERS) as
+TrainerConfig fields marked as run parameters (trainer_module/settings.py, RUN_PARAMETERS) as
 their own properties; compiled for
 Kubeflow they are pipeline parameters (`lockstep submit --param train_steps=500`), and the
-executor folds whatever value a run gets into the custom config through the trainer's own codec
-(TrainSpec), which refuses unknown or mistyped keys.
+executor hands whatever values a run gets to run_fn beside the custom config, untouched; the
+trainer's own codec (TrainSpec) folds them in when it decodes the config, once, and refuses unknown
+or mistyped keys.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils
 
 from components.memory import release_free_memory
-from trainer_module.config import RUN_PARAMETERS, TrainSpec
+from trainer_module.settings import RUN_PARAMETERS, RUN_PARAMETERS_KEY
 
 
 class TrainerSpec(standard_component_specs.TrainerSpec):
@@ -42,9 +43,8 @@ class Executor(trainer_executor.GenericExecutor):
 
     def _GetFnArgs(self, input_dict, output_dict, exec_properties: dict[str, Any]):
         fn_args = super()._GetFnArgs(input_dict, output_dict, exec_properties)
-        spec = TrainSpec.from_custom_config(
-            fn_args.custom_config, {name: exec_properties.get(name) for name in RUN_PARAMETERS})
-        fn_args.custom_config = spec.to_custom_config()
+        fn_args.custom_config = {**(fn_args.custom_config or {}), RUN_PARAMETERS_KEY: {
+            name: exec_properties.get(name) for name in RUN_PARAMETERS}}
         return fn_args
 
 

@@ -28,7 +28,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from components.csv_format import FLOAT, INT, STRING
-from trainer_module.config import CONSTANT, FEATURE, HASHED, ID, ROLES, TIMESTAMP
 from trainer_module.features import (DATE_FORMS, DMY, EPOCH, HASH_BUCKETS, HASHED_TOP_K, MDY,
                                      ORDERS, TIMESTAMP_PATTERN, YMD)
 
@@ -39,6 +38,12 @@ ID_MIN_VALUES = 20  # fewer present values say nothing about uniqueness
 # distinct (below an id's), is hashed (HASHED) rather than given a vocabulary of them all.
 HASHED_MIN_DISTINCT = 5000
 HASHED_DISTINCT_SHARE = 0.5
+# What a column is to the model: a feature as it is; an id or a constant, left out; a near-unique
+# text feature, hashed (its most frequent values kept, the rest in hash buckets); a timestamp,
+# parsed into its parts (trainer_module/features.py, TIMESTAMP_PARTS). They reach the Transform
+# as TransformSpec's column lists (trainer_module/settings.py).
+FEATURE, ID, CONSTANT, HASHED, TIMESTAMP = "feature", "id", "constant", "hashed", "timestamp"
+ROLES = (FEATURE, ID, CONSTANT, HASHED, TIMESTAMP)
 
 
 _ORDER_WORDS = {YMD: "year-month-day", MDY: "month/day/year", DMY: "day/month/year",

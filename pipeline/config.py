@@ -16,8 +16,8 @@ from typing import Any
 from components import row_split
 from components.csv_format import DEFAULT_MISSING_VALUES
 from components.fs import is_uri
-from trainer_module import hooks
-from trainer_module.config import TASKS, TrainerConfig, TrainerConfigError, coerce
+from trainer_module import hook_paths, hooks
+from trainer_module.settings import TASKS, TrainerConfig, TrainerConfigError, coerce
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_DATA = REPO_ROOT / "data" / "penguins"
@@ -61,7 +61,7 @@ class DataConfig:
     # last). "": every span that has files, the moment they appear.
     span_marker: str = "_SUCCESS"
     # classification | regression | auto: from the label column, decided once before the run
-    # (trainer_module/config.py, task_for_label: a float or an integer label with more than 50
+    # (trainer_module/settings.py, task_for_label: a float or an integer label with more than 50
     # distinct values is a regression). A Kubeflow compile of remote data must name it.
     task: str = "auto"
     # What a column is to the model, overriding what the check before the run reads from the
@@ -120,7 +120,7 @@ class PathsConfig:
 @dataclasses.dataclass(frozen=True)
 class PushConfig:
     # Versions kept in the serving dir: the newest N (0: keep all). Older ones are removed after
-    # a push; a removed version is never pushed again (components/serving_dir.py).
+    # a push; a removed version is never pushed again (components/serving_versions.py).
     keep_versions: int = 0
 
 
@@ -274,8 +274,8 @@ def has_hooks(config: Config) -> bool:
 def validate(config: Config) -> None:
     try:
         config.trainer.validate()
-        hooks.check_path(hooks.PREPROCESSING_KEY, config.transform.preprocessing_fn)
-    except (TrainerConfigError, hooks.HookError) as err:
+        hook_paths.check_path(hook_paths.PREPROCESSING_KEY, config.transform.preprocessing_fn)
+    except (TrainerConfigError, hook_paths.HookError) as err:
         raise ConfigError(str(err)) from None
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,127}", config.pipeline_name):
         raise ConfigError(f"pipeline_name must be lower-case letters, digits and '-' (Kubeflow's "

@@ -17,11 +17,29 @@ import pyarrow.compute as pc
 from components import csv_format, row_split, spans
 from pipeline import column_roles, split_check
 from pipeline.config import DataConfig
-from trainer_module import config as trainer_config, features
+from trainer_module import features, settings
 
 
 LABEL_VALUES_COUNTED = 100_000  # far past any class count; bounds memory for a numeric label
 
+
+# An integer label with more distinct values than this is a regression target (a count, a price
+# in dollars, a year), not classes: a softmax over hundreds of classes with a few examples each
+# learns little, and the values are ordered. Below it (grades, ratings, codes) it is classes.
+# `--task` or `data.task` overrides the rule either way.
+MAX_INTEGER_CLASSES = 50
+
+
+def task_for_label(kind: str, distinct_values: int) -> tuple[str, str]:
+    """(task, why) for a label column of this kind (int | float | string) and distinct count."""
+    if kind == "float":
+        return settings.REGRESSION, "float label"
+    if kind == "string":
+        return settings.CLASSIFICATION, f"string label, {distinct_values} classes"
+    if distinct_values > MAX_INTEGER_CLASSES:
+        return settings.REGRESSION, (f"integer label with {distinct_values} distinct values, "
+                                     f"more than {MAX_INTEGER_CLASSES}")
+    return settings.CLASSIFICATION, f"integer label, {distinct_values} classes"
 
 @dataclasses.dataclass(frozen=True)
 class DataInfo:
@@ -159,10 +177,10 @@ def check(config: DataConfig) -> DataInfo:
     if len(types) < 2:
         raise csv_format.CsvError(f"{where}: no feature columns besides the label '{label}'")
     if task == "auto":
-        task, why = trainer_config.task_for_label(types[label], len(labels))
+        task, why = task_for_label(types[label], len(labels))
     else:
         why = "set by --task or data.task"
-    if task == trainer_config.REGRESSION and types[label] == csv_format.STRING:
+    if task == settings.REGRESSION and types[label] == csv_format.STRING:
         raise csv_format.CsvError(f"{where}: label column '{label}' holds text, and a regression "
                                   "needs numbers (use --task classification)")
     std = moments.std() if types[label] != csv_format.STRING else None
@@ -170,11 +188,11 @@ def check(config: DataConfig) -> DataInfo:
         roles = profile.roles(types, label, config.columns, where)
     except ValueError as err:
         raise csv_format.CsvError(str(err)) from None
-    if not any(r.role in (trainer_config.FEATURE, trainer_config.TIMESTAMP) for r in roles.values()):
+    if not any(r.role in (column_roles.FEATURE, column_roles.TIMESTAMP) for r in roles.values()):
         raise csv_format.CsvError(f"{where}: every column but the label is an id or a constant "
                                   "(set data.columns to keep one as a feature)")
-    counts = labels if task == trainer_config.CLASSIFICATION else {}
-    if task == trainer_config.CLASSIFICATION and len(counts) < 2:
+    counts = labels if task == settings.CLASSIFICATION else {}
+    if task == settings.CLASSIFICATION and len(counts) < 2:
         raise csv_format.CsvError(f"{where}: label column '{label}' has one value "
                                   f"({next(iter(counts), '')!r}): there is nothing to classify")
     return DataInfo(input_base, pattern, tuple(files), types, rows, task, why, tuple(chosen),

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from components import csv_format, spans
 from pipeline.config import DataConfig
-from trainer_module.config import CONSTANT, FEATURE
+from pipeline.column_roles import CONSTANT, FEATURE
 
 BUCKETS = 20
 

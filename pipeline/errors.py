@@ -26,7 +26,7 @@ def _statuses() -> list[tuple[type[BaseException], int]]:
     from pipeline.storage import StorageError
     from pipeline.local.schedule import ScheduleError
     from pipeline.local.run_lock import Locked
-    from trainer_module.config import TrainerConfigError
+    from trainer_module.settings import TrainerConfigError
     from trainer_module.scaling import ScalingError
     from trainer_module.slices import SliceError
 

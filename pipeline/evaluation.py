@@ -22,7 +22,7 @@ import math
 
 from pipeline.config import ConfigError, EvalConfig
 from trainer_module import features
-from trainer_module.config import CLASSIFICATION, REGRESSION
+from trainer_module.settings import CLASSIFICATION, REGRESSION
 
 
 @dataclasses.dataclass(frozen=True)

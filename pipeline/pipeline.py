@@ -29,10 +29,10 @@ from pipeline import evaluation
 from pipeline.config import Config
 from pipeline.preflight import Decisions
 from trainer_module import hooks
-from trainer_module.config import RUN_PARAMETERS, TrainSpec, TransformSpec
+from trainer_module.settings import RUN_PARAMETERS, TrainSpec, TransformSpec
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
-RUN_FN = "trainer_module.run.run_fn"
+RUN_FN = "trainer_module.run_fn.run_fn"
 
 # Node ids, as ML Metadata, the compiled spec and the run summary name them.
 EXAMPLE_GEN_NODE = "CsvExampleGen"
@@ -97,7 +97,7 @@ def transform_spec(config: Config, decisions: Decisions) -> TransformSpec:
 
 
 def run_parameter_values(config: Config) -> dict:
-    """The trainer settings a Kubeflow run can override (trainer_module/config.py), typed."""
+    """The trainer settings a Kubeflow run can override (trainer_module/settings.py), typed."""
     return {name: kind(getattr(config.trainer, name)) for name, kind in RUN_PARAMETERS.items()}
 
 

@@ -10,9 +10,10 @@ import dataclasses
 from components.fs import is_uri
 from pipeline import column_roles, evaluation
 from pipeline.config import Config, ConfigError
-from trainer_module.config import (CONSTANT, FEATURE, HASHED, ID, REGRESSION, TIMESTAMP,
-                                   TransformSpec)
+from pipeline.column_roles import CONSTANT, FEATURE, HASHED, ID, TIMESTAMP
+from trainer_module.settings import REGRESSION, TransformSpec
 from trainer_module.features import YMD, hashed_vocab_name, vocab_name
+from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY, PREPROCESSING_KEY, HookError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,20 +92,20 @@ def check_hooks(config: Config, decisions: Decisions, data=None) -> list[str]:
     checked = []
     try:
         if config.transform.preprocessing_fn:
-            hooks.load(hooks.PREPROCESSING_KEY, config.transform.preprocessing_fn, 1)
-            checked.append(f"{hooks.PREPROCESSING_KEY} = {config.transform.preprocessing_fn}")
+            hooks.load(PREPROCESSING_KEY, config.transform.preprocessing_fn, 1)
+            checked.append(f"{PREPROCESSING_KEY} = {config.transform.preprocessing_fn}")
         if trainer.loss:
-            hooks.check_loss(hooks.load(hooks.LOSS_KEY, trainer.loss, 2), decisions.task, outputs)
-            checked.append(f"{hooks.LOSS_KEY} = {trainer.loss} (one loss per example)")
+            hooks.check_loss(hooks.load(LOSS_KEY, trainer.loss, 2), decisions.task, outputs)
+            checked.append(f"{LOSS_KEY} = {trainer.loss} (one loss per example)")
         if trainer.model:
-            model = hooks.load(hooks.MODEL_KEY, trainer.model, 1)
+            model = hooks.load(MODEL_KEY, trainer.model, 1)
             how = "its signature; its output once Transform has run"
             if data is not None and not config.transform.preprocessing_fn:
                 inputs = _builtin_inputs(config, decisions, data, outputs)
                 hooks.check_model(model(inputs), inputs)
                 how = f"[batch, {outputs}] from {len(inputs.feature_spec)} transformed features"
-            checked.append(f"{hooks.MODEL_KEY} = {trainer.model} ({how})")
-    except hooks.HookError as err:
+            checked.append(f"{MODEL_KEY} = {trainer.model} ({how})")
+    except HookError as err:
         raise ConfigError(str(err)) from None
     return [f"lockstep: your code: {'; '.join(checked)}"]
 
@@ -205,10 +206,10 @@ def _serving_record(serving: str) -> tuple[int | None, dict | None]:
     """The serving version's number and push record. A local serving dir is read with the
     standard library (the check runs before TensorFlow loads, which would talk on the terminal):
     the newest version with its record, which a push writes last. Remote: components/serving_dir."""
-    from components import serving_dir
+    from components import serving_versions
 
     if is_uri(serving):
-        version = serving_dir.serving_version(serving)
+        version = serving_versions.serving_version(serving)
         return (version.number, version.record) if version else (None, None)
     import json
     import os
@@ -216,7 +217,7 @@ def _serving_record(serving: str) -> tuple[int | None, dict | None]:
     if not os.path.isdir(serving):
         return None, None
     for name in sorted((n for n in os.listdir(serving) if n.isdigit()), key=int, reverse=True):
-        path = os.path.join(serving, name, serving_dir.PUSH_RECORD)
+        path = os.path.join(serving, name, serving_versions.PUSH_RECORD)
         try:
             with open(path) as handle:
                 return int(name), json.load(handle)

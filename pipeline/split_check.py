@@ -26,7 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from components import csv_format, row_split
-from trainer_module.config import CLASSIFICATION, CONSTANT, FEATURE
+from pipeline.column_roles import CONSTANT, FEATURE
+from trainer_module.settings import CLASSIFICATION
 
 VALUES_COUNTED = 1000  # a text column with more values is not measured (an id, free text)
 CHANCE_SDS = 4.0

@@ -258,7 +258,7 @@ def verify(prepared: Prepared, *, replicas: int = 2, steps: int = 3, workers: in
     """`lockstep verify`: the pipeline up to Transform (a partial LocalDagRunner run, cached like
     a whole run's), then the user's model and loss on that input: `replicas` emulated replicas
     against Keras on one device on the global batch, for `steps` global steps, in a fresh
-    process, or in `workers` processes with one replica each (trainer_module/verify.py).
+    process, or in `workers` processes with one replica each (trainer_module/equivalence.py).
     Returns its Verification.
 
     Raises:
@@ -276,7 +276,8 @@ def verify(prepared: Prepared, *, replicas: int = 2, steps: int = 3, workers: in
         with run_lock.hold(lock or run_lock.default_path(config.paths.pipeline_root),
                            config.run.lock_wait_seconds), Console(log_file, False) as console:
             from pipeline import pipeline as pipeline_lib  # TensorFlow & co., their logs to the file
-            from trainer_module import verify as verify_lib
+            from trainer_module import equivalence
+            from trainer_module.job import TrainJob
 
             report = _run_locally(prepared, console, to_node=pipeline_lib.TRANSFORM_NODE)
     except Exception as err:  # noqa: BLE001  as run(): a component's error in one line
@@ -284,13 +285,13 @@ def verify(prepared: Prepared, *, replicas: int = 2, steps: int = 3, workers: in
             raise
         raise _failed(err, "verify: the pipeline up to Transform failed", config) from err
     examples = report.artifacts[f"{pipeline_lib.EXAMPLE_GEN_NODE}.examples"]
-    job = {"train_files": [f"{examples}/Split-train/*"], "eval_files": [],
-           "transform_dir": report.artifacts[f"{pipeline_lib.TRANSFORM_NODE}.transform_graph"],
-           "model_run_dir": "", "serving_model_dir": "", "label": config.data.label,
-           "task": prepared.decisions.task,
-           "trainer": dataclasses.asdict(pipeline_lib.train_spec(
-               config, config.data.label, prepared.decisions.task).trainer)}
-    return verify_lib.run_in_subprocess(job, replicas=replicas, steps=steps, workers=workers)
+    job = TrainJob(
+        train_files=[f"{examples}/Split-train/*"], eval_files=[],
+        transform_dir=report.artifacts[f"{pipeline_lib.TRANSFORM_NODE}.transform_graph"],
+        model_run_dir="", serving_model_dir="", label=config.data.label,
+        task=prepared.decisions.task,
+        trainer=pipeline_lib.train_spec(config, config.data.label, prepared.decisions.task).trainer)
+    return equivalence.run_in_subprocess(job, replicas=replicas, steps=steps, workers=workers)
 
 
 def _watchdog(minutes: float) -> threading.Timer | None:

@@ -82,21 +82,21 @@ def compiled(tmp_path_factory):
     return {"root": root, "config": config, "output": output, "result": result}
 
 
-def penguins_job(penguins_run, out_dir, **trainer) -> dict:
-    """A TrainJob (as a dict) on the shared penguins run's examples and transform graph, writing
-    under out_dir; trainer: TrainerConfig fields."""
-    import dataclasses
+def penguins_job(penguins_run, out_dir, **trainer):
+    """A TrainJob on the shared penguins run's examples and transform graph, writing under
+    out_dir; trainer: TrainerConfig fields."""
     import glob
 
-    from trainer_module.config import TrainerConfig
+    from trainer_module.job import TrainJob
+    from trainer_module.settings import TrainerConfig
 
     root = penguins_run.pipeline_root
     [transform_dir] = glob.glob(str(root / "Transform" / "transform_graph" / "*"))
     examples = glob.glob(str(root / "CsvExampleGen" / "examples" / "*"))[0]
-    return {"train_files": [f"{examples}/Split-train/*"], "eval_files": [f"{examples}/Split-eval/*"],
-            "transform_dir": transform_dir, "model_run_dir": str(out_dir / "run"),
-            "serving_model_dir": str(out_dir / "serving"), "label": "species",
-            "trainer": dataclasses.asdict(TrainerConfig(**trainer))}
+    return TrainJob(train_files=[f"{examples}/Split-train/*"],
+                    eval_files=[f"{examples}/Split-eval/*"], transform_dir=transform_dir,
+                    model_run_dir=str(out_dir / "run"), serving_model_dir=str(out_dir / "serving"),
+                    label="species", trainer=TrainerConfig(**trainer))
 
 
 def eval_examples(files, label):

@@ -1,4 +1,4 @@
-"""Trains a small model asynchronously on a cluster on loopback and prints the AsyncTrainer's
+"""Trains a small model asynchronously on a cluster on loopback and prints the AsynchronousLoop's
 counts as JSON (tests/test_parameter_server.py; in a process of its own, as a cluster needs).
 
 usage: ps_staleness.py WORKERS SLEEP_SECONDS STEPS
@@ -40,7 +40,7 @@ def main(workers: int, sleep: float, steps: int) -> None:
         return tf.data.Dataset.from_tensor_slices((x, (x[:, 0] > 0).astype("int64"))).repeat().batch(
             16, drop_remainder=True)
 
-    trainer = parameter_server.AsyncTrainer(strategy, model, optimizer, loss, 16, dataset_fn,
+    trainer = parameter_server.AsynchronousLoop(strategy, model, optimizer, loss, 16, dataset_fn,
                                             steps_per_closure=5)
     trainer.train(steps // 2)
     logs = trainer.train(steps - steps // 2)

@@ -146,7 +146,7 @@ def test_the_components_read_batched(monkeypatch, executor, stock):
 
         monkeypatch.setattr(evaluator.serving_check, "start", lambda *args, **kwargs: Check())
         monkeypatch.setattr(evaluator.serving_check, "eval_example_files", lambda *args: [])
-        monkeypatch.setattr(evaluator.serving_dir, "content_hash", lambda *args: "sha")
+        monkeypatch.setattr(evaluator.serving_versions, "content_hash", lambda *args: "sha")
         inputs["model"] = [standard_artifacts.Model()]
         outputs["blessing"] = [standard_artifacts.ModelBlessing()]
     context = base_beam_executor.BaseBeamExecutor.Context(beam_pipeline_args=[])

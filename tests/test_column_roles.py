@@ -10,7 +10,7 @@ import pytest
 
 from pipeline import data_check
 from pipeline.config import DataConfig
-from trainer_module.config import CONSTANT, FEATURE, ID, TIMESTAMP
+from pipeline.column_roles import CONSTANT, FEATURE, ID, TIMESTAMP
 
 
 def _write(path, rows=300, seed=0):

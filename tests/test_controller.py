@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer_module import actions, config, controller as controller_lib, loop
+from trainer_module import actions, controller as controller_lib, loop, progress
 
 GLOBAL_BATCH = 8
 CHUNK_ENDS = [3, 5, 8, 10, 13, 15, 18, 20]  # 20 steps, steps_per_execution 3, checkpoint_every 5
@@ -52,7 +52,7 @@ def _controller(directory, *, replicas: int = 1, total: int = 20, every: int = 5
         checkpoint_every=every, actions=actions_, strategy=strategy, max_to_keep=None)
     xent = tf.keras.losses.SparseCategoricalCrossentropy(
         from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
-    trainer = loop.Trainer(strategy, model, optimizer, xent, GLOBAL_BATCH,
+    trainer = loop.SynchronousLoop(strategy, model, optimizer, xent, GLOBAL_BATCH,
                            _dataset(strategy, controller.start_step), metrics=metrics)
     return controller, trainer, model
 
@@ -126,19 +126,19 @@ def test_progress_records_are_typed_and_the_log_line_is_written(tmp_path, caplog
     acts = actions.standard_actions(total_steps=20, global_batch=GLOBAL_BATCH, log_every=10,
                                     progress_seconds=0.0)
     controller, trainer, _ = _controller(tmp_path, actions_=acts)
-    with caplog.at_level(logging.INFO, logger=config.PROGRESS_LOGGER), \
+    with caplog.at_level(logging.INFO, logger=progress.PROGRESS_LOGGER), \
             caplog.at_level(logging.INFO, logger="absl"):
         logs = controller.train(trainer)
-    records = [r for r in caplog.records if r.name == config.PROGRESS_LOGGER]
-    progress = [config.Progress.from_dict(r.progress) for r in records]
-    assert [p.step for p in progress] == CHUNK_ENDS[1:]  # the first chunk traces: no rate yet
+    records = [r for r in caplog.records if r.name == progress.PROGRESS_LOGGER]
+    reported = [progress.Progress.from_dict(r.progress) for r in records]
+    assert [p.step for p in reported] == CHUNK_ENDS[1:]  # the first chunk traces: no rate yet
     assert set(records[0].progress) == {"step", "total", "loss", "examples_per_sec", "eta"}
-    last = progress[-1]
+    last = reported[-1]
     assert (last.total, last.eta) == (20, 0.0) and last.examples_per_sec > 0
     assert last.loss == pytest.approx(logs["loss"])
-    assert all(p.eta > 0 for p in progress[:-1])
+    assert all(p.eta > 0 for p in reported[:-1])
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")
-             and r.name != config.PROGRESS_LOGGER]
+             and r.name != progress.PROGRESS_LOGGER]
     assert [line.split()[1] for line in lines] == ["10/20", "20/20"]
     assert "  loss " in lines[-1] and "  accuracy " in lines[-1] and "examples_per_sec" in lines[-1]
 

@@ -13,7 +13,7 @@ from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 from pipeline import config as config_lib, use_cases
 from pipeline.config import ConfigError
 from trainer_module import features, hooks, preprocessing
-from trainer_module.config import CLASSIFICATION, TransformSpec
+from trainer_module.settings import CLASSIFICATION, TransformSpec
 
 HOOKS = '''
 import tensorflow as tf

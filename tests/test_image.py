@@ -68,9 +68,9 @@ def test_image_runs_the_spec_command_as_uid_1000_with_legacy_keras(image):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["1000", "1"]
     # The user's hooks import by the dotted paths a compiled spec names, as any task imports them.
-    probe = ("from trainer_module import hooks\n"
-             "for key, path, n in ((hooks.MODEL_KEY, 'wide_deep.model:build', 1),\n"
-             "                     (hooks.PREPROCESSING_KEY, 'wide_deep.preprocessing:preprocessing_fn', 1)):\n"
+    probe = ("from trainer_module import hook_paths, hooks\n"
+             "for key, path, n in ((hook_paths.MODEL_KEY, 'wide_deep.model:build', 1),\n"
+             "                     (hook_paths.PREPROCESSING_KEY, 'wide_deep.preprocessing:preprocessing_fn', 1)):\n"
              "    print(hooks.load(key, path, n).__module__)")
     result = _engine("run", "--rm", "--entrypoint", "python", image["name"], "-c", probe,
                      check=False)

@@ -16,8 +16,8 @@ import pytest
 
 from conftest import REPO, PipelineRun, penguins_job, serving_accuracy
 from trainer_module import scaling
-from trainer_module.config import TrainerConfig, TrainerConfigError
-from trainer_module.verify import free_ports
+from trainer_module.settings import TrainerConfig, TrainerConfigError
+from trainer_module.processes import free_ports
 
 ENV = dict(os.environ, PYTHONPATH=str(REPO), TF_USE_LEGACY_KERAS="1")
 
@@ -101,7 +101,7 @@ def test_a_killed_worker_does_not_stop_training(penguins_run, tmp_path):
     servers = _servers(cluster, tmp_path)
     job = penguins_job(penguins_run, tmp_path, strategy="parameter_server", train_steps=600,
                        log_every=20, steps_per_execution=5)
-    (tmp_path / "job.json").write_text(json.dumps(job))
+    (tmp_path / "job.json").write_text(job.to_json())
     chief_env = dict(ENV, TF_CONFIG=json.dumps(
         {"cluster": cluster, "task": {"type": "chief", "index": 0}}))
     try:

@@ -41,14 +41,14 @@ def test_pushed_model_serves_raw_examples_accurately(penguins_run):
     from ml_metadata import metadata_store
     from ml_metadata.proto import metadata_store_pb2
 
-    from components import serving_check, serving_dir
+    from components import serving_check, serving_versions
 
     connection = metadata_store_pb2.ConnectionConfig()
     connection.sqlite.filename_uri = str(penguins_run.pipeline_root / "metadata.sqlite")
     [blessing] = metadata_store.MetadataStore(connection).get_artifacts_by_type("ModelBlessing")
     props = blessing.custom_properties
     assert props[serving_check.VERDICT_KEY].string_value == serving_check.PASSED
-    assert props[serving_check.CHECKED_SHA_KEY].string_value == serving_dir.content_hash(str(version))
+    assert props[serving_check.CHECKED_SHA_KEY].string_value == serving_versions.content_hash(str(version))
     # The model type the eval config names is the one TFMA finds when it loads the model.
     from tensorflow_model_analysis.utils import model_util
 

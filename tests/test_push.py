@@ -1,4 +1,4 @@
-"""The push (components/serving_dir.py, components/pusher.py): atomic, checked, once per model.
+"""The push (components/serving_versions.py, components/pusher.py): atomic, checked, once per model.
 
 Real SavedModels with a `serving_default` over serialized tf.Examples, real subprocess serving
 checks, real kills."""
@@ -15,7 +15,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from components import serving_check, serving_dir
+from components import serving_check, serving_versions
 from conftest import REPO
 
 
@@ -77,7 +77,7 @@ def test_a_poller_never_sees_a_partial_version_and_each_loads(tmp_path):
     poller = threading.Thread(target=poll)
     poller.start()
     try:
-        results = [serving_dir.push(m, str(serving), check=_check(files)) for m in models]
+        results = [serving_versions.push(m, str(serving), check=_check(files)) for m in models]
     finally:
         stop.set()
         poller.join()
@@ -87,18 +87,18 @@ def test_a_poller_never_sees_a_partial_version_and_each_loads(tmp_path):
     assert sorted(seen) == sorted(map(str, numbers))
     for name, snapshots in seen.items():
         for contents in snapshots:  # every look at a numbered dir saw a whole model
-            assert {"saved_model.pb", "variables", serving_dir.PUSH_RECORD} <= contents, contents
+            assert {"saved_model.pb", "variables", serving_versions.PUSH_RECORD} <= contents, contents
         model = tf.saved_model.load(str(serving / name))
         assert model.signatures["serving_default"]
-    assert not [n for n in os.listdir(serving) if n.startswith(serving_dir.TEMP_PREFIX)]
+    assert not [n for n in os.listdir(serving) if n.startswith(serving_versions.TEMP_PREFIX)]
 
 
 KILLED_PUSH = """
 import sys
 sys.path.insert(0, {repo!r})
-from components import serving_check, serving_dir
+from components import serving_check, serving_versions
 files = {files!r}
-serving_dir.push({model!r}, {serving!r}, check=(lambda p: serving_check.run(p, files)) if files else None)
+serving_versions.push({model!r}, {serving!r}, check=(lambda p: serving_check.run(p, files)) if files else None)
 """
 
 
@@ -107,7 +107,7 @@ def test_a_push_killed_at_random_points_never_leaves_a_partial_version(tmp_path)
     serving = tmp_path / "serving"
     serving.mkdir()
     first = _model(tmp_path / "first", 1.0)
-    assert serving_dir.push(first, str(serving), check=_check(files)).pushed
+    assert serving_versions.push(first, str(serving), check=_check(files)).pushed
     rng = random.Random(0)
     for attempt in range(6):
         model = _model(tmp_path / f"m{attempt}", 10.0 + attempt, padding_floats=4_000_000)
@@ -118,13 +118,13 @@ def test_a_push_killed_at_random_points_never_leaves_a_partial_version(tmp_path)
         process.wait()
         for number in _numbered(serving):  # whatever is numbered is whole and loads
             version = str(serving / str(number))
-            assert serving_dir.is_complete(version), os.listdir(version)
+            assert serving_versions.is_complete(version), os.listdir(version)
             tf.saved_model.load(version)
-        assert serving_dir.serving_version(str(serving)) is not None
+        assert serving_versions.serving_version(str(serving)) is not None
     # A later push sweeps what the killed ones left and publishes.
-    last = serving_dir.push(_model(tmp_path / "last", 99.0), str(serving), check=_check(files))
+    last = serving_versions.push(_model(tmp_path / "last", 99.0), str(serving), check=_check(files))
     assert last.pushed
-    assert not [n for n in os.listdir(serving) if n.startswith(serving_dir.TEMP_PREFIX)]
+    assert not [n for n in os.listdir(serving) if n.startswith(serving_versions.TEMP_PREFIX)]
 
 
 def test_a_model_that_does_not_serve_is_not_published(tmp_path):
@@ -135,10 +135,10 @@ def test_a_model_that_does_not_serve_is_not_published(tmp_path):
     module.v = tf.Variable(1.0)
     tf.saved_model.save(module, str(broken))  # no serving_default
     with pytest.raises(serving_check.ServingCheckFailed, match="has no serving_default signature"):
-        serving_dir.push(str(broken), str(serving), check=_check(files))
+        serving_versions.push(str(broken), str(serving), check=_check(files))
     assert _numbered(serving) == []
-    assert not [n for n in os.listdir(serving) if n.startswith(serving_dir.TEMP_PREFIX)]
-    assert not os.listdir(serving / serving_dir.LEDGER / "pushed")  # so a fixed run may push
+    assert not [n for n in os.listdir(serving) if n.startswith(serving_versions.TEMP_PREFIX)]
+    assert not os.listdir(serving / serving_versions.LEDGER / "pushed")  # so a fixed run may push
 
 
 
@@ -156,7 +156,7 @@ def test_the_pusher_relies_on_the_evaluators_check_of_the_same_content_only(tmp_
 
     files = _examples(tmp_path / "eval.gz")
     model = _model(tmp_path / "m", 2.0)
-    sha = serving_dir.content_hash(model)
+    sha = serving_versions.content_hash(model)
     serving = tmp_path / "serving"
     # Started, it runs in its own process and returns at once; it passes on this model.
     tic = time.perf_counter()
@@ -165,13 +165,13 @@ def test_the_pusher_relies_on_the_evaluators_check_of_the_same_content_only(tmp_
     assert pending.verdict() == serving_check.PASSED
     # Checked and passed: the push needs no subprocess (a missing example file would fail one).
     relied = pusher.serving_test(_blessing("passed", sha), model, sha, [])
-    assert serving_dir.push(model, str(serving), check=relied).pushed
+    assert serving_versions.push(model, str(serving), check=relied).pushed
     # Checked and failed: nothing is published, and the error is the Evaluator's.
     other = _model(tmp_path / "other", 3.0)
-    other_sha = serving_dir.content_hash(other)
+    other_sha = serving_versions.content_hash(other)
     failed = _blessing("serving check of X failed (exit 1): boom", other_sha)
     with pytest.raises(serving_check.ServingCheckFailed, match="boom"):
-        serving_dir.push(other, str(serving),
+        serving_versions.push(other, str(serving),
                          check=pusher.serving_test(failed, other, other_sha, files))
     assert len(_numbered(serving)) == 1
     # A verdict on other content (or none) is not relied on: the copy is checked itself.
@@ -180,9 +180,9 @@ def test_the_pusher_relies_on_the_evaluators_check_of_the_same_content_only(tmp_
     module.v = tf.Variable(1.0)
     tf.saved_model.save(module, str(broken))  # no serving_default
     stale = pusher.serving_test(_blessing("passed", sha), str(broken),
-                                serving_dir.content_hash(str(broken)), files)
+                                serving_versions.content_hash(str(broken)), files)
     with pytest.raises(serving_check.ServingCheckFailed, match="has no serving_default signature"):
-        serving_dir.push(str(broken), str(serving), check=stale)
+        serving_versions.push(str(broken), str(serving), check=stale)
     assert len(_numbered(serving)) == 1
 
 
@@ -191,19 +191,19 @@ def test_the_pusher_relies_on_the_evaluators_check_of_the_same_content_only(tmp_
 def test_the_same_model_is_pushed_once_even_after_its_version_was_removed(tmp_path):
     serving = tmp_path / "serving"
     model = _model(tmp_path / "m", 2.0)
-    first = serving_dir.push(model, str(serving), model_uri="artifact/7")
+    first = serving_versions.push(model, str(serving), model_uri="artifact/7")
     assert first.pushed and first.note.startswith("pushed as version ")
-    again = serving_dir.push(model, str(serving), model_uri="artifact/7")
+    again = serving_versions.push(model, str(serving), model_uri="artifact/7")
     assert not again.pushed and again.destination == first.destination
     assert "already pushed as version" in again.note and "removed" not in again.note
     import shutil
 
     shutil.rmtree(first.destination)  # an operator rolls back
-    rolled_back = serving_dir.push(model, str(serving))
+    rolled_back = serving_versions.push(model, str(serving))
     assert not rolled_back.pushed and "since removed" in rolled_back.note
     assert _numbered(serving) == []
     # A new model gets a number above the removed one: numbers never go back.
-    new = serving_dir.push(_model(tmp_path / "n", 3.0), str(serving))
+    new = serving_versions.push(_model(tmp_path / "n", 3.0), str(serving))
     assert int(os.path.basename(new.destination)) > int(os.path.basename(first.destination))
 
 
@@ -224,7 +224,7 @@ def test_concurrent_pushes_never_share_a_version(tmp_path):
 
 def test_keep_removes_the_oldest_versions(tmp_path):
     serving = tmp_path / "serving"
-    pushed = [serving_dir.push(_model(tmp_path / f"m{i}", float(i)), str(serving), keep=2)
+    pushed = [serving_versions.push(_model(tmp_path / f"m{i}", float(i)), str(serving), keep=2)
               for i in range(4)]
     assert "removed old version(s)" in pushed[-1].note
     assert [str(serving / str(n)) for n in _numbered(serving)] == [p.destination for p in pushed[2:]]
@@ -233,7 +233,7 @@ def test_keep_removes_the_oldest_versions(tmp_path):
 def test_the_baseline_is_the_serving_version_whatever_metrics_were_recorded(tmp_path):
     serving = tmp_path / "serving"
     for i, accuracy in enumerate([0.90, 0.95, 0.93]):
-        serving_dir.push(_model(tmp_path / f"m{i}", float(i)), str(serving),
+        serving_versions.push(_model(tmp_path / f"m{i}", float(i)), str(serving),
                          metric={"name": "acc", "value": accuracy, "higher_is_better": True})
     numbers = _numbered(serving)
     # Incomplete versions are never a baseline: no push record, or a truncated SavedModel.
@@ -244,11 +244,11 @@ def test_the_baseline_is_the_serving_version_whatever_metrics_were_recorded(tmp_
         pb = open(serving / str(newest) / "saved_model.pb", "rb").read()
         (bad / "saved_model.pb").write_bytes(pb[: len(pb) // 2])
         if with_record:
-            (bad / serving_dir.PUSH_RECORD).write_text(json.dumps({"metric": {"value": 1.0}}))
+            (bad / serving_versions.PUSH_RECORD).write_text(json.dumps({"metric": {"value": 1.0}}))
     # The last complete push serves, though an older one recorded a better metric (0.95): each
     # was measured on the eval data of its own run.
-    assert serving_dir.serving_version(str(serving)).number == numbers[2]
-    assert serving_dir.serving_version(str(tmp_path / "none")) is None
+    assert serving_versions.serving_version(str(serving)).number == numbers[2]
+    assert serving_versions.serving_version(str(tmp_path / "none")) is None
 
 
 def test_a_push_killed_after_its_rename_is_not_pushed_again(tmp_path):
@@ -256,9 +256,9 @@ def test_a_push_killed_after_its_rename_is_not_pushed_again(tmp_path):
     which content it holds."""
     serving = tmp_path / "serving"
     model = _model(tmp_path / "m", 4.0)
-    first = serving_dir.push(model, str(serving))
-    for entry in (serving / serving_dir.LEDGER / "pushed").iterdir():
+    first = serving_versions.push(model, str(serving))
+    for entry in (serving / serving_versions.LEDGER / "pushed").iterdir():
         entry.unlink()
-    again = serving_dir.push(model, str(serving))
+    again = serving_versions.push(model, str(serving))
     assert not again.pushed and again.destination == first.destination
     assert len(_numbered(serving)) == 1

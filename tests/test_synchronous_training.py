@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer_module import config, input_pipeline, loop, model as model_lib, precision, verify
+from trainer_module import equivalence, input_pipeline, loop, model as model_lib, precision, settings
 
 GLOBAL_BATCH = 64
 SPEC = {
@@ -46,7 +46,7 @@ def _strategy(replicas):
 
 def _model(l2, dtype_policy):
     with precision.policy(dtype_policy):
-        return model_lib.build_model(["a_xf", "b_xf"], {"k_xf": 5}, 3, (8,), l2=l2, seed=1)
+        return model_lib.mlp(["a_xf", "b_xf"], {"k_xf": 5}, 3, (8,), l2=l2, seed=1)
 
 
 def _optimizer(kind, dtype_policy):
@@ -66,7 +66,7 @@ def train(records, replicas, steps, *, l2=0.01, optimizer="sgd_momentum", averag
         model = _model(l2, dtype_policy)
         opt = _optimizer(optimizer, dtype_policy)
     dataset_fn = input_pipeline.make_dataset_fn(
-        records, SPEC, "y", config.CLASSIFICATION, GLOBAL_BATCH // replicas, training=True, seed=3)
+        records, SPEC, "y", settings.CLASSIFICATION, GLOBAL_BATCH // replicas, training=True, seed=3)
     if nan_at is not None or scale_at is not None:  # poison one global step
         base = dataset_fn
 
@@ -82,7 +82,7 @@ def train(records, replicas, steps, *, l2=0.01, optimizer="sgd_momentum", averag
             return base(ctx).enumerate().map(poison)
     # Each replica's batch per step is GLOBAL_BATCH / replicas, its micro-batches together.
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
-    trainer = loop.Trainer(strategy, model, opt, model_lib.per_example_loss_fn(config.CLASSIFICATION),
+    trainer = loop.SynchronousLoop(strategy, model, opt, model_lib.builtin_loss(settings.CLASSIFICATION),
                            GLOBAL_BATCH, dataset, jit_compile=jit_compile,
                            accumulation_steps=accumulation, average_loss=
                            average_loss(GLOBAL_BATCH // replicas) if average_loss else None)
@@ -106,7 +106,7 @@ def keras_fit(records, steps, *, l2=0.01, optimizer="sgd_momentum", dtype_policy
     model.compile(optimizer=_optimizer(optimizer, dtype_policy),
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   jit_compile=False, steps_per_execution=1)
-    dataset = input_pipeline.make_dataset_fn(records, SPEC, "y", config.CLASSIFICATION,
+    dataset = input_pipeline.make_dataset_fn(records, SPEC, "y", settings.CLASSIFICATION,
                                              GLOBAL_BATCH, training=True, seed=3)(None)
     if steps:
         model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0)
@@ -205,8 +205,8 @@ def _relative_gap(got_model, want_model, initial):
 # Measured (5 steps of SGD with momentum at lr 0.1, relative = largest difference / movement):
 # mixed_bfloat16 against Keras in bfloat16, 2 and 4 replicas: 8.5e-4 and 1.3e-3; mixed_float16:
 # 2.0e-4 and 1.1e-4; a per-replica mean loss under either: 0.69 and 1.8. The tolerances are
-# verify's (trainer_module/verify.py, measured on real data, where bfloat16 differs more).
-PRECISION_TOLERANCE = verify.TOLERANCES
+# verify's (trainer_module/equivalence.py, measured on real data, where bfloat16 differs more).
+PRECISION_TOLERANCE = equivalence.TOLERANCES
 
 
 @pytest.mark.parametrize("dtype_policy", ["mixed_bfloat16", "mixed_float16"])
@@ -232,10 +232,10 @@ def test_mixed_precision_equals_keras_in_the_same_policy(records, dtype_policy, 
 
 
 def _loss_and_accuracy(model, records):
-    x, y = next(iter(input_pipeline.make_dataset_fn(records, SPEC, "y", config.CLASSIFICATION,
+    x, y = next(iter(input_pipeline.make_dataset_fn(records, SPEC, "y", settings.CLASSIFICATION,
                                                     1024, training=False)(None)))
     logits = model(x, training=False)
-    loss = float(tf.reduce_mean(model_lib.per_example_loss_fn(config.CLASSIFICATION)(y, logits)))
+    loss = float(tf.reduce_mean(model_lib.builtin_loss(settings.CLASSIFICATION)(y, logits)))
     accuracy = float(tf.reduce_mean(tf.cast(tf.argmax(logits, -1) == y, tf.float32)))
     return loss, accuracy
 
@@ -268,7 +268,7 @@ def test_non_finite_loss_stops_and_names_the_step(records):
 
 @pytest.mark.parametrize("batch, chunk_steps", [(64, 1), (8, 1), (8, 32)])  # (8, 32): 4 chunks
 def test_cached_input_is_every_record_once_per_epoch_in_a_new_order(records, batch, chunk_steps):
-    dataset_fn = input_pipeline.make_dataset_fn(records, SPEC, "y", config.CLASSIFICATION, batch,
+    dataset_fn = input_pipeline.make_dataset_fn(records, SPEC, "y", settings.CLASSIFICATION, batch,
                                                 training=True, seed=3, cache=True,
                                                 chunk_steps=chunk_steps)
     steps = 1024 // batch
@@ -277,7 +277,7 @@ def test_cached_input_is_every_record_once_per_epoch_in_a_new_order(records, bat
         assert x["a_xf"].shape == (batch,)
         epochs[index // steps].append(x["a_xf"].numpy())
     everything = sorted(np.concatenate(list(input_pipeline.make_dataset_fn(
-        records, SPEC, "y", config.CLASSIFICATION, 1024, training=False)(None).map(
+        records, SPEC, "y", settings.CLASSIFICATION, 1024, training=False)(None).map(
             lambda x, _: x["a_xf"]))))
     for epoch in epochs:
         np.testing.assert_array_equal(sorted(np.concatenate(epoch)), everything)

@@ -1,4 +1,4 @@
-"""The one contract from config to Trainer (trainer_module/config.py): what the pipeline writes
+"""The one contract from config to Trainer (trainer_module/settings.py): what the pipeline writes
 is read back into the same dataclass, strictly; the task is decided once."""
 
 import dataclasses
@@ -11,9 +11,10 @@ import numpy as np
 from pipeline import config as config_lib, data_check
 from pipeline.config import DataConfig
 from pipeline import pipeline as pipeline_lib
-from trainer_module.config import (CLASSIFICATION, MAX_INTEGER_CLASSES, REGRESSION,
-                                   RUN_PARAMETERS, TrainerConfig, TrainerConfigError, TrainSpec,
-                                   TransformSpec, task_for_label, trainer_config_from_dict)
+from pipeline.data_check import MAX_INTEGER_CLASSES, task_for_label
+from trainer_module.settings import (CLASSIFICATION, REGRESSION, RUN_PARAMETERS,
+                                     RUN_PARAMETERS_KEY, TrainerConfig, TrainerConfigError,
+                                     TrainSpec, TransformSpec, trainer_config_from_dict)
 
 
 def test_run_parameters_are_derived_from_the_config_fields():
@@ -31,8 +32,8 @@ def test_what_the_pipeline_writes_the_trainer_reads_back():
     assert read.label == "species" and read.task == CLASSIFICATION
     assert read.trainer == config.trainer
     # A Kubeflow run's parameters arrive as JSON numbers and override the config's values.
-    overridden = TrainSpec.from_custom_config(written, {"train_steps": 500.0,
-                                                        "base_learning_rate": 1, "train_examples": None})
+    overridden = TrainSpec.from_custom_config({**written, RUN_PARAMETERS_KEY: {
+        "train_steps": 500.0, "base_learning_rate": 1, "train_examples": None}})
     assert overridden.trainer.train_steps == 500 and isinstance(overridden.trainer.train_steps, int)
     assert overridden.trainer.base_learning_rate == 1.0
     assert overridden.trainer.train_examples == config.trainer.train_examples
@@ -61,7 +62,7 @@ def test_a_renamed_unknown_or_mistyped_trainer_key_fails_loudly(change, message)
 def test_an_unknown_run_parameter_fails():
     written = TrainSpec("y", REGRESSION, TrainerConfig()).to_custom_config()
     with pytest.raises(TrainerConfigError, match="unknown run parameter 'seed'"):
-        TrainSpec.from_custom_config(written, {"seed": 3})
+        TrainSpec.from_custom_config({**written, RUN_PARAMETERS_KEY: {"seed": 3}})
 
 
 def test_transform_spec_is_strict_too():

@@ -1,5 +1,6 @@
 """The trainer as users run it: killed and resumed, on two workers, inside the pipeline."""
 
+import dataclasses
 import json
 import os
 import re
@@ -12,14 +13,14 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO, PipelineRun, penguins_job
-from trainer_module.verify import free_ports
+from trainer_module.processes import free_ports
 
 pytestmark = pytest.mark.slow
 
 
 def _launch(job, out_dir, *extra, env=None):
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "job.json").write_text(json.dumps(job))
+    (out_dir / "job.json").write_text(job.to_json())
     return subprocess.Popen(
         [sys.executable, str(REPO / "tests" / "train_job.py"), str(out_dir / "job.json"),
          str(out_dir / "result.json"), *extra],
@@ -59,16 +60,17 @@ def test_two_workers_train_one_model_and_only_the_chief_exports(penguins_run, tm
     for index in range(2):
         env = dict(os.environ, TF_CONFIG=json.dumps(
             {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
-        job = penguins_job(penguins_run, tmp_path, train_steps=30, steps_per_execution=5,
-                   per_replica_batch=16)
-        job["model_run_dir"] = str(tmp_path / "run")
+        job = dataclasses.replace(penguins_job(
+            penguins_run, tmp_path, train_steps=30, steps_per_execution=5, per_replica_batch=16),
+            model_run_dir=str(tmp_path / "run"))
         procs.append(_launch(job, tmp_path / f"w{index}", env=env))
     outs = [p.communicate(timeout=600)[0] for p in procs]
     for p, out in zip(procs, outs):
         assert p.returncode == 0, out[-3000:]
     results = [json.loads((tmp_path / f"w{i}" / "result.json").read_text()) for i in range(2)]
-    # MultiWorkerMirroredStrategy is an alias of CollectiveAllReduceStrategy.
-    assert [r["strategy"] for r in results] == ["CollectiveAllReduceStrategy"] * 2
+    # MultiWorkerMirroredStrategy's class is CollectiveAllReduceStrategy: the summary names it as
+    # users know it.
+    assert [r["strategy"] for r in results] == ["MultiWorkerMirroredStrategy"] * 2
     assert [r["replicas"] for r in results] == [2, 2]
     assert [r["chief"] for r in results] == [True, False]
     assert results[0]["plan"]["global_batch"] == 32

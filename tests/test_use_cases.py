@@ -99,7 +99,7 @@ def _outputs(tmp_path) -> dict:
     from components import pusher
     from components.csv_example_gen import SPANS_KEY
     from pipeline import evaluation, pipeline as pipeline_lib
-    from trainer_module.run import SUMMARY_FILE
+    from trainer_module.summary import SUMMARY_FILE
 
     model_run = tmp_path / "model_run"
     model_run.mkdir()
@@ -181,7 +181,7 @@ def test_the_console_shows_components_and_progress_and_logs_everything_else(tmp_
     import logging
 
     from pipeline.local.console import Console
-    from trainer_module.config import PROGRESS_LOGGER, Progress
+    from trainer_module.progress import PROGRESS_LOGGER, Progress
 
     log = tmp_path / "logs" / "run.log"
     with Console(str(log)):

@@ -14,12 +14,14 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 from absl import logging  # noqa: E402
 
 from trainer_module import train  # noqa: E402
+from trainer_module.job import TrainJob  # noqa: E402
 
 logging.set_verbosity(logging.INFO)
 
 
 def main(argv):
-    job = train.TrainJob.from_dict(json.load(open(argv[1])))
+    with open(argv[1]) as handle:
+        job = TrainJob.from_json(handle.read())
     callbacks = []
     if "--kill-at" in argv:
         kill_at = int(argv[argv.index("--kill-at") + 1])
@@ -28,7 +30,7 @@ def main(argv):
             if step >= kill_at:
                 os.kill(os.getpid(), signal.SIGKILL)
         callbacks.append(kill)
-    result = train.run(job, callbacks=callbacks)
+    result = train.train_job(job, callbacks=callbacks)
     json.dump(result.to_dict(), open(argv[2], "w"))
 
 

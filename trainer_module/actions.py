@@ -11,7 +11,7 @@ from) and `end(step, logs)` (once when it stops); plain functions need neither.
 
 The actions here are the trainer's own: examples/s and the learning rate added to the logs,
 TensorBoard scalars, the `step %d/%d  loss ...` log line, and the typed progress records a console
-draws (config.Progress on the PROGRESS_LOGGER logger).
+draws (progress.Progress on the PROGRESS_LOGGER logger).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Sequence
 from absl import logging
 import tensorflow as tf
 
-from trainer_module.config import PROGRESS_LOGGER, Progress
+from trainer_module.progress import PROGRESS_LOGGER, Progress
 
 Logs = dict
 Action = Callable[[int, Logs], None]
@@ -170,7 +170,7 @@ class LogLine:
 
 
 class ProgressRecord:
-    """A config.Progress on the PROGRESS_LOGGER logger, as a dict in the record's `progress`
+    """A progress.Progress on the PROGRESS_LOGGER logger, as a dict in the record's `progress`
     (what pipeline/local/console.py reads); nothing until `throughput` has a steady rate."""
 
     def __init__(self, total_steps: int, throughput: Throughput):

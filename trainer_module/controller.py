@@ -4,7 +4,7 @@ The Controller owns the checkpoints: a tf.train.CheckpointManager counting steps
 optimizer's `iterations`, restored from when the Controller is made (so the caller knows the step
 to resume at before it builds the input pipeline, which must skip the batches already trained
 on), and saved every `checkpoint_every` steps by the manager's own interval check. It calls the
-Trainer `steps_per_execution` steps at a time, but ends a chunk at each multiple of
+step loop (trainer_module/loop.py) `steps_per_execution` steps at a time, but ends a chunk at each multiple of
 `checkpoint_every`, so a checkpoint lands exactly there (a killed run resumes from it), and saves
 once more at the last step.
 
@@ -59,8 +59,8 @@ def preemption_runner(strategy: tf.distribute.Strategy | None, manager: tf.train
 class Controller:
     """Trains to `total_steps`, checkpointing and running actions between chunks.
 
-    Unlike Orbit's, the Trainer is given to `train`, not to the constructor: the constructor
-    restores, and the Trainer's input pipeline needs `start_step` to skip what was trained.
+    Unlike Orbit's, the step loop is given to `train`, not to the constructor: the constructor
+    restores, and the loop's input pipeline needs `start_step` to skip what was trained.
     """
 
     def __init__(self, model: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer, *,
@@ -114,15 +114,15 @@ class Controller:
         # checkpoint_every at or before the start step, on all of them.
         self.manager._last_checkpoint_step = step - step % self.checkpoint_every  # noqa: SLF001
 
-    def train(self, trainer) -> dict[str, float]:
-        """Runs `trainer.train(n)` chunks until `total_steps`; returns the last chunk's logs, with
+    def train(self, steps) -> dict[str, float]:
+        """Runs `steps.train(n)` chunks (a step loop, trainer_module/loop.py) until `total_steps`; returns the last chunk's logs, with
         what the actions added ({} when there was nothing left to train)."""
         step = self.step
         self._count_interval_from(step)
         actions_lib.begin(self.actions, step)
         logs: dict = {}
         while step < self.total_steps:
-            logs = self.run_steps(trainer.train, self._next_chunk(step))
+            logs = self.run_steps(steps.train, self._next_chunk(step))
             step = self.step
             # On a multiple of checkpoint_every (the interval check), and always at the end.
             self.manager.save(checkpoint_number=step, check_interval=step < self.total_steps)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import autograph_rules, config, features
+from trainer_module import autograph_rules, features, settings
 
 autograph_rules.install()  # tf_keras unconverted in the traced signatures
 
@@ -27,7 +27,7 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
     input_names = list(model.input_names)
     label_out = features.transformed_name(label_key)
     class_names = None
-    if task == config.CLASSIFICATION:
+    if task == settings.CLASSIFICATION:
         class_names = tf.constant(tf_transform_output.vocabulary_by_name(features.LABEL_VOCAB))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])

@@ -13,8 +13,8 @@
   tf.Transform code over the raw columns (the label and the columns the run leaves out, ids and
   constants, are not among them); lockstep adds the label itself (trainer_module/preprocessing.py).
 
-A hook is checked when the config is checked, before anything runs: `check_path` (the form,
-no import), `load` (the import and the signature), `check_loss` and `check_model` (what it
+A hook is checked when the config is checked, before anything runs: its form
+(trainer_module/hook_paths.py, no import), `load` (the import and the signature), `check_loss` and `check_model` (what it
 returns, on a small batch); each error is one line naming the key and the reason.
 
 The hook's code travels by name: it must be importable in every process that runs a task (the
@@ -31,19 +31,13 @@ import importlib
 import importlib.util
 import inspect
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from trainer_module.config import REGRESSION, TrainerConfig
-
-MODEL_KEY, LOSS_KEY, PREPROCESSING_KEY = "trainer.model", "trainer.loss", "transform.preprocessing_fn"
-_DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*([:.][A-Za-z_][\w]*)$")
-
-
-class HookError(ValueError):
-    """A hook that cannot be used; the message is one line naming the key and the reason."""
+from trainer_module import features
+from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY, HookError, check_path, split
+from trainer_module.settings import REGRESSION, TrainerConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,8 +67,6 @@ class ModelInputs:
         """{int64 feature: vocabulary size including its OOV buckets}, for the features named as
         the built-in preprocessing names them (`<column>_xf` with vocabulary `vocab_<column>`,
         trainer_module/features.py)."""
-        from trainer_module import features
-
         found = {}
         for key, spec in sorted(self.feature_spec.items()):
             column = key[: -len("_xf")] if key.endswith("_xf") else None
@@ -93,12 +85,6 @@ class ModelInputs:
                       if s.dtype.is_integer and k not in self.categorical)
 
 
-def check_path(key: str, path: str) -> None:
-    """The form only, without importing: "package.module:name" (or "package.module.name")."""
-    if path and not _DOTTED.match(path):
-        raise HookError(f"{key}: {path!r} is not a dotted path like 'package.module:function'")
-
-
 def add_code_path(directory: str | os.PathLike) -> None:
     """Makes `directory` importable here and in the processes started from here (PYTHONPATH)."""
     directory = os.path.abspath(directory)
@@ -109,15 +95,10 @@ def add_code_path(directory: str | os.PathLike) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([directory, *parts])
 
 
-def _split(path: str) -> tuple[str, str]:
-    module, sep, name = path.partition(":")
-    return (module, name) if sep else tuple(path.rsplit(".", 1))  # type: ignore[return-value]
-
-
 def load(key: str, path: str, arguments: int) -> Callable:
     """The object at `path`, imported, and callable with `arguments` positional arguments."""
     check_path(key, path)
-    module_name, name = _split(path)
+    module_name, name = split(path)
     try:
         module = importlib.import_module(module_name)
     except Exception as err:  # noqa: BLE001 - any import failure is the user's to see, in one line
@@ -157,7 +138,7 @@ def fingerprint(*paths: str) -> str:
     digest = hashlib.sha256()
     roots = set()
     for path in filter(None, paths):
-        top = _split(path)[0].split(".")[0]
+        top = split(path)[0].split(".")[0]
         spec = importlib.util.find_spec(top)
         if spec is None or not spec.origin:
             continue
@@ -174,17 +155,6 @@ def fingerprint(*paths: str) -> str:
 
 
 # --- The Trainer's side (these import TensorFlow) ------------------------------------------
-
-
-def per_example_loss(config: TrainerConfig, task: str, outputs: int):
-    """The loss the Trainer uses: the user's (checked on a small batch) or the built-in one."""
-    from trainer_module import model as model_lib
-
-    if not config.loss:
-        return model_lib.per_example_loss_fn(task)
-    loss = load(LOSS_KEY, config.loss, 2)
-    check_loss(loss, task, outputs)
-    return loss
 
 
 def check_loss(loss, task: str, outputs: int, batch: int = 4) -> None:
@@ -206,21 +176,6 @@ def check_loss(loss, task: str, outputs: int, batch: int = 4) -> None:
         raise HookError(f"{LOSS_KEY}: gives shape {values.shape.as_list()} for a batch of "
                         f"{batch}; it must give one loss per example, shape [{batch}] (reduction "
                         "NONE: lockstep divides their sum by the global batch)")
-
-
-def build_model(inputs: ModelInputs):
-    """The user's model (checked on a small batch) or the built-in one, built in the caller's
-    scope (the strategy's, in training)."""
-    from trainer_module import model as model_lib
-
-    config = inputs.config
-    if not config.model:
-        return model_lib.build_model(inputs.numeric, inputs.categorical, inputs.outputs,
-                                     config.hidden_units, config.l2, config.embedding_dim,
-                                     config.seed)
-    model = load(MODEL_KEY, config.model, 1)(inputs)
-    check_model(model, inputs)
-    return model
 
 
 def check_model(model, inputs: ModelInputs, batch: int = 2) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from trainer_module import autograph_rules, config, features
+from trainer_module import autograph_rules, features, settings
 
 autograph_rules.install()  # the transform layer unconverted in the traced dataset map
 
@@ -117,7 +117,7 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
         if transform is not None:
             parsed = transform(parsed)
         label = parsed.pop(label_out)
-        keep = tf.math.is_finite(label) if task == config.REGRESSION else label >= 0
+        keep = tf.math.is_finite(label) if task == settings.REGRESSION else label >= 0
         return {k: tf.boolean_mask(v, keep) for k, v in parsed.items()}, tf.boolean_mask(label, keep)
 
     def dataset_fn(ctx: tf.distribute.InputContext | None = None) -> tf.data.Dataset:

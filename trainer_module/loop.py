@@ -44,7 +44,7 @@ def _micro_shape(t: tf.Tensor, k: int):
     return tf.concat([[k, -1], tf.shape(t)[1:]], 0)
 
 
-class Trainer:
+class SynchronousLoop:
     """Owns the train step (Orbit's StandardTrainer, in small). train(n) runs n global steps in
     one tf.function, a tf.range loop, so a TPU host is called once per n steps."""
 

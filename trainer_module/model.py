@@ -1,14 +1,14 @@
-"""The Keras model, built from the transformed features: z-scored numerics and missing flags go in
+"""The built-in Keras model and loss. The model is built from the transformed features: z-scored numerics and missing flags go in
 as they are, vocabulary indices through small embeddings; dense layers with L2 regularization."""
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from trainer_module import config
+from trainer_module import settings
 
 
-def build_model(numeric: list[str], categorical: dict[str, int], outputs: int,
+def mlp(numeric: list[str], categorical: dict[str, int], outputs: int,
                 hidden_units=(32, 16), l2: float = 1e-4, embedding_dim: int = 4,
                 seed: int = 0) -> tf.keras.Model:
     """outputs: number of classes (logits), or 1 for regression."""
@@ -34,9 +34,9 @@ def build_model(numeric: list[str], categorical: dict[str, int], outputs: int,
     return tf.keras.Model(inputs, out)
 
 
-def per_example_loss_fn(task: str):
+def builtin_loss(task: str):
     """Per-example losses (reduction NONE): the trainer divides by the *global* batch itself."""
-    if task == config.REGRESSION:
+    if task == settings.REGRESSION:
         mse = tf.keras.losses.MeanSquaredError(reduction=tf.keras.losses.Reduction.NONE)
         return lambda labels, outputs: mse(tf.reshape(labels, [-1, 1]), outputs)
     xent = tf.keras.losses.SparseCategoricalCrossentropy(

@@ -5,7 +5,7 @@ of every replica together. Here every worker makes its own updates: it reads the
 the parameter servers, takes the gradient of its own batch and applies it, while the others do
 the same, without waiting for each other. A slow or lost worker costs only its own updates; the
 price is staleness: between a worker's read and its update, other workers' updates land, so its
-gradient was taken at weights that are no longer there. `AsyncTrainer` counts it for every update
+gradient was taken at weights that are no longer there. `AsynchronousLoop` counts it for every update
 (a counter of its own on the parameter servers, read before the weights are read and incremented
 after they are updated).
 
@@ -40,13 +40,14 @@ import sys
 from absl import logging
 import tensorflow as tf
 
-from trainer_module import child_env, loop
-from trainer_module.config import PROGRESS_LOGGER
+from trainer_module import loop, processes
+from trainer_module.job import TrainJob
+from trainer_module.progress import PROGRESS_LOGGER
 from trainer_module.summary import TrainingSummary
 
 # Set in the process that trains (run_in_subprocess): train.run trains there, not again in a child.
 TRAINER_PROCESS_ENV = "LOCKSTEP_PARAMETER_SERVER_TRAINER"
-# That process's progress records (config.Progress) cross to the parent as stderr lines with this
+# That process's progress records (progress.Progress) cross to the parent as stderr lines with this
 # prefix, and are logged again there, where a console may draw them.
 PROGRESS_PREFIX = "lockstep-progress "
 SERVER_TASKS = ("worker", "ps")
@@ -100,9 +101,7 @@ _LOCAL_SERVERS: list = []  # in-process servers cannot be stopped: they live as 
 
 def local_cluster(workers: int, servers: int) -> tf.distribute.cluster_resolver.ClusterResolver:
     """A cluster on loopback: `workers` workers and `servers` parameter servers in this process."""
-    from trainer_module.verify import free_ports
-
-    ports = free_ports(workers + servers)
+    ports = processes.free_ports(workers + servers)
     spec = tf.train.ClusterSpec({
         "worker": [f"localhost:{port}" for port in ports[:workers]],
         "ps": [f"localhost:{port}" for port in ports[workers:]]})
@@ -121,7 +120,11 @@ def make_strategy(cfg) -> tf.distribute.ParameterServerStrategy:
     else:
         resolver = local_cluster(cfg.ps_workers, cfg.ps_servers)
     # No variable_partitioner: sharded variables could not be exported as one SavedModel.
-    return tf.distribute.ParameterServerStrategy(resolver)
+    strategy = tf.distribute.ParameterServerStrategy(resolver)
+    workers, servers = cluster_size(strategy)
+    logging.info("Strategy: ParameterServerStrategy (asynchronous), %d workers, %d parameter "
+                 "servers", workers, servers)
+    return strategy
 
 
 def cluster_size(strategy) -> tuple[int, int]:
@@ -134,7 +137,7 @@ def is_parameter_server(strategy) -> bool:
     return isinstance(strategy, tf.distribute.ParameterServerStrategy)
 
 
-class AsyncTrainer(loop.Trainer):
+class AsynchronousLoop(loop.SynchronousLoop):
     """The asynchronous step, scheduled on the workers by a ClusterCoordinator.
 
     Each scheduled closure runs up to `steps_per_closure` steps on one worker (fewer round trips
@@ -259,17 +262,17 @@ def _relay(line: str) -> None:
         sys.stderr.write(line)
 
 
-def run_in_subprocess(job_dict: dict) -> TrainingSummary:
-    """Trains a TrainJob (as a dict) with `python -m trainer_module.train` in a fresh process and
-    returns its summary. Its log lines pass through to this process's stderr; a failure is a
+def run_in_subprocess(job: TrainJob) -> TrainingSummary:
+    """Trains a TrainJob with `python -m trainer_module.train` in a fresh process (the job crosses
+    as its JSON, trainer_module/job.py) and returns its summary. Its log lines pass through to this process's stderr; a failure is a
     ParameterServerError with its last line."""
     import tempfile
 
-    env = child_env.python_env(TF_USE_LEGACY_KERAS="1", **{TRAINER_PROCESS_ENV: "1"})
+    env = processes.python_env(TF_USE_LEGACY_KERAS="1", **{TRAINER_PROCESS_ENV: "1"})
     with tempfile.TemporaryDirectory(prefix="lockstep-ps-") as tmp:
         job_path, out_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "summary.json")
         with open(job_path, "w") as handle:
-            json.dump(job_dict, handle)
+            handle.write(job.to_json())
         child = subprocess.Popen([sys.executable, "-m", "trainer_module.train", job_path, out_path],
                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                  text=True)

@@ -20,7 +20,7 @@ from typing import Iterator
 
 import tensorflow as tf
 
-from trainer_module.config import FLOAT32, MIXED_FLOAT16
+from trainer_module.settings import FLOAT32, MIXED_FLOAT16
 
 
 @contextlib.contextmanager

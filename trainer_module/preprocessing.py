@@ -14,7 +14,7 @@
   since 1970): its parts (year, month, day, day of week, hour) as numeric features
   `t__year_xf`, ...; a cell that is missing or not a timestamp is a missing value;
 - ids and constants (the spec's `excluded`): left out;
-- label, by the task decided before the run (custom_config, trainer_module/config.py):
+- label, by the task decided before the run (custom_config, trainer_module/settings.py):
   classification gives classes as a vocabulary index (string or integer labels; -1 when
   missing); regression gives the value as a float (NaN when missing), integer labels too.
   Rows without a label are dropped in training.
@@ -26,7 +26,8 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from trainer_module import features, hooks
-from trainer_module.config import REGRESSION, TransformSpec
+from trainer_module.hook_paths import PREPROCESSING_KEY
+from trainer_module.settings import REGRESSION, TransformSpec
 
 # A string column keeps at most its 200,000 most frequent values (tf.Transform's limit for the
 # approximate vocabulary); past that, the rarest share the OOV bucket. Exact below it.
@@ -146,20 +147,20 @@ def preprocessing_fn(inputs, custom_config):
         outputs = builtin_features(columns, spec.timestamps, spec.timestamp_orders, spec.hashed)
     label_out = features.transformed_name(label)
     if label_out in outputs:
-        raise ValueError(f"{hooks.PREPROCESSING_KEY}: it returns '{label_out}', the label's "
+        raise ValueError(f"{PREPROCESSING_KEY}: it returns '{label_out}', the label's "
                          "name: lockstep transforms the label itself")
     outputs[label_out] = _label(inputs[label], label, spec.task)
     return outputs
 
 
 def _user_features(path: str, columns: dict) -> dict:
-    outputs = hooks.load(hooks.PREPROCESSING_KEY, path, 1)(dict(columns))
+    outputs = hooks.load(PREPROCESSING_KEY, path, 1)(dict(columns))
     if not isinstance(outputs, dict) or not outputs:
-        raise ValueError(f"{hooks.PREPROCESSING_KEY}: {path} returned "
+        raise ValueError(f"{PREPROCESSING_KEY}: {path} returned "
                          f"{type(outputs).__name__}, not a dict of feature tensors")
     for key, value in outputs.items():
         if not isinstance(value, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)):
-            raise ValueError(f"{hooks.PREPROCESSING_KEY}: {path} returned "
+            raise ValueError(f"{PREPROCESSING_KEY}: {path} returned "
                              f"{type(value).__name__} for '{key}', not a tensor")
     return dict(outputs)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from trainer_module.config import PARAMETER_SERVER
+from trainer_module.settings import PARAMETER_SERVER
 
 
 # The per-replica batch when the config names none (trainer.per_replica_batch = 0 and no

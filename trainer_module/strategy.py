@@ -6,7 +6,7 @@ emulated replicas (the CPU split into N logical devices under MirroredStrategy) 
 multi-replica behaviour on a laptop.
 
 `strategy = "parameter_server"` is asynchronous training on a cluster of workers and parameter
-servers (trainer_module/parameter_server.py).
+servers: trainer_module/parameter_server.py makes that strategy, above this module.
 """
 
 from __future__ import annotations
@@ -63,13 +63,8 @@ def resolve_strategy(cfg) -> tf.distribute.Strategy:
     """cfg: a TrainerConfig (or anything with its strategy/tpu/emulate_replicas fields)."""
     kind = cfg.strategy
     if kind == "parameter_server":
-        from trainer_module import parameter_server
-
-        strategy = parameter_server.make_strategy(cfg)
-        workers, servers = parameter_server.cluster_size(strategy)
-        logging.info("Strategy: ParameterServerStrategy (asynchronous), %d workers, %d parameter "
-                     "servers", workers, servers)
-        return strategy
+        raise StrategyError("strategy parameter_server is made by "
+                            "trainer_module.parameter_server.make_strategy")
     tpu_name = cfg.tpu or os.environ.get("TPU_NAME", "")
     strategy = None
     if kind == "tpu" or (kind == "auto" and tpu_name):
@@ -108,8 +103,22 @@ def resolve_strategy(cfg) -> tf.distribute.Strategy:
             strategy = tf.distribute.get_strategy()
             kind = "cpu (default strategy)"
     logging.info("Strategy: %s (%s), num_replicas_in_sync=%d",
-                 type(strategy).__name__, kind, strategy.num_replicas_in_sync)
+                 name(strategy), kind, strategy.num_replicas_in_sync)
     return strategy
+
+
+# The strategies by the names users know them from TensorFlow's documentation; the default
+# strategy (no tf.distribute at all) and OneDeviceStrategy are "one device".
+_NAMES = {"_DefaultDistributionStrategy": "one device", "OneDeviceStrategy": "one device",
+          "TPUStrategyV2": "TPUStrategy", "MirroredStrategyV2": "MirroredStrategy",
+          "ParameterServerStrategyV2": "ParameterServerStrategy",
+          "CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy"}
+
+
+def name(strategy) -> str:
+    """The strategy as users know it: TPUStrategy, MirroredStrategy, MultiWorkerMirroredStrategy,
+    ParameterServerStrategy or "one device" (never an internal class name)."""
+    return _NAMES.get(type(strategy).__name__, type(strategy).__name__)
 
 
 def is_tpu(strategy) -> bool:

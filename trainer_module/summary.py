@@ -1,5 +1,5 @@
 """What a training run leaves behind, typed: its TrainingSummary (training_summary.json in the
-model run, written by trainer_module/run.py, read back by the run report), with the scaling plan
+model run, written by trainer_module/run_fn.py, read back by the run report), with the scaling plan
 it followed, the final train and eval figures, trainer.verify's Verification and a
 parameter-server run's Asynchronous figures.
 

@@ -1,12 +1,12 @@
 """One training job, end to end: strategy, plan, input, model, loop, checkpoints, export.
 
-`run_fn` (trainer_module/run.py) maps TFX's FnArgs onto a TrainJob; tests, benchmarks and the
-multi-worker launcher build a TrainJob directly (`python -m trainer_module.train job.json`).
+`run_fn` (trainer_module/run_fn.py) maps TFX's FnArgs onto a TrainJob (trainer_module/job.py);
+tests, benchmarks and the parameter-server trainer's process train one directly
+(`python -m trainer_module.train job.json`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -17,33 +17,12 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import actions as actions_lib, controller as controller_lib
-from trainer_module import export, features, hooks, input_pipeline, loop, parameter_server
-from trainer_module import precision, scaling, strategy as strategy_lib, warmup
+from trainer_module import actions as actions_lib, build, controller as controller_lib
+from trainer_module import equivalence, export, input_pipeline, loop, parameter_server
+from trainer_module import precision, scaling, slices, strategy as strategy_lib, warmup
+from trainer_module.job import TrainJob
+from trainer_module.settings import CLASSIFICATION, PARAMETER_SERVER, TrainerConfig
 from trainer_module.summary import Asynchronous, TrainingSummary
-from trainer_module.config import (CLASSIFICATION, FLOAT16_ON_TPU, MIXED_FLOAT16,
-                                   PARAMETER_SERVER, REGRESSION, TrainerConfig, check_task,
-                                   trainer_config_from_dict)
-
-
-@dataclasses.dataclass
-class TrainJob:
-    train_files: list[str]
-    eval_files: list[str]
-    transform_dir: str
-    model_run_dir: str
-    serving_model_dir: str
-    label: str
-    task: str = CLASSIFICATION  # decided once, before the pipeline ran (trainer_module/config.py)
-    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
-    base_model: str = ""  # a SavedModel to warm-start from ("" for none)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "TrainJob":
-        d = dict(d)
-        d["trainer"] = trainer_config_from_dict(d.get("trainer", {}))
-        check_task(d.get("task", CLASSIFICATION))
-        return cls(**d)
 
 
 def _warm_start(model: tf.keras.Model, base_model: str) -> bool:
@@ -63,56 +42,21 @@ def _warm_start(model: tf.keras.Model, base_model: str) -> bool:
 
 def _plan(cfg: TrainerConfig, strategy: tf.distribute.Strategy, train_files) -> scaling.Plan:
     """The scaling plan for this strategy, printed, with its warnings logged."""
-    train_rows = count_train_rows(cfg, train_files)
+    train_rows = build.train_rows(cfg, train_files)
     cluster = (parameter_server.cluster_size(strategy)
                if parameter_server.is_parameter_server(strategy) else None)
     plan = scaling.make_plan(cfg, strategy.num_replicas_in_sync, strategy_lib.is_tpu(strategy),
                              train_rows, cluster, strategy_lib.hardware(strategy))
     logging.info("\n%s", plan.describe())
     if cfg.tpu_slice:
-        from trainer_module import slices
-
         expected = slices.get(cfg.tpu_slice).replicas
         if strategy.num_replicas_in_sync != expected:
             logging.warning("trainer.tpu_slice=%s means %d replicas, but %s has %d: the global "
                             "batch is %d, not what `lockstep plan` printed", cfg.tpu_slice, expected,
-                            type(strategy).__name__, strategy.num_replicas_in_sync, plan.global_batch)
+                            strategy_lib.name(strategy), strategy.num_replicas_in_sync, plan.global_batch)
     for warning in plan.warnings:
         logging.warning(warning)
     return plan
-
-
-def count_train_rows(cfg: TrainerConfig, train_files) -> int | None:
-    """The training split's rows where the plan needs them (steps or batch from the data)."""
-    if not scaling.needs_rows(cfg):
-        return None
-    recorded = input_pipeline.recorded_rows(train_files)
-    if recorded is not None:
-        return recorded
-    return input_pipeline.count_records(input_pipeline.list_files(train_files))
-
-
-def model_inputs(tf_transform_output, label: str, task: str, cfg: TrainerConfig) -> hooks.ModelInputs:
-    """What the model hook gets (trainer_module/hooks.py), read from Transform's output."""
-    spec = dict(tf_transform_output.transformed_feature_spec())
-    spec.pop(features.transformed_name(label), None)
-    assets = os.path.join(tf_transform_output.transform_savedmodel_dir, "assets")
-    names = tf.io.gfile.listdir(assets) if tf.io.gfile.isdir(assets) else []
-    sizes = {name: tf_transform_output.vocabulary_size_by_name(name) for name in names}
-    outputs = 1 if task == REGRESSION else sizes[features.LABEL_VOCAB]
-    sizes.pop(features.LABEL_VOCAB, None)
-    return hooks.ModelInputs(spec, sizes, task, outputs, cfg)
-
-
-def build_model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> tf.keras.Model:
-    """The model (the user's or the built-in one) in trainer.precision, outputs in float32; call
-    it in the strategy's scope. mixed_float16 on a TPU is refused here too: `auto` may only find
-    the TPU at run time."""
-    cfg = inputs.config
-    if cfg.precision == MIXED_FLOAT16 and strategy_lib.is_tpu(strategy):
-        raise strategy_lib.StrategyError(FLOAT16_ON_TPU)
-    with precision.policy(cfg.precision):
-        return precision.float32_outputs(hooks.build_model(inputs))
 
 
 def train_metrics(task: str) -> dict[str, tf.keras.metrics.Metric]:
@@ -123,7 +67,7 @@ def train_metrics(task: str) -> dict[str, tf.keras.metrics.Metric]:
     return {}
 
 
-def run(job: TrainJob, callbacks=()) -> TrainingSummary:
+def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     """Trains, evaluates and exports one job; returns its summary (plan, train logs, eval).
 
     callbacks: extra actions, callback(step, logs) after each chunk (trainer_module/actions.py);
@@ -132,20 +76,21 @@ def run(job: TrainJob, callbacks=()) -> TrainingSummary:
     cfg = job.trainer
     if cfg.strategy == PARAMETER_SERVER and not os.environ.get(
             parameter_server.TRAINER_PROCESS_ENV):
-        return parameter_server.run_in_subprocess(dataclasses.asdict(job))
+        return parameter_server.run_in_subprocess(job)
     if os.environ.get(parameter_server.TRAINER_PROCESS_ENV):
         parameter_server.relay_progress()
     tf.keras.utils.set_random_seed(cfg.seed)
-    strategy = strategy_lib.resolve_strategy(cfg)
+    strategy = (parameter_server.make_strategy(cfg) if cfg.strategy == PARAMETER_SERVER
+                else strategy_lib.resolve_strategy(cfg))
     verified = _verify(job, strategy_lib.hardware(strategy)) if cfg.verify else None
     asynchronous = parameter_server.is_parameter_server(strategy)
     plan = _plan(cfg, strategy, job.train_files)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     task = job.task
-    inputs = model_inputs(tf_transform_output, job.label, task, cfg)
-    loss = hooks.per_example_loss(cfg, task, inputs.outputs)
+    inputs = build.model_inputs(tf_transform_output, job.label, task, cfg)
+    loss = build.loss(cfg, task, inputs.outputs)
     with strategy.scope():
-        model = build_model(inputs, strategy)
+        model = build.model(inputs, strategy)
         schedule = warmup.WarmupSchedule(plan.learning_rate, plan.warmup_steps,
                                          plan.train_steps, plan.decay_steps)
         optimizer = precision.wrap_optimizer(tf.keras.optimizers.Adam(learning_rate=schedule),
@@ -168,11 +113,11 @@ def run(job: TrainJob, callbacks=()) -> TrainingSummary:
     start = controller.start_step
     warm = start == 0 and cfg.warm_start and _warm_start(model, job.base_model)
 
-    raw_spec = _raw_spec(tf_transform_output, job.label)
-    trainer = _trainer(job, strategy, plan, model, optimizer, loss, metrics, raw_spec,
+    raw_spec = build.raw_spec(tf_transform_output, job.label)
+    steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, raw_spec,
                        transform or tf_transform_output.transform_features_layer(), start)
     tic = time.perf_counter()
-    logs = controller.train(trainer)
+    logs = controller.train(steps)
     train_seconds = time.perf_counter() - tic
 
     if asynchronous:  # export and evaluate a copy on the chief, not the servers' variables
@@ -184,10 +129,10 @@ def run(job: TrainJob, callbacks=()) -> TrainingSummary:
     target = job.serving_model_dir if chief else tempfile.mkdtemp(prefix="lockstep-worker-export-")
     export.export_serving_model(model, tf_transform_output, job.label, task, target)
     return TrainingSummary(
-        plan, dict(logs), eval_metrics, type(strategy).__name__,
+        plan, dict(logs), eval_metrics, strategy_lib.name(strategy),
         strategy.num_replicas_in_sync, chief=chief, train_seconds=train_seconds,
         warm_started=bool(warm), model=cfg.model, loss=cfg.loss, verify=verified,
-        asynchronous=_asynchronous_summary(trainer, plan) if asynchronous else None)
+        asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None)
 
 
 def _chunk(cfg: TrainerConfig, plan: scaling.Plan) -> int:
@@ -198,9 +143,9 @@ def _chunk(cfg: TrainerConfig, plan: scaling.Plan) -> int:
     return cfg.steps_per_execution
 
 
-def _trainer(job: TrainJob, strategy, plan: scaling.Plan, model, optimizer, loss, metrics,
-             raw_spec: dict, transform, start: int):
-    """The synchronous Trainer (loop.py), or the asynchronous one (parameter_server.py), with
+def _step_loop(job: TrainJob, strategy, plan: scaling.Plan, model, optimizer, loss, metrics,
+               raw_spec: dict, transform, start: int):
+    """The synchronous step loop (loop.py), or the asynchronous one (parameter_server.py), with
     its input: each worker of an asynchronous run shuffles the whole split its own way, and
     starts afresh on resume (there is no global order to skip into)."""
     cfg = job.trainer
@@ -210,25 +155,25 @@ def _trainer(job: TrainJob, strategy, plan: scaling.Plan, model, optimizer, loss
         seed=None if asynchronous else cfg.seed, skip_steps=0 if asynchronous else start,
         transform=transform)
     if asynchronous:
-        return parameter_server.AsyncTrainer(strategy, model, optimizer, loss, plan.global_batch,
+        return parameter_server.AsynchronousLoop(strategy, model, optimizer, loss, plan.global_batch,
                                              dataset_fn, metrics=metrics,
                                              steps_per_closure=cfg.steps_per_execution)
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
-    return loop.Trainer(strategy, model, optimizer, loss, plan.global_batch, dataset,
+    return loop.SynchronousLoop(strategy, model, optimizer, loss, plan.global_batch, dataset,
                         metrics=metrics, jit_compile=cfg.jit_compile,
                         accumulation_steps=plan.accumulation_steps)
 
 
-def _local_copy(model: tf.keras.Model, inputs: hooks.ModelInputs) -> tf.keras.Model:
+def _local_copy(model: tf.keras.Model, inputs) -> tf.keras.Model:
     """The model built again on this process's own device, with the trained weights."""
-    copy = build_model(inputs, tf.distribute.get_strategy())
+    copy = build.model(inputs, tf.distribute.get_strategy())
     copy.set_weights(model.get_weights())
     return copy
 
 
-def _asynchronous_summary(trainer, plan: scaling.Plan) -> Asynchronous:
-    return Asynchronous(plan.workers, plan.parameter_servers, trainer.updates,
-                        **trainer.staleness())
+def _asynchronous_summary(steps, plan: scaling.Plan) -> Asynchronous:
+    return Asynchronous(plan.workers, plan.parameter_servers, steps.updates,
+                        **steps.staleness())
 
 
 class VerificationFailed(RuntimeError):
@@ -236,12 +181,10 @@ class VerificationFailed(RuntimeError):
 
 
 def _verify(job: TrainJob, hardware: str):
-    """trainer.verify: `lockstep verify`'s check (trainer_module/verify.py), before training, in
-    a process of its own (it needs CPU replicas of its own), at the batch the plan gives this
-    run's hardware; a failure stops the run."""
-    from trainer_module import verify
-
-    result = verify.run_in_subprocess(dataclasses.asdict(job), hardware=hardware)
+    """trainer.verify: `lockstep verify`'s check (trainer_module/equivalence.py), before
+    training, in a process of its own (it needs CPU replicas of its own), at the batch the plan
+    gives this run's hardware; a failure stops the run."""
+    result = equivalence.run_in_subprocess(job, hardware=hardware)
     for line in result.lines():
         logging.info(line)
     if not result.passed:
@@ -251,14 +194,6 @@ def _verify(job: TrainJob, hardware: str):
 
 
 EVAL_BATCH = 4096  # eval rows per step: one compiled call per batch, not one eager call per 32
-
-
-def _raw_spec(tf_transform_output, label: str) -> dict:
-    """The raw examples' feature spec, as Transform analyzed them (the label included)."""
-    spec = dict(tf_transform_output.raw_feature_spec())
-    if label not in spec:
-        raise ValueError(f"label '{label}' is not among the raw features: {sorted(spec)}")
-    return spec
 
 
 def evaluate(model, job: TrainJob, raw_spec, transform, task, plan) -> dict:
@@ -284,8 +219,8 @@ def evaluate(model, job: TrainJob, raw_spec, transform, task, plan) -> dict:
 def main(argv: list[str]) -> int:
     logging.set_verbosity(logging.INFO)
     with open(argv[1]) as handle:
-        job = TrainJob.from_dict(json.load(handle))
-    result = run(job)
+        job = TrainJob.from_json(handle.read())
+    result = train_job(job)
     if len(argv) > 2:
         with open(argv[2], "w") as handle:
             json.dump(result.to_dict(), handle)

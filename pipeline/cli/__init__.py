@@ -53,7 +53,7 @@ def exit_now(status: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipeline.cli import errors
+    from pipeline.cli import usage
 
     if not sys.warnoptions:  # libraries' version nags are not the user's business here
         import warnings
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Exception as err:  # noqa: BLE001  mapped below, or re-raised with its traceback
-        status = errors.status_of(err)
+        status = usage.status_of(err)
         if status is None:
             raise
-        return errors.fail(str(err), status)
+        return usage.fail(str(err), status)

@@ -8,7 +8,7 @@ from pipeline.cli.common import add_config_arg, load_config
 
 
 def add_parser(sub) -> None:
-    from trainer_module.config import RUN_PARAMETERS
+    from trainer_module.settings import RUN_PARAMETERS
 
     comp = sub.add_parser(
         "compile", help="write the Kubeflow Pipelines v2 spec (YAML) with KubeflowV2DagRunner",

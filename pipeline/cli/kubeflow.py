@@ -7,7 +7,7 @@ import argparse
 import os
 
 from pipeline.cli.common import add_config_arg, load_config
-from pipeline.cli.errors import UsageError
+from pipeline.cli.usage import UsageError
 
 
 def _add_kfp_args(p: argparse.ArgumentParser, package: bool = True) -> None:

@@ -6,7 +6,7 @@ import dataclasses
 import json
 
 from pipeline.cli.common import add_config_arg, load_config
-from pipeline.cli.errors import UsageError
+from pipeline.cli.usage import UsageError
 
 
 def add_parser(sub) -> None:

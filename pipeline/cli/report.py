@@ -4,7 +4,7 @@ the newest; `lockstep run` writes it at the end of every run."""
 from __future__ import annotations
 
 from pipeline.cli.common import add_config_arg, load_config
-from pipeline.cli.errors import UsageError
+from pipeline.cli.usage import UsageError
 
 
 def add_parser(sub) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline.cli.common import add_config_arg, load_config
-from pipeline.cli.errors import UsageError
+from pipeline.cli.usage import UsageError
 
 
 def add_parser(sub) -> None:

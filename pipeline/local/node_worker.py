@@ -17,7 +17,7 @@ import sys
 import traceback
 from dataclasses import dataclass
 
-from trainer_module import child_env
+from trainer_module import processes
 
 _READY = "ready"  # the worker's first answer: its imports are done
 
@@ -84,7 +84,7 @@ class Worker:
     """A worker process that launches nodes; start it early: it imports TFX as it starts."""
 
     def __init__(self):
-        env = child_env.python_env(sys.path)  # this process's whole import path (a test's dir too)
+        env = processes.python_env(sys.path)  # this process's whole import path (a test's dir too)
         self._process = subprocess.Popen(
             [sys.executable, "-m", "pipeline.local.node_worker"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=None, env=env,

@@ -265,7 +265,7 @@ def asynchronous_text(a: Asynchronous) -> str:
 
 
 def verify_line(v: Verification) -> str:
-    """trainer.verify's figures (trainer_module/verify.py) in one line."""
+    """trainer.verify's figures (trainer_module/equivalence.py) in one line."""
     return (f"Verify: {v.replicas} replicas equal one device on global batch "
             f"{v.global_batch} over {v.steps} steps: largest weight difference "
             f"{v.max_difference:.1e} ({v.variable}) beside {v.moved:.1e} moved, "

@@ -6,9 +6,9 @@ make exactly the update one device makes on the whole global batch. It holds for
 model and loss (tests/test_synchronous_training.py); a user's model or loss can break it with no
 error at all: a loss averaged over its own batch averages over one replica's batch (the update is
 N times too large), BatchNormalization normalizes with per-replica statistics, a random op draws
-differently on each replica. `verify` trains a few steps both ways from the same initial weights:
+differently on each replica. `check` trains a few steps both ways from the same initial weights:
 
-(a) lockstep's own loop (`loop.Trainer`) under MirroredStrategy over `replicas` logical CPU
+(a) lockstep's own loop (`loop.SynchronousLoop`) under MirroredStrategy over `replicas` logical CPU
     devices, each replica fed its slice of each global batch, as a run feeds it;
 (b) the outside reference: Keras `model.fit` on one device, no strategy, on the same global
     batches in the same order, from the same initial weights, with the same loss (Keras takes
@@ -33,11 +33,12 @@ too large makes nearly the same step.
 The logical CPU devices must exist before TensorFlow starts. A process that already runs
 TensorFlow uses `run_in_subprocess`, which runs the command line in a fresh process:
 
-    python -m trainer_module.verify JOB.json OUT.json --replicas N --steps K [--workers W]
+    python -m trainer_module.equivalence JOB.json OUT.json --replicas N --steps K [--workers W]
 
-(JOB.json: a TrainJob as a dict; OUT.json gets `Verification.to_dict()`; exit status 0 when it
+(JOB.json: a TrainJob's JSON, trainer_module/job.py; OUT.json gets `Verification.to_dict()`; exit status 0 when it
 passed, 1 when not, 2 on an error, told in one line on stderr.) A process that has the devices
-already (the tests: 8 logical CPUs) calls `verify` itself.
+already (the tests: 8 logical CPUs) calls `check` itself. `lockstep verify` and trainer.verify run
+it; the result is a Verification (trainer_module/summary.py).
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ import argparse
 import dataclasses
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -56,9 +56,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import child_env, hooks, input_pipeline, loop, precision, scaling, strategy as strategy_lib
-from trainer_module import train
-from trainer_module.summary import Verification  # noqa: F401 (its result; the summary holds it)
+from trainer_module import build, input_pipeline, loop, precision, processes, scaling
+from trainer_module import strategy as strategy_lib
+from trainer_module.job import TrainJob
+from trainer_module.summary import Verification
 
 # Passes when the largest weight difference is at most this fraction of how far the reference
 # weights moved. Measured on the penguins data, 3 SGD steps (relative = difference / movement):
@@ -85,14 +86,14 @@ class VerifyError(RuntimeError):
     """verify cannot run here (too few CPU devices, a failed subprocess); one line."""
 
 
-def verify(job: train.TrainJob, replicas: int = 2, steps: int = 3,
-           tolerance: float | None = None, workers: int = 1,
-           hardware: str = "") -> Verification | None:
+def check(job: TrainJob, replicas: int = 2, steps: int = 3,
+          tolerance: float | None = None, workers: int = 1,
+          hardware: str = "") -> Verification | None:
     """Trains `steps` global steps on `replicas` replicas with lockstep's loop and on one device
     with Keras `fit`, from the same weights on the same data; compares the weights.
 
-    The model, loss and input are the run's: `train.build_model` (in trainer.precision) and
-    `hooks.per_example_loss` over Transform's output, `input_pipeline.make_dataset_fn` on
+    The model, loss and input are the run's: `build.model` (in trainer.precision) and
+    `build.loss` over Transform's output, `input_pipeline.make_dataset_fn` on
     job.train_files at the plan's batch. workers == 1: `replicas` logical CPU devices
     (`strategy.configure_emulated_replicas` before TensorFlow starts; the command line does it).
     workers > 1: this process is one of them (TF_CONFIG set), replicas == workers; the chief
@@ -106,35 +107,35 @@ def verify(job: train.TrainJob, replicas: int = 2, steps: int = 3,
     # The plan's batch and learning rate, for fixed steps: the split is counted only when the
     # batch comes from the data.
     fixed = dataclasses.replace(cfg, train_steps=steps)
-    rows = train.count_train_rows(fixed, job.train_files)
+    rows = build.train_rows(fixed, job.train_files)
     plan = scaling.make_plan(fixed, replicas, train_rows=rows, hardware=hardware)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
-    inputs = train.model_inputs(tf_transform_output, job.label, job.task, cfg)
-    per_example_loss = hooks.per_example_loss(cfg, job.task, inputs.outputs)
+    inputs = build.model_inputs(tf_transform_output, job.label, job.task, cfg)
+    per_example_loss = build.loss(cfg, job.task, inputs.outputs)
     batches = _replica_batches(job, tf_transform_output, plan, steps)
 
     tf.keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():
-        model = train.build_model(inputs, strategy)
+        model = build.model(inputs, strategy)
         optimizer = precision.wrap_optimizer(tf.keras.optimizers.SGD(plan.learning_rate),
                                              cfg.precision)
     initial = model.get_weights()
     dataset = strategy.distribute_datasets_from_function(
         lambda ctx: tf.data.Dataset.from_tensor_slices(_stack(_pipeline_batches(
             batches, replicas, ctx.num_input_pipelines, ctx.input_pipeline_id))))
-    trainer = loop.Trainer(strategy, model, optimizer, per_example_loss, plan.global_batch,
-                           dataset, jit_compile=cfg.jit_compile,
-                           accumulation_steps=plan.accumulation_steps)
+    step_loop = loop.SynchronousLoop(strategy, model, optimizer, per_example_loss,
+                                     plan.global_batch, dataset, jit_compile=cfg.jit_compile,
+                                     accumulation_steps=plan.accumulation_steps)
     first = max(steps // 2, 1)  # two host calls: the step loop resumes where it stopped
-    trainer.train(first)
+    step_loop.train(first)
     if steps > first:
-        trainer.train(steps - first)
+        step_loop.train(steps - first)
     updates = int(optimizer.iterations.numpy())
     if not strategy_lib.is_chief(strategy):
         return None
 
     tf.keras.utils.set_random_seed(cfg.seed)
-    reference = train.build_model(inputs, tf.distribute.get_strategy())  # no strategy: one device
+    reference = build.model(inputs, tf.distribute.get_strategy())  # no strategy: one device
     reference.set_weights(initial)
     reference.compile(optimizer=precision.wrap_optimizer(
                           tf.keras.optimizers.SGD(plan.learning_rate), cfg.precision),
@@ -180,14 +181,14 @@ def _replica_strategy(replicas: int) -> tf.distribute.MirroredStrategy:
         devices[:replicas], cross_device_ops=tf.distribute.ReductionToOneDevice())
 
 
-def _replica_batches(job: train.TrainJob, tf_transform_output, plan: scaling.Plan,
+def _replica_batches(job: TrainJob, tf_transform_output, plan: scaling.Plan,
                      steps: int) -> list:
     """The per-replica batches (each replica's micro-batches together) a run's input feeds its
     first `steps` global steps, in order:
     replica 0's, 1's, ... of step 0, then of step 1, ... (the run's input context: one input
     pipeline feeding all replicas, which takes consecutive batches in turn)."""
     dataset_fn = input_pipeline.make_dataset_fn(
-        job.train_files, train._raw_spec(tf_transform_output, job.label), job.label, job.task,
+        job.train_files, build.raw_spec(tf_transform_output, job.label), job.label, job.task,
         plan.replica_step_batch, training=True, seed=job.trainer.seed,
         transform=tf_transform_output.transform_features_layer())
     context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
@@ -237,7 +238,7 @@ def _compare(names: list[str], initial: list, replicas: list, reference: list):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m trainer_module.verify",
+        prog="python -m trainer_module.equivalence",
         description="N replicas against one device on a TrainJob's model, loss and data.")
     parser.add_argument("job", help="a TrainJob as JSON")
     parser.add_argument("out", help="where to write the result as JSON (the chief writes it)")
@@ -258,8 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.workers == 1:
             strategy_lib.configure_emulated_replicas(args.replicas)
         with open(args.job) as handle:
-            job = train.TrainJob.from_dict(json.load(handle))
-        result = verify(job, args.replicas, args.steps, args.tolerance, args.workers,
+            job = TrainJob.from_json(handle.read())
+        result = check(job, args.replicas, args.steps, args.tolerance, args.workers,
                         args.hardware)
         if result is None:  # a worker that is not the chief: it trained its replica
             return 0
@@ -273,21 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if result.passed else 1
 
 
-def free_ports(n: int) -> list[int]:
-    """n free TCP ports on loopback (for a cluster of worker processes)."""
-    sockets = [socket.socket() for _ in range(n)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
-
-
-def run_in_subprocess(job_dict: dict, replicas: int = 2, steps: int = 3, timeout: float = 600,
+def run_in_subprocess(job: TrainJob, replicas: int = 2, steps: int = 3, timeout: float = 600,
                       tolerance: float | None = None, workers: int = 1,
                       hardware: str = "") -> Verification:
-    """`verify` in a fresh process (this one's TensorFlow may have started with other devices),
+    """`check` in a fresh process (this one's TensorFlow may have started with other devices),
     or in `workers` processes on loopback (one replica each; replicas is then workers).
 
     The children inherit this environment, PYTHONPATH included (the user's hooks must import
@@ -295,14 +285,14 @@ def run_in_subprocess(job_dict: dict, replicas: int = 2, steps: int = 3, timeout
     child's last line on stderr, when one fails or the chief's status disagrees with its result.
     """
     replicas = workers if workers > 1 else replicas
-    env = child_env.python_env(TF_USE_LEGACY_KERAS="1")
+    env = processes.python_env(TF_USE_LEGACY_KERAS="1")
     env.pop("TF_CONFIG", None)
-    cluster = [f"127.0.0.1:{port}" for port in free_ports(workers)] if workers > 1 else []
+    cluster = [f"127.0.0.1:{port}" for port in processes.free_ports(workers)] if workers > 1 else []
     with tempfile.TemporaryDirectory(prefix="lockstep-verify-") as tmp:
         job_path, out_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "out.json")
         with open(job_path, "w") as handle:
-            json.dump(job_dict, handle)
-        command = [sys.executable, "-m", "trainer_module.verify", job_path, out_path,
+            handle.write(job.to_json())
+        command = [sys.executable, "-m", "trainer_module.equivalence", job_path, out_path,
                    "--replicas", str(replicas), "--steps", str(steps), "--workers", str(workers)]
         command += ["--tolerance", str(tolerance)] if tolerance is not None else []
         command += ["--hardware", hardware] if hardware else []
@@ -327,7 +317,7 @@ def run_in_subprocess(job_dict: dict, replicas: int = 2, steps: int = 3, timeout
         failed.sort(key=lambda item: item[0] != 2)  # the one that failed, not one killed after
         status, stderr = failed[0] if failed else (children[0].returncode, outputs[0])
         last = next((line for line in reversed(stderr.splitlines()) if line.strip()), "")
-        raise VerifyError(f"python -m trainer_module.verify exited with status {status}: "
+        raise VerifyError(f"python -m trainer_module.equivalence exited with status {status}: "
                           f"{last.strip().removeprefix('verify: ')}")
     return result
 

@@ -1,34 +1,25 @@
-"""verify, on the penguins run's own data: N replicas make one device's update with the built-in
+"""The equivalence check (`lockstep verify`), on the penguins run's own data: N replicas make one device's update with the built-in
 model, and the user hooks that break it (tests/user_hooks.py) are caught, by orders of magnitude.
 
 In process here: the test process already has 8 logical CPU devices (conftest.py)."""
 
-import dataclasses
-import glob
 import os
 
 import pytest
 
-from conftest import REPO
-from trainer_module import train, verify as verify_lib
-from trainer_module.config import TrainerConfig
+from conftest import REPO, penguins_job
+from trainer_module import equivalence
+from trainer_module.settings import TrainerConfig
 
 pytestmark = pytest.mark.slow
 
 
-def _job(penguins_run, **trainer) -> dict:
-    root = penguins_run.pipeline_root
-    [transform_dir] = glob.glob(str(root / "Transform" / "transform_graph" / "*"))
-    examples = glob.glob(str(root / "CsvExampleGen" / "examples" / "*"))[0]
-    out = penguins_run.root / "verify"
-    return {"train_files": [f"{examples}/Split-train/*"], "eval_files": [f"{examples}/Split-eval/*"],
-            "transform_dir": transform_dir, "model_run_dir": str(out / "run"),
-            "serving_model_dir": str(out / "serving"), "label": "species",
-            "trainer": dataclasses.asdict(TrainerConfig(**trainer))}
+def _job(penguins_run, **trainer):
+    return penguins_job(penguins_run, penguins_run.root / "verify", **trainer)
 
 
-def _verify(penguins_run, replicas=2, **trainer) -> verify_lib.Verification:
-    result = verify_lib.verify(train.TrainJob.from_dict(_job(penguins_run, **trainer)), replicas)
+def _verify(penguins_run, replicas=2, **trainer) -> equivalence.Verification:
+    result = equivalence.check(_job(penguins_run, **trainer), replicas)
     print("\n".join(result.lines()))  # the figures, with -s
     return result
 
@@ -86,14 +77,14 @@ def hooks_on_pythonpath(monkeypatch):
 def test_command_line_error_is_one_line(penguins_run, hooks_on_pythonpath):
     with pytest.raises(RuntimeError, match=r"exited with status 2: HookError: trainer.model: "
                                            r"module 'user_hooks' .* has no 'missing'") as error:
-        verify_lib.run_in_subprocess(_job(penguins_run, model="user_hooks:missing"))
+        equivalence.run_in_subprocess(_job(penguins_run, model="user_hooks:missing"))
     assert "\n" not in str(error.value)
 
 
 def test_two_worker_processes_make_one_devices_update(penguins_run, hooks_on_pythonpath):
     """MultiWorkerMirroredStrategy in 2 processes on loopback, each fed its own slices of every
     global batch, 4 global steps in two host calls, against Keras on one device: 1e-5."""
-    result = verify_lib.run_in_subprocess(_job(penguins_run), steps=4, workers=2)
+    result = equivalence.run_in_subprocess(_job(penguins_run), steps=4, workers=2)
     print("\n".join(result.lines()))
     assert (result.workers, result.replicas, result.updates, result.global_batch) == (2, 2, 4, 64)
     assert result.passed and result.max_difference < 1e-5, result.lines()
@@ -119,7 +110,7 @@ def test_verify_checks_at_the_batch_the_plan_gives_the_runs_hardware(penguins_ru
 
     monkeypatch.setattr(scaling, "MIN_STEPS_PER_EPOCH", 1)  # so penguins' 272 rows keep them
     monkeypatch.setattr(scaling, "HARDWARE_BATCH", {"tpu": 16, "gpu": 64, "cpu": 32})
-    job = train.TrainJob.from_dict(_job(penguins_run))
-    batches = {kind: verify_lib.verify(job, 2, hardware=kind) for kind in ("tpu", "gpu", "")}
+    job = _job(penguins_run)
+    batches = {kind: equivalence.check(job, 2, hardware=kind) for kind in ("tpu", "gpu", "")}
     assert {k: v.per_replica_batch for k, v in batches.items()} == {"tpu": 16, "gpu": 64, "": 32}
     assert all(v.passed for v in batches.values())

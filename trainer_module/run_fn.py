@@ -1,4 +1,4 @@
-"""TFX Trainer entry point, referenced by dotted path: `run_fn='trainer_module.run.run_fn'`."""
+"""TFX Trainer entry point, referenced by dotted path: `run_fn='trainer_module.run_fn.run_fn'`."""
 
 from __future__ import annotations
 
@@ -10,17 +10,20 @@ import tensorflow as tf
 from tfx.components.trainer.fn_args_utils import FnArgs
 
 from trainer_module import parameter_server, train
-from trainer_module.config import PARAMETER_SERVER, TrainSpec
+from trainer_module.job import TrainJob
+from trainer_module.settings import PARAMETER_SERVER, TrainSpec
 from trainer_module.summary import SUMMARY_FILE
 
 
-def job_from_fn_args(fn_args: FnArgs) -> train.TrainJob:
-    """The pipeline's TrainJob. It has no eval files: the Evaluator that follows the Trainer
-    measures the eval split (with TFMA, on the served model, the figures the run reports); a pass
-    of the Trainer's own over the same rows cost a second or two and went nowhere but a log line."""
+def job_from_fn_args(fn_args: FnArgs) -> TrainJob:
+    """The pipeline's TrainJob, its settings decoded once from the custom_config (with the run's
+    parameters, components/trainer.py). It has no eval files: the Evaluator that follows the
+    Trainer measures the eval split (with TFMA, on the served model, the figures the run reports);
+    a pass of the Trainer's own over the same rows cost a second or two and went nowhere but a log
+    line."""
     spec = TrainSpec.from_custom_config(fn_args.custom_config or {})
-    return train.TrainJob(
-        train_files=list(fn_args.train_files), eval_files=[],
+    return TrainJob(
+        train_files=tuple(fn_args.train_files), eval_files=(),
         transform_dir=fn_args.transform_graph_path, model_run_dir=fn_args.model_run_dir,
         serving_model_dir=fn_args.serving_model_dir, label=spec.label, task=spec.task,
         trainer=spec.trainer, base_model=fn_args.base_model or "")
@@ -35,7 +38,7 @@ def run_fn(fn_args: FnArgs) -> None:
     if job.trainer.strategy == PARAMETER_SERVER and parameter_server.is_server_task():
         parameter_server.serve()
         return
-    summary = train.run(job)
+    summary = train.train_job(job)
     if summary.chief:
         summary = dataclasses.replace(summary, base_model=job.base_model)
         with tf.io.gfile.GFile(os.path.join(job.model_run_dir, SUMMARY_FILE), "w") as handle:

@@ -1,4 +1,4 @@
-"""The command line's errors: a bad flag is a UsageError (status 2); every error the project
+"""The command line's usage errors and exit statuses: a bad flag is a UsageError (status 2); every error the project
 names (pipeline/errors.py) becomes a one-line message and its exit status here, in `main`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Trainer's contract: its typed config, the task, and the one codec for what crosses into it.
+"""The Trainer's contract: its typed settings and the one codec for what crosses into it.
 
 Everything the Trainer and the preprocessing_fn read arrives as TFX `custom_config` (JSON) in
 another process, often another machine. It is written and read here only:
@@ -10,11 +10,11 @@ another process, often another machine. It is written and read here only:
   reads it back and refuses unknown or mistyped keys, so a renamed field fails loudly instead of
   disappearing.
 - `TransformSpec`: what preprocessing_fn needs (label and task), the same way.
-- `Progress`: what the Trainer reports while it runs, on the PROGRESS_LOGGER records.
 
 The task (classification or regression) is decided once, before the pipeline runs, from the
 label column (pipeline/data_check.py, `task_for_label`) or the user's `--task`; Transform,
-Trainer and the Evaluator's config all take it from there.
+Trainer and the Evaluator's config all take it from there; so are the columns' roles
+(pipeline/column_roles.py), which reach preprocessing_fn as TransformSpec's column lists.
 
 This module imports nothing from the pipeline or its components, and no TensorFlow.
 """
@@ -25,6 +25,7 @@ import dataclasses
 import os
 from typing import Any
 
+from trainer_module import hook_paths, slices
 from trainer_module.features import ORDERS
 
 CLASSIFICATION, REGRESSION = "classification", "regression"
@@ -38,48 +39,16 @@ PRECISIONS = (FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16)
 # Said where the config asks for it and where `auto` finds a TPU at run time (train.build_model).
 FLOAT16_ON_TPU = ("trainer.precision = mixed_float16 cannot run on a TPU (TPUStrategy refuses loss "
                   "scaling); use mixed_bfloat16, which TPUs compute natively")
-# An integer label with more distinct values than this is a regression target (a count, a price
-# in dollars, a year), not classes: a softmax over hundreds of classes with a few examples each
-# learns little, and the values are ordered. Below it (grades, ratings, codes) it is classes.
-# `--task` or `data.task` overrides the rule either way.
-MAX_INTEGER_CLASSES = 50
-
 LABEL_KEY, TASK_KEY, TRAINER_KEY = "label", "task", "trainer"
+# In the Trainer's custom_config as its executor hands it to run_fn: {name: value} of the run's
+# parameters (RUN_PARAMETERS), folded in by TrainSpec.from_custom_config.
+RUN_PARAMETERS_KEY = "run_parameters"
 EXCLUDED_KEY, TIMESTAMPS_KEY, ORDERS_KEY = "excluded", "timestamps", "timestamp_orders"
 HASHED_KEY = "hashed"
 # The user's preprocessing_fn (a dotted path, "" for the built-in one), and a hash of the source
 # of the user's hooks (trainer_module/hooks.py, fingerprint): an edit to that code changes the
 # custom_config, so TFX's cache does not serve the output of the code before the edit.
 PREPROCESSING_FN_KEY, CODE_KEY = "preprocessing_fn", "code_fingerprint"
-# What a column is to the model, decided once before the run (pipeline/column_roles.py) or by
-# `data.columns`: a feature as it is; an id or a constant, left out; a near-unique text feature,
-# hashed (its most frequent values kept, the rest in hash buckets); a timestamp, parsed into its
-# parts (trainer_module/features.py, TIMESTAMP_PARTS).
-FEATURE, ID, CONSTANT, HASHED, TIMESTAMP = "feature", "id", "constant", "hashed", "timestamp"
-ROLES = (FEATURE, ID, CONSTANT, HASHED, TIMESTAMP)
-# The Python logger the Trainer's progress records go to (step, total, loss, examples/s), about
-# once a second: a console can draw them (pipeline/local/console.py); elsewhere they are log lines.
-PROGRESS_LOGGER = "lockstep.progress"
-
-
-@dataclasses.dataclass(frozen=True)
-class Progress:
-    """One progress record: global step of total, the chunk's mean loss, the steady examples/s
-    (measured after the first chunk, which traces) and the seconds left at that rate. It travels as
-    a plain dict (`extra={"progress": dataclasses.asdict(p)}`, trainer_module/actions.py)."""
-
-    step: int
-    total: int
-    loss: float
-    examples_per_sec: float
-    eta: float
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Progress":
-        """Reads a record's `progress` dict back; unknown keys are an error, as everywhere here."""
-        return cls(**d)
-
-
 class TrainerConfigError(ValueError):
     """A trainer setting that cannot be used; the message names it."""
 
@@ -155,7 +124,7 @@ class TrainerConfig:
     model_params: dict = dataclasses.field(default_factory=dict)
     loss: str = ""
     # Before training, check that N replicas make the update one device makes on the global batch
-    # with this model and loss (trainer_module/verify.py, as `lockstep verify`); a run that fails
+    # with this model and loss (trainer_module/equivalence.py, as `lockstep verify`); a run that fails
     # it stops before training. The figures go into the run summary and the report.
     verify: bool = False
 
@@ -187,16 +156,12 @@ class TrainerConfig:
                                      f"{STRATEGIES[-1]}, got {self.strategy!r}")
         if self.strategy == PARAMETER_SERVER:
             self._validate_parameter_server()
-        from trainer_module import hooks
-
         try:
-            hooks.check_path(hooks.MODEL_KEY, self.model)
-            hooks.check_path(hooks.LOSS_KEY, self.loss)
-        except hooks.HookError as err:
+            hook_paths.check_path(hook_paths.MODEL_KEY, self.model)
+            hook_paths.check_path(hook_paths.LOSS_KEY, self.loss)
+        except hook_paths.HookError as err:
             raise TrainerConfigError(str(err)) from None
         if self.tpu_slice:
-            from trainer_module import slices
-
             try:
                 slices.get(self.tpu_slice)
             except slices.SliceError as err:
@@ -271,18 +236,6 @@ def check_task(task: str) -> str:
     if task not in TASKS:
         raise TrainerConfigError(f"task must be classification or regression, got {task!r}")
     return task
-
-
-def task_for_label(kind: str, distinct_values: int) -> tuple[str, str]:
-    """(task, why) for a label column of this kind (int | float | string) and distinct count."""
-    if kind == "float":
-        return REGRESSION, "float label"
-    if kind == "string":
-        return CLASSIFICATION, f"string label, {distinct_values} classes"
-    if distinct_values > MAX_INTEGER_CLASSES:
-        return REGRESSION, (f"integer label with {distinct_values} distinct values, more than "
-                            f"{MAX_INTEGER_CLASSES}")
-    return CLASSIFICATION, f"integer label, {distinct_values} classes"
 
 
 def _check_keys(values: dict, known: tuple[str, ...], what: str) -> None:
@@ -363,12 +316,15 @@ class TrainSpec:
                 TRAINER_KEY: dataclasses.asdict(self.trainer), CODE_KEY: self.code_fingerprint}
 
     @classmethod
-    def from_custom_config(cls, values: dict[str, Any],
-                           run_parameters: dict[str, Any] | None = None) -> "TrainSpec":
-        """Reads it back; run_parameters (RUN_PARAMETERS names) override the config's values."""
+    def from_custom_config(cls, values: dict[str, Any]) -> "TrainSpec":
+        """Reads it back, once, in the Trainer's process. The Trainer component adds the values a
+        run gave its parameters under RUN_PARAMETERS_KEY (components/trainer.py); they override
+        the config's."""
+        run_parameters = values.get(RUN_PARAMETERS_KEY) or {}
+        values = {k: v for k, v in values.items() if k != RUN_PARAMETERS_KEY}
         _check_keys(values, (LABEL_KEY, TASK_KEY, TRAINER_KEY, CODE_KEY), "Trainer")
         trainer = dict(values[TRAINER_KEY])
-        for name, value in (run_parameters or {}).items():
+        for name, value in run_parameters.items():
             if name not in RUN_PARAMETERS:
                 raise TrainerConfigError(f"unknown run parameter {name!r} "
                                          f"(known: {', '.join(RUN_PARAMETERS)})")

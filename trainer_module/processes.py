@@ -1,9 +1,11 @@
-"""The environment of a child Python process that must import what this one imports (the worker
-lane, the serving check, `verify`'s and the parameter-server trainer's processes)."""
+"""What a child process of lockstep needs from its parent: an environment in which it imports
+what the parent imports (the worker lane, the serving check, the equivalence check's and the
+parameter-server trainer's processes), and free ports on loopback for a cluster of them."""
 
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Iterable
 
@@ -16,3 +18,14 @@ def python_env(paths: Iterable[str] = (), **variables: str) -> dict[str, str]:
     current = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     path = list(dict.fromkeys(p for p in [*current, *paths, PACKAGE_ROOT] if p))
     return dict(os.environ, **variables, PYTHONPATH=os.pathsep.join(path))
+
+
+def free_ports(n: int) -> list[int]:
+    """n free TCP ports on loopback (for a cluster of worker processes)."""
+    sockets = [socket.socket() for _ in range(n)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports

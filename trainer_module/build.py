@@ -1,0 +1,74 @@
+"""What every process that trains a TrainJob builds before the loop, the same way: the model's
+inputs read from Transform's output, the loss and the model (the user's hooks or the built-in
+ones) in the job's precision, the raw feature spec, and the training rows the plan needs. The
+run (trainer_module/train.py) and the equivalence check (trainer_module/equivalence.py) build
+from here, so the check tests what the run trains."""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+from trainer_module import features, hooks, input_pipeline, model as model_lib, precision, scaling
+from trainer_module import strategy as strategy_lib
+from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY
+from trainer_module.settings import FLOAT16_ON_TPU, MIXED_FLOAT16, REGRESSION, TrainerConfig
+
+
+def model_inputs(tf_transform_output, label: str, task: str,
+                 cfg: TrainerConfig) -> hooks.ModelInputs:
+    """What the model hook gets (trainer_module/hooks.py), read from Transform's output."""
+    spec = dict(tf_transform_output.transformed_feature_spec())
+    spec.pop(features.transformed_name(label), None)
+    assets = os.path.join(tf_transform_output.transform_savedmodel_dir, "assets")
+    names = tf.io.gfile.listdir(assets) if tf.io.gfile.isdir(assets) else []
+    sizes = {name: tf_transform_output.vocabulary_size_by_name(name) for name in names}
+    outputs = 1 if task == REGRESSION else sizes[features.LABEL_VOCAB]
+    sizes.pop(features.LABEL_VOCAB, None)
+    return hooks.ModelInputs(spec, sizes, task, outputs, cfg)
+
+
+def loss(cfg: TrainerConfig, task: str, outputs: int):
+    """The per-example loss the Trainer uses: the user's (checked on a small batch) or the
+    built-in one."""
+    if not cfg.loss:
+        return model_lib.builtin_loss(task)
+    user_loss = hooks.load(LOSS_KEY, cfg.loss, 2)
+    hooks.check_loss(user_loss, task, outputs)
+    return user_loss
+
+
+def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> tf.keras.Model:
+    """The model (the user's, checked on a small batch, or the built-in one) in trainer.precision,
+    outputs in float32; call it in the strategy's scope. mixed_float16 on a TPU is refused here
+    too: `auto` may only find the TPU at run time."""
+    cfg = inputs.config
+    if cfg.precision == MIXED_FLOAT16 and strategy_lib.is_tpu(strategy):
+        raise strategy_lib.StrategyError(FLOAT16_ON_TPU)
+    with precision.policy(cfg.precision):
+        if not cfg.model:
+            built = model_lib.mlp(inputs.numeric, inputs.categorical, inputs.outputs,
+                                  cfg.hidden_units, cfg.l2, cfg.embedding_dim, cfg.seed)
+        else:
+            built = hooks.load(MODEL_KEY, cfg.model, 1)(inputs)
+            hooks.check_model(built, inputs)
+        return precision.float32_outputs(built)
+
+
+def raw_spec(tf_transform_output, label: str) -> dict:
+    """The raw examples' feature spec, as Transform analyzed them (the label included)."""
+    spec = dict(tf_transform_output.raw_feature_spec())
+    if label not in spec:
+        raise ValueError(f"label '{label}' is not among the raw features: {sorted(spec)}")
+    return spec
+
+
+def train_rows(cfg: TrainerConfig, train_files) -> int | None:
+    """The training split's rows where the plan needs them (steps or batch from the data)."""
+    if not scaling.needs_rows(cfg):
+        return None
+    recorded = input_pipeline.recorded_rows(train_files)
+    if recorded is not None:
+        return recorded
+    return input_pipeline.count_records(input_pipeline.list_files(train_files))
