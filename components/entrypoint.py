@@ -21,11 +21,20 @@ task's start on a 2-core machine.
 One line on stdout marks the moment the executor's `Do` begins (START_MARKER and the Unix time),
 so a runner can split a task's time into start-up and work (pipeline/local/kfp_local.py does).
 Nothing here changes what an executor computes.
+
+Before any of that, the places the task will write are probed (components/fs.py, `probe`): each
+output artifact's URI and, for the Pusher, its serving dir. One that cannot take a file ends the
+task at once with one line naming it and UNWRITABLE_STATUS, not after its work is done.
+
+A Trainer task stopped by SIGTERM while it trains (its pod evicted, its node preempted) saves a
+checkpoint first (trainer_module/termination.py) and exits with PREEMPTED_STATUS and one line;
+KFP's retry runs the same executor input, so the same ModelRun directory, and resumes there.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 import time
@@ -115,6 +124,41 @@ def prepare(argv: list[str]) -> None:
             sys.modules[module] = placeholder
 
 
+UNWRITABLE_STATUS = 2  # as lockstep's own: the place the task writes is refused before it runs
+INVOCATION_FLAG = "--json_serialized_invocation_args"  # the task's executor input (KFP v2)
+PUSHER_EXECUTOR = "components.pusher.Executor"
+
+
+def places_written(argv: list[str]) -> list[str]:
+    """Where the task will write, from its executor input: each output artifact's URI, and the
+    serving dir a Pusher is given."""
+    raw = next((argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == INVOCATION_FLAG), None)
+    if raw is None:
+        return []
+    executor_input = json.loads(raw)
+    places = [artifact["uri"]
+              for output in executor_input.get("outputs", {}).get("artifacts", {}).values()
+              for artifact in output.get("artifacts", []) if artifact.get("uri")]
+    if _executor_class_path(argv) != PUSHER_EXECUTOR:  # the baseline only reads the serving dir
+        return places
+    serving = executor_input.get("inputs", {}).get("parameterValues", {}).get("serving_dir")
+    return places + ([serving] if isinstance(serving, str) and serving else [])
+
+
+def unwritable(argv: list[str]) -> str:
+    """The line for the first place the task cannot write ("" when it can write them all)."""
+    from components import fs
+
+    for place in places_written(argv):
+        try:
+            fs.probe(place if fs.is_uri(place) else fs.nearest_existing(place))
+        except Exception as err:  # noqa: BLE001  OSError locally; each object store its own
+            reason = getattr(err, "strerror", None) or str(err).strip().splitlines()[-1:] or [""]
+            reason = reason if isinstance(reason, str) else reason[0]
+            return f"lockstep-task: cannot write {place}: {reason or type(err).__name__}"
+    return ""
+
+
 # Beam's SDK harness boot program, where Beam's SDK images (apache/beam_python3.11_sdk) keep it.
 BEAM_BOOT = "/opt/apache/beam/boot"
 
@@ -133,11 +177,21 @@ def main() -> None:
                      "build it with --build-arg PYTHON_IMAGE=apache/beam_python3.11_sdk:<beam>")
         os.execv(BEAM_BOOT, [BEAM_BOOT, *sys.argv[1:]])
         return  # not reached: execv replaces this process
+    refused = unwritable(sys.argv[1:])
+    if refused:
+        print(refused, file=sys.stderr, flush=True)
+        sys.exit(UNWRITABLE_STATUS)
     prepare(sys.argv[1:])
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
-    app.run(tfx_entrypoint.main, flags_parser=tfx_entrypoint._parse_flags)
+    from trainer_module import termination
+
+    try:
+        app.run(tfx_entrypoint.main, flags_parser=tfx_entrypoint._parse_flags)
+    except termination.Preempted as err:
+        print(f"lockstep-task: {err}", file=sys.stderr, flush=True)
+        sys.exit(termination.PREEMPTED_STATUS)
 
 
 if __name__ == "__main__":

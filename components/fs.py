@@ -95,6 +95,33 @@ def write_text(path: str, text: str) -> None:
             os.remove(temporary)
 
 
+def nearest_existing(path: str) -> str:
+    """The local directory that is `path`, or its nearest existing parent (what a run would create
+    its directories in). Raises NotADirectoryError when that is a file."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    if not os.path.isdir(path):
+        raise NotADirectoryError(f"{path} is a file, not a directory")
+    return path
+
+
+def probe(directory: str) -> None:
+    """Creates a small file in `directory` and removes it (an object store: under the URI, making
+    it first as a run would), so a place that cannot be written is found before anything runs.
+    Raises the error the write met (OSError locally; the store's own error otherwise)."""
+    name = f".lockstep-probe-{uuid.uuid4().hex[:8]}"
+    if is_uri(directory):
+        makedirs(directory)
+        write_text(join(directory, name), "probe")
+        fileio().remove(join(directory, name))
+        return
+    path = os.path.join(directory, name)
+    with open(path, "w") as handle:
+        handle.write("probe")
+    os.remove(path)
+
+
 def create_exclusive(path: str) -> None:
     """Creates an empty file at `path`. Raises FileExistsError when it exists (locally atomic:
     two processes never both create it; an object store checks, then writes)."""

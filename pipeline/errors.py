@@ -2,15 +2,18 @@
 
 Status 2: the input, a flag or the config (nothing was run). Status 1: something ran and failed (a
 task, a component, the KFP server). Status 3: another run holds the pipeline root's lock (nothing
-was run). Status 4: the run took longer than run.timeout_minutes and was stopped. An error not
-listed here is a bug and keeps its traceback.
+was run). Status 4: the run took longer than run.timeout_minutes and was stopped. Status 5: SIGTERM
+stopped it (an eviction, a preemption, a `kill`); while training, after a checkpoint the next run
+resumes from. An error not listed here is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import sys
 
-FAILED, INPUT, LOCKED, TIMED_OUT = 1, 2, 3, 4
+from trainer_module.termination import PREEMPTED_STATUS, Preempted
+
+FAILED, INPUT, LOCKED, TIMED_OUT, STOPPED = 1, 2, 3, 4, PREEMPTED_STATUS
 
 
 class PipelineFailed(Exception):
@@ -33,12 +36,14 @@ def _statuses() -> list[tuple[type[BaseException], int]]:
     return [(ConfigError, INPUT), (CsvError, INPUT), (DriftError, INPUT), (SkewError, INPUT),
             (SpanError, INPUT), (StorageError, INPUT),
             (TrainerConfigError, INPUT), (ScalingError, INPUT), (SliceError, INPUT),
-            (ScheduleError, INPUT), (Locked, LOCKED)]
+            (ScheduleError, INPUT), (Locked, LOCKED), (Preempted, STOPPED)]
 
 
 def _run_statuses() -> list[tuple[type[BaseException], int]]:
     """Errors of modules that load TFX or kfp: looked up only when something was raised."""
     found = [(PipelineFailed, FAILED)]
+    if "pipeline.local.dag_runner" in sys.modules:
+        found.append((sys.modules["pipeline.local.dag_runner"].Stopped, STOPPED))
     for module, name in (("pipeline.kubeflow.client", "KfpError"),
                          ("pipeline.local.kfp_local", "KfpLocalError"),
                          ("components.example_validator", "AnomaliesFound")):

@@ -16,7 +16,6 @@ import dataclasses
 import os
 import re
 import shutil
-import uuid
 
 from components import fs
 
@@ -84,20 +83,15 @@ def out_of_space(error_text: str, run_places: list[Place]) -> str:
 
 
 def _nearest_existing(place: Place) -> str:
-    path = os.path.abspath(place.path)
-    while not os.path.exists(path):
-        path = os.path.dirname(path)
-    if not os.path.isdir(path):
-        raise StorageError(f"{place.what} {place.path}: {path} is a file, not a directory")
-    return path
+    try:
+        return fs.nearest_existing(place.path)
+    except NotADirectoryError as err:
+        raise StorageError(f"{place.what} {place.path}: {err}") from None
 
 
 def _probe_local(place: Place, directory: str) -> None:
-    probe = os.path.join(directory, f".lockstep-probe-{uuid.uuid4().hex[:8]}")
     try:
-        with open(probe, "w") as handle:
-            handle.write("probe")
-        os.remove(probe)
+        fs.probe(directory)
     except OSError as err:
         where = "" if directory == os.path.abspath(place.path) else f" (at {directory})"
         raise StorageError(f"{place.what} {place.path}: cannot write there{where}: "
@@ -105,11 +99,8 @@ def _probe_local(place: Place, directory: str) -> None:
 
 
 def _probe_remote(place: Place) -> None:
-    probe = fs.join(place.path, f".lockstep-probe-{uuid.uuid4().hex[:8]}")
     try:
-        fs.makedirs(place.path)
-        fs.write_text(probe, "probe")
-        fs.fileio().remove(probe)
+        fs.probe(place.path)
     except Exception as err:  # noqa: BLE001  every object store has its own errors
         lines = str(err).strip().splitlines() or [type(err).__name__]
         raise StorageError(f"{place.what} {place.path}: cannot write there: {lines[-1]}") from None

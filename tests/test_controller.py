@@ -163,3 +163,64 @@ def test_summaries_write_the_scalars_to_tensorboard_event_files(tmp_path):
 def test_no_preemption_handler_on_a_single_machine(tmp_path):
     controller, _, _ = _controller(tmp_path)
     assert controller.run_steps is controller_lib._run_plain
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_sigterm_saves_at_the_step_reached_and_the_resumed_run_ends_the_same(tmp_path, replicas):
+    """SIGTERM (what Kubernetes sends a pod it evicts) arrives mid-chunk: the chunk ends, a
+    checkpoint is saved at that step, off the checkpoint_every grid, Preempted is raised; the
+    process keeps its own SIGTERM handler afterwards, and a resumed run ends with an
+    uninterrupted run's weights."""
+    import signal
+
+    from trainer_module import termination
+
+    whole, trainer, model = _controller(tmp_path / "whole", replicas=replicas)
+    whole.train(trainer)
+    want = [w.numpy() for w in model.weights]
+
+    def evicted(step, logs):
+        if step == 10:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled between chunks: after step 13
+    before = signal.getsignal(signal.SIGTERM)
+    cut, trainer, _ = _controller(tmp_path / "cut", replicas=replicas, actions_=[evicted])
+    with pytest.raises(termination.Preempted, match=r"stopped by SIGTERM at step 13: a "
+                                                    r"checkpoint was saved there \(.*ckpt-13\)"):
+        cut.train(trainer)
+    assert signal.getsignal(signal.SIGTERM) is before and not termination.requested()
+    assert _checkpoint_steps(cut) == [5, 10, 13]
+
+    resumed, trainer, model = _controller(tmp_path / "cut", replicas=replicas)
+    assert resumed.start_step == 13
+    resumed.train(trainer)
+    for got, expected in zip([w.numpy() for w in model.weights], want):
+        np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("damage", ["zeroed", "truncated", "missing"])
+def test_an_unreadable_last_checkpoint_falls_back_to_the_one_before(tmp_path, caplog, damage):
+    def stop(step, logs):
+        if step >= 15:
+            raise Stop
+    cut, trainer, _ = _controller(tmp_path, actions_=[stop])
+    with pytest.raises(Stop):
+        cut.train(trainer)
+    [data] = glob.glob(str(tmp_path / "ckpt-15.data-*"))
+    content = bytearray(open(data, "rb").read())
+    if damage == "zeroed":
+        content[8:40] = bytes(32)
+        open(data, "wb").write(bytes(content))
+    elif damage == "truncated":
+        open(data, "wb").write(bytes(content[: len(content) // 2]))
+    else:
+        os.remove(data)
+    with caplog.at_level(logging.WARNING, logger="absl"):
+        resumed, trainer, _ = _controller(tmp_path)
+    assert resumed.start_step == 10
+    [line] = [r.getMessage() for r in caplog.records if "does not read" in r.getMessage()]
+    assert line.startswith(f"Checkpoint {tmp_path}/ckpt-15 does not read (")
+    assert resumed.unreadable == [f"{tmp_path}/ckpt-15"]
+    assert glob.glob(str(tmp_path / "ckpt-15.*")) == []  # gone, and out of the state
+    assert _checkpoint_steps(resumed) == [5, 10]
+    resumed.train(trainer)
+    assert _checkpoint_steps(resumed) == [5, 10, 15, 20]

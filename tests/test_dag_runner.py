@@ -97,3 +97,26 @@ def test_one_lane_runs_every_node_in_this_process(tmp_path):
     assert sorted(ran) == ["A", "B", "C", "D"]
     assert {r["pid"] for r in ran.values()} == {os.getpid()}
     assert ran["B"]["end"] <= ran["C"]["start"]  # one after the other
+
+
+def test_sigterm_stops_the_run_naming_the_node_and_records_it_failed(tmp_path):
+    """SIGTERM outside training (a `kill`, an eviction) stops the run in the node it interrupts:
+    Stopped names it, its execution is recorded as failed (the next run runs it again), nothing
+    after it starts, and the process keeps the SIGTERM handler it had."""
+    import signal
+    import threading
+
+    from ml_metadata.proto import metadata_store_pb2
+
+    ir, _ = dag_runner.compile_run(_pipeline(tmp_path))
+    before = signal.getsignal(signal.SIGTERM)
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    with pytest.raises(dag_runner.Stopped, match=r"^stopped by SIGTERM while A ran; run again: "
+                                                 r"the components that completed are reused$"):
+        dag_runner.run_ir(ir, None)
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert _records(tmp_path) == {}
+    with metadata.Metadata(metadata.sqlite_metadata_connection_config(
+            str(tmp_path / "mlmd.sqlite"))) as store:
+        states = [e.last_known_state for e in store.store.get_executions()]
+    assert states == [metadata_store_pb2.Execution.FAILED]

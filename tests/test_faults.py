@@ -3,6 +3,7 @@ pipeline root, and a disk too small for the run, each one line naming the place,
 seconds, with nothing written. Each file system is a real tmpfs mounted here (read-only, or of
 1 MB); where this machine does not let the test mount one, it skips and says so."""
 
+import re
 import subprocess
 import time
 import uuid
@@ -195,3 +196,104 @@ def test_a_token_file_other_users_can_read_is_refused(tmp_path):
         client.resolve_token(str(token))
     token.chmod(0o600)
     assert client.resolve_token(str(token)) == "secret"
+
+
+@pytest.mark.slow
+def test_sigterm_while_training_saves_and_the_next_run_resumes_to_an_uninterrupted_model(
+        tmp_path):
+    """`lockstep run` gets SIGTERM (a pod evicted, a `kill`) while the Trainer trains: one line,
+    exit 5, nothing pushed; the next run reuses every completed component, resumes the Trainer
+    at the step saved, and pushes the model that training the same job without a stop gives."""
+    import glob
+    import os
+    import signal
+    import sys
+
+    import numpy as np
+    import tensorflow as tf
+
+    from conftest import LOCKSTEP, REPO, PipelineRun, eval_examples
+    from pipeline import config as config_lib, pipeline as pipeline_lib
+    from trainer_module.job import TrainJob
+
+    steps = 3000  # about 5 s of training here: progress lines come about once a second
+    run = PipelineRun(tmp_path)
+    args = LOCKSTEP + ["run", "--pipeline-root", str(run.pipeline_root), "--serving-dir",
+                       str(run.serving_dir), "--train-steps", str(steps)]
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+    process = subprocess.Popen(args, cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    for line in process.stdout:
+        if re.match(rf"^  Trainer +step \d+/{steps} ", line):
+            process.send_signal(signal.SIGTERM)
+            break
+    process.stdout.read()
+    assert process.wait(timeout=300) == 5
+    [line] = process.stderr.read().strip().splitlines()[-1:]
+    saved = re.match(r"lockstep: error: stopped by SIGTERM at step (\d+): a checkpoint was "
+                     r"saved there \((.*/Trainer/model_run/\.interrupted/\w+/ckpt-\d+)\); run "
+                     r"again to resume from it$", line)
+    assert saved, line
+    step = int(saved.group(1))
+    assert 0 < step < steps and saved.group(2).endswith(f"ckpt-{step}")
+    assert run.pushed_versions() == []
+
+    result = run.run("--train-steps", str(steps))
+    assert result.returncode == 0, result.stderr[-2000:]
+    for node in ("CsvExampleGen", "Transform"):
+        assert re.search(rf"^  {node} +cached", result.stdout, re.M), result.stdout
+    assert (f"Checkpoints: resumed from a checkpoint at step {step} of an interrupted attempt"
+            in result.stdout), result.stdout
+    [version] = run.pushed_versions()
+
+    # The same job trained without a stop, in a fresh process, from the run's own inputs.
+    root = run.pipeline_root
+    [examples] = glob.glob(str(root / "CsvExampleGen" / "examples" / "*"))
+    [transform] = glob.glob(str(root / "Transform" / "transform_graph" / "*"))
+    config = config_lib.load(None, {"trainer.train_steps": steps})
+    job = TrainJob(train_files=[f"{examples}/Split-train/*"], eval_files=[],
+                   transform_dir=transform, model_run_dir=str(tmp_path / "clean" / "run"),
+                   serving_model_dir=str(tmp_path / "clean" / "model"), label="species",
+                   trainer=pipeline_lib.train_spec(config, "species", "classification").trainer)
+    (tmp_path / "job.json").write_text(job.to_json())
+    clean = subprocess.run([sys.executable, str(REPO / "tests" / "train_job.py"),
+                            str(tmp_path / "job.json"), str(tmp_path / "result.json")],
+                           env=env, capture_output=True, text=True, timeout=600)
+    assert clean.returncode == 0, clean.stderr[-2000:]
+    serialized, _ = eval_examples(glob.glob(f"{examples}/Split-eval/*"), "species")
+    predict = lambda path: tf.saved_model.load(str(path)).signatures["serving_default"](  # noqa: E731
+        examples=tf.constant(serialized))["probabilities"].numpy()
+    np.testing.assert_allclose(predict(version), predict(job.serving_model_dir), atol=1e-6)
+
+
+def test_a_kubeflow_task_that_cannot_write_its_outputs_stops_before_it_runs(tmp_path, mount):
+    """A task's outputs (and a Pusher's serving dir) on a read-only mount: one line naming the
+    place, status 2, in well under the seconds a task's imports take."""
+    import json
+    import sys
+
+    from components import entrypoint
+    from conftest import REPO
+
+    read_only = mount("size=1m,ro")
+    executor_input = {"inputs": {"parameterValues": {"serving_dir": str(read_only / "serving")}},
+                      "outputs": {"artifacts": {"pushed_model": {"artifacts": [
+                          {"uri": str(tmp_path / "root" / "Pusher" / "pushed_model")}]}},
+                          "outputFile": str(tmp_path / "out.json")}}
+    command = [sys.executable, "-m", "components.entrypoint", "--executor_class_path",
+               entrypoint.PUSHER_EXECUTOR, entrypoint.INVOCATION_FLAG, json.dumps(executor_input)]
+    tic = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path,
+                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert time.monotonic() - tic < 5
+    assert result.returncode == entrypoint.UNWRITABLE_STATUS, result.stderr
+    assert result.stderr.strip() == (f"lockstep-task: cannot write {read_only}/serving: "
+                                     "Read-only file system")
+    # The baseline only reads the serving dir: not probed. An output on the mount is.
+    executor_input["outputs"]["artifacts"]["pushed_model"]["artifacts"][0]["uri"] = \
+        str(read_only / "Pusher" / "pushed_model")
+    assert entrypoint.places_written(["--executor_class_path", "components.latest_model.Executor",
+                                      entrypoint.INVOCATION_FLAG, json.dumps(executor_input)]) \
+        == [str(read_only / "Pusher" / "pushed_model")]
+    assert entrypoint.unwritable([entrypoint.INVOCATION_FLAG, json.dumps(executor_input)]) == (
+        f"lockstep-task: cannot write {read_only}/Pusher/pushed_model: Read-only file system")

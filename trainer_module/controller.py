@@ -11,7 +11,13 @@ once more at the last step.
 Everything else after a chunk (summaries, log lines, progress, a test's kill) is an action
 (trainer_module/actions.py), run after that chunk's checkpoint is on disk. On multi-worker and TPU
 strategies each chunk runs inside a tf.distribute PreemptionCheckpointHandler, which saves and
-exits when the machine is about to be taken away.
+exits when the machine is about to be taken away; on one machine SIGTERM does the same
+(trainer_module/termination.py): the chunk ends, a checkpoint is saved at its step, and
+termination.Preempted is raised.
+
+A checkpoint that does not read whole (a truncated or corrupt file, a file gone) is passed over
+for the one before it, with a line saying so; in the Controller's own directory the bad one is
+removed, so the manager's count of checkpoints holds only readable ones.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Callable, Sequence
 from absl import logging
 import tensorflow as tf
 
-from trainer_module import actions as actions_lib
+from trainer_module import actions as actions_lib, termination
 
 # Runs train_fn(num_steps) and returns its logs: plain, or inside a PreemptionCheckpointHandler.
 StepRunner = Callable[[Callable[[int], dict], int], dict]
@@ -82,8 +88,11 @@ class Controller:
         self.steps_per_execution = max(steps_per_execution, 1)
         self.checkpoint_every = max(checkpoint_every, 1)
         self.actions = list(actions)
-        self.manager = make_checkpoint_manager(model, optimizer, directory, self.checkpoint_every,
-                                               max_to_keep)
+        self._make_manager = lambda: make_checkpoint_manager(
+            model, optimizer, directory, self.checkpoint_every, max_to_keep)
+        self.directory = directory
+        self.unreadable: list[str] = []  # checkpoints passed over on restore
+        self.manager = self._make_manager()
         self.start_step = self.restore_checkpoint(restore_from or directory)
         self.run_steps: StepRunner = (
             preemption_runner(strategy, self.manager, self.global_step) or _run_plain)
@@ -93,15 +102,32 @@ class Controller:
         return int(self.global_step.numpy())
 
     def restore_checkpoint(self, directory: str) -> int:
-        """Restores the latest checkpoint in `directory`, if there is one; returns the global step
-        to start from (0 without one)."""
-        latest = tf.train.latest_checkpoint(directory)
-        if not latest:
-            return 0
-        self.manager.checkpoint.restore(latest)
-        step = self.step
-        logging.info("Resumed from %s at global step %d", latest, step)
-        return step
+        """Restores the newest checkpoint in `directory` that reads whole, if there is one;
+        returns the global step to start from (0 without one)."""
+        unreadable = []
+        for path in reversed(_listed_checkpoints(directory)):
+            why = _unreadable(path)
+            if why:
+                unreadable.append(path)
+                logging.warning("Checkpoint %s does not read (%s): trying the one before it",
+                                path, why)
+                continue
+            self.unreadable = unreadable
+            if unreadable and directory == self.directory:
+                _forget(directory, unreadable)
+                self.manager = self._make_manager()
+            self.manager.checkpoint.restore(path)
+            step = self.step
+            logging.info("Resumed from %s at global step %d%s", path, step,
+                         f" (passed over {len(unreadable)} unreadable)" if unreadable else "")
+            return step
+        self.unreadable = unreadable
+        if unreadable:
+            logging.warning("No checkpoint in %s reads: training from the start", directory)
+            if directory == self.directory:
+                _forget(directory, unreadable)
+                self.manager = self._make_manager()
+        return 0
 
     def _next_chunk(self, step: int) -> int:
         to_checkpoint = self.checkpoint_every - step % self.checkpoint_every
@@ -121,12 +147,55 @@ class Controller:
         self._count_interval_from(step)
         actions_lib.begin(self.actions, step)
         logs: dict = {}
-        while step < self.total_steps:
-            logs = self.run_steps(steps.train, self._next_chunk(step))
-            step = self.step
-            # On a multiple of checkpoint_every (the interval check), and always at the end.
-            self.manager.save(checkpoint_number=step, check_interval=step < self.total_steps)
-            for action in self.actions:
-                action(step, logs)
+        with termination.checkpoint_on_sigterm():
+            while step < self.total_steps:
+                logs = self.run_steps(steps.train, self._next_chunk(step))
+                step = self.step
+                if termination.requested():  # SIGTERM: save here, whatever the interval
+                    saved = self.manager.save(checkpoint_number=step, check_interval=False)
+                    raise termination.Preempted(step, saved)
+                # On a multiple of checkpoint_every (the interval check), and always at the end.
+                self.manager.save(checkpoint_number=step, check_interval=step < self.total_steps)
+                for action in self.actions:
+                    action(step, logs)
         actions_lib.end(self.actions, step, logs)
         return logs
+
+
+def _listed_checkpoints(directory: str) -> list[str]:
+    """The checkpoints the directory's state lists, oldest first ([] without one)."""
+    state = tf.train.get_checkpoint_state(directory)
+    return list(state.all_model_checkpoint_paths) if state else []
+
+
+def _unreadable(path: str) -> str:
+    """Why the checkpoint at `path` does not read whole ("" when it does): every tensor is read,
+    so a file that is missing, truncated or fails its checksum is found before it is restored."""
+    try:
+        reader = tf.train.load_checkpoint(path)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except Exception as err:  # noqa: BLE001  the reader's errors vary: OpError, IndexError, ...
+        lines = str(err).strip().splitlines()
+        return f"{type(err).__name__}: {lines[0][:160] if lines else ''}"
+    return ""
+
+
+def _forget(directory: str, paths: list[str]) -> None:
+    """Removes unreadable checkpoints' files and takes them out of the directory's state (the
+    others keep their timestamps, by which the manager counts and sweeps them)."""
+    from tensorflow.python.checkpoint import checkpoint_management
+
+    for path in paths:
+        for leftover in tf.io.gfile.glob(f"{path}.*"):
+            tf.io.gfile.remove(leftover)
+    state = tf.train.get_checkpoint_state(directory)
+    kept = [(p, t) for p, t in zip(state.all_model_checkpoint_paths,
+                                   state.all_model_checkpoint_timestamps) if p not in paths]
+    if not kept:
+        tf.io.gfile.remove(f"{directory.rstrip('/')}/checkpoint")
+        return
+    checkpoint_management.update_checkpoint_state_internal(
+        directory, kept[-1][0], all_model_checkpoint_paths=[p for p, _ in kept],
+        all_model_checkpoint_timestamps=[t for _, t in kept],
+        last_preserved_timestamp=state.last_preserved_timestamp)

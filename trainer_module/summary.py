@@ -112,7 +112,7 @@ class TrainingSummary:
     plan: Plan
     train: dict[str, float]
     eval: dict[str, float]
-    strategy: str  # the tf.distribute strategy's class name
+    strategy: str  # the tf.distribute strategy as users know it (strategy.name)
     replicas: int
     chief: bool = True
     train_seconds: float = 0.0
@@ -122,12 +122,17 @@ class TrainingSummary:
     loss: str = ""
     verify: Verification | None = None
     asynchronous: Asynchronous | None = None
+    # Resumed from a checkpoint at this step (0: trained from the start), passing over these
+    # checkpoints, which did not read (trainer_module/controller.py).
+    resumed_at: int = 0
+    unreadable_checkpoints: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: plain values, the nested records as dicts."""
         values = dataclasses.asdict(self)
         values["verify"] = self.verify.to_dict() if self.verify else None
         values["plan"]["warnings"] = list(self.plan.warnings)
+        values["unreadable_checkpoints"] = list(self.unreadable_checkpoints)
         return values
 
     @classmethod
@@ -142,6 +147,7 @@ class TrainingSummary:
                       "eval": dict(values.get("eval") or {}),
                       "strategy": str(values.get("strategy", "")),
                       "replicas": int(values.get("replicas", 0)),
+                      "unreadable_checkpoints": tuple(values.get("unreadable_checkpoints", ())),
                       "verify": (Verification.from_dict(values["verify"])
                                  if values.get("verify") else None),
                       "asynchronous": (Asynchronous(**_known(Asynchronous, values["asynchronous"]))

@@ -19,7 +19,8 @@ import tensorflow_transform as tft
 
 from trainer_module import actions as actions_lib, build, controller as controller_lib
 from trainer_module import equivalence, export, input_pipeline, loop, parameter_server
-from trainer_module import precision, scaling, slices, strategy as strategy_lib, warmup
+from trainer_module import precision, resume, scaling, slices, strategy as strategy_lib
+from trainer_module import termination, warmup
 from trainer_module.job import TrainJob
 from trainer_module.settings import CLASSIFICATION, PARAMETER_SERVER, TrainerConfig
 from trainer_module.summary import Asynchronous, TrainingSummary
@@ -99,13 +100,15 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         # Asynchronous: made in the scope, so its tables are copied to every worker.
         transform = tf_transform_output.transform_features_layer() if asynchronous else None
     chief = strategy_lib.is_chief(strategy)
-    checkpoint_dir = os.path.join(job.model_run_dir, "checkpoints")
+    checkpoint_dir = resume.checkpoint_dir(job)
+    if chief:
+        resume.mark(job)
     train_actions = actions_lib.standard_actions(
         total_steps=plan.train_steps, global_batch=plan.global_batch, log_every=cfg.log_every,
         summary_dir=actions_lib.summary_dir(job.model_run_dir),
         learning_rate=lambda step: schedule(step))
     controller = controller_lib.Controller(
-        model, optimizer, restore_from=checkpoint_dir, strategy=strategy,
+        model, optimizer, restore_from=resume.restore_from(job), strategy=strategy,
         # Every worker saves (the all-reduce needs them all); only the chief's copy is kept.
         directory=checkpoint_dir if chief else tempfile.mkdtemp(prefix="lockstep-ckpt-"),
         total_steps=plan.train_steps, steps_per_execution=_chunk(cfg, plan),
@@ -117,8 +120,15 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, raw_spec,
                        transform or tf_transform_output.transform_features_layer(), start)
     tic = time.perf_counter()
-    logs = controller.train(steps)
+    try:
+        logs = controller.train(steps)
+    except termination.Preempted as stopped:  # SIGTERM: checkpointed; outlive a failed execution
+        if not chief:
+            raise
+        raise termination.Preempted(stopped.step, resume.park(job, stopped.checkpoint)) from None
     train_seconds = time.perf_counter() - tic
+    if chief:
+        resume.finished(job)
 
     if asynchronous:  # export and evaluate a copy on the chief, not the servers' variables
         model = _local_copy(model, inputs)
@@ -132,6 +142,7 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         plan, dict(logs), eval_metrics, strategy_lib.name(strategy),
         strategy.num_replicas_in_sync, chief=chief, train_seconds=train_seconds,
         warm_started=bool(warm), model=cfg.model, loss=cfg.loss, verify=verified,
+        resumed_at=start, unreadable_checkpoints=tuple(controller.unreadable),
         asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None)
 
 

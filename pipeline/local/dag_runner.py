@@ -10,13 +10,20 @@ validation branch (StatisticsGen, SchemaGen, ExampleValidator) beside Transform,
 single-threaded inside. The Trainer runs in this process (its progress lines, emulated
 replicas). Until the worker is ready, this process takes every node: a cached run never waits
 for it. On one core there is one lane.
+
+SIGTERM (a `kill`, a scheduler ending the job) stops a run cleanly: while the Trainer trains, it
+saves a checkpoint at the step it reached first (trainer_module/termination.py) and the next run
+resumes there (trainer_module/resume.py); at any other time the node running is recorded as
+failed in ML Metadata and the run raises Stopped. The next run reuses what completed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
+import signal
 import threading
 
 from tfx.dsl.compiler import compiler, constants
@@ -32,6 +39,10 @@ _log = logging.getLogger(__name__)
 # Nodes this process runs itself: the Trainer's progress records reach the console from here,
 # and emulated replicas are configured in this process before TensorFlow starts.
 IN_PROCESS = (pipeline_lib.TRAINER_NODE,)
+
+
+class Stopped(Exception):
+    """SIGTERM stopped the run between or inside nodes other than the Trainer's training."""
 
 
 class NodeFailed(Exception):
@@ -141,6 +152,10 @@ class _Schedule:
                 self.error, self.failed_node = error, node
             self._changed.notify_all()
 
+    def running(self) -> set[str]:
+        with self._changed:
+            return set(self._running)
+
     def lane_closed(self) -> None:
         """The worker's lane takes no more nodes (it ran out, failed or its process ended)."""
         with self._changed:
@@ -190,6 +205,26 @@ def run_ir(ir, worker: node_worker.Worker | None) -> None:
         raise schedule.error
 
 
+@contextlib.contextmanager
+def _stopped_by_sigterm(schedule: "_Schedule"):
+    """While the run lasts, SIGTERM raises Stopped in this (the main) thread, naming what ran;
+    the Trainer's training swaps in its own handler, which saves a checkpoint first."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        running = ", ".join(sorted(schedule.running())) or "no component"
+        raise Stopped(f"stopped by SIGTERM while {running} ran; run again: the components that "
+                      "completed are reused")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _run(ir, worker: node_worker.Worker | None) -> _Schedule:
     """run_ir's work; the schedule holds the first error and its node."""
     schedule = _Schedule(ir)
@@ -198,14 +233,17 @@ def _run(ir, worker: node_worker.Worker | None) -> _Schedule:
         threading.Thread(target=_worker_lane, args=(schedule, worker, ir), daemon=True,
                          name="lockstep-worker-lane").start()
     try:
-        while (node := schedule.take(in_process=True)) is not None:
-            try:
-                cached = node_worker.launch(ir, node)
-            except Exception as err:  # noqa: BLE001  raised below, once the other lane is idle
-                schedule.failed(node, err)
-                break
-            schedule.finished(node, cached)
-        schedule.wait_settled()
+        with _stopped_by_sigterm(schedule):
+            while (node := schedule.take(in_process=True)) is not None:
+                try:
+                    cached = node_worker.launch(ir, node)
+                except Stopped:
+                    raise
+                except Exception as err:  # noqa: BLE001  raised below, once the other lane is idle
+                    schedule.failed(node, err)
+                    break
+                schedule.finished(node, cached)
+            schedule.wait_settled()
         return schedule
     finally:
         schedule.over = True

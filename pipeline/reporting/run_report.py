@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from typing import Any
 
 from components import evaluator, fs, generalization, latest_model, pusher, transform
@@ -175,6 +176,8 @@ class RunReport:
                          f"({t.plan.budget or 'budget not recorded'})"
                          + "".join(f", {part}" for part in precision_parts(t))
                          + (f", warm-started from {t.base_model}" if t.warm_started else ""))
+            if t.resumed_at or t.unreadable_checkpoints:
+                lines.append(resume_line(t))
             if t.asynchronous:
                 lines.append("Asynchronous: " + asynchronous_text(t.asynchronous))
             if t.model or t.loss:
@@ -229,6 +232,16 @@ def value_text(name: str, value: float) -> str:
 
 def metric_text(name: str, value: float) -> str:
     return f"{name} {value_text(name, value)}"
+
+
+def resume_line(t: TrainingSummary) -> str:
+    """Where training resumed from, and the checkpoints it passed over because they did not
+    read (trainer_module/controller.py)."""
+    passed = ", ".join(os.path.basename(p) for p in t.unreadable_checkpoints)
+    resumed = (f"resumed from a checkpoint at step {t.resumed_at} of an interrupted attempt"
+               if t.resumed_at else "trained from the start")
+    return (f"Checkpoints: {resumed}"
+            + (f", passing over {passed} (did not read)" if passed else ""))
 
 
 def precision_parts(t: TrainingSummary) -> list[str]:

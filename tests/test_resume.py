@@ -1,0 +1,54 @@
+"""trainer_module/resume.py: a job resumes from its own checkpoints, else from the earlier
+attempt at the same job (a sibling ModelRun directory with its key) that got furthest, never
+from another job's."""
+
+import dataclasses
+
+import tensorflow as tf
+
+from trainer_module import resume
+from trainer_module.job import TrainJob
+from trainer_module.settings import TrainerConfig
+
+
+def _job(run_dir, **trainer) -> TrainJob:
+    return TrainJob(train_files=["/data/Split-train/*"], eval_files=[], transform_dir="/tf/7",
+                    model_run_dir=str(run_dir), serving_model_dir=str(run_dir / "model"),
+                    label="y", trainer=TrainerConfig(**trainer))
+
+
+def _attempt(job: TrainJob, steps: list[int]) -> None:
+    resume.mark(job)
+    step = tf.Variable(0)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step),
+                                         resume.checkpoint_dir(job), max_to_keep=None)
+    for number in steps:
+        manager.save(checkpoint_number=number)
+
+
+def test_an_attempt_resumes_from_the_furthest_earlier_attempt_at_the_same_job(tmp_path):
+    runs = tmp_path / "Trainer" / "model_run"
+    job = _job(runs / "9", train_steps=400)
+    assert resume.restore_from(job) == resume.checkpoint_dir(job)  # nothing earlier
+    _attempt(_job(runs / "4", train_steps=400), [100])
+    _attempt(_job(runs / "6", train_steps=400), [100, 200, 250])
+    _attempt(_job(runs / "7", train_steps=500), [100, 200, 300, 400])  # another job: other steps
+    assert resume.restore_from(job) == str(runs / "6" / "checkpoints")
+    # The key ignores where a job writes, not what it reads or how it trains.
+    moved = dataclasses.replace(job, model_run_dir=str(runs / "10"), eval_files=("/e/*",))
+    assert resume.job_key(moved) == resume.job_key(job)
+    assert resume.job_key(dataclasses.replace(job, transform_dir="/tf/8")) != resume.job_key(job)
+    # What an attempt stopped by SIGTERM parked comes before the siblings (TFX removes a failed
+    # execution's ModelRun directory); the state file moves with it.
+    stopped = _job(runs / "8", train_steps=400)
+    _attempt(stopped, [100, 120])
+    moved = resume.park(stopped, f"{resume.checkpoint_dir(stopped)}/ckpt-120")
+    assert moved == f"{resume.parked_dir(stopped)}/ckpt-120"
+    assert not (runs / "8" / "checkpoints").exists()
+    assert resume.restore_from(job) == resume.parked_dir(job)
+    assert tf.train.latest_checkpoint(resume.parked_dir(job)) == moved
+    # Its own checkpoints come first: a retried task (the same ModelRun directory).
+    _attempt(job, [50])
+    assert resume.restore_from(job) == resume.checkpoint_dir(job)
+    resume.finished(job)
+    assert not tf.io.gfile.exists(resume.parked_dir(job))

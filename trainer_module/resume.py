@@ -1,0 +1,99 @@
+"""Where a job resumes from: its own checkpoints, or those an interrupted attempt at the same job
+left.
+
+A job's identity (`job_key`) is a hash of what decides its weights: the inputs' URIs and every
+setting (trainer_module/job.py), not where it writes. Two attempts with the same identity read the
+same batches in the same order, so resuming one from the other's checkpoint ends with the weights
+an uninterrupted run ends with.
+
+- A retried Kubeflow task runs with the same executor input, so the same ModelRun directory: its
+  own checkpoints are there.
+- A run stopped by SIGTERM (trainer_module/termination.py) parks its checkpoints beside the ModelRun
+  directories (`<parent>/.interrupted/<job key>`) before it exits, because TFX's local launcher
+  removes a failed execution's outputs; the next run's Trainer, a new execution with a new ModelRun
+  directory, resumes from there and removes them once it has trained to the end.
+- A local run killed outright (SIGKILL, a lost machine) had no chance to park: each attempt leaves
+  its identity in its ModelRun directory (JOB_KEY_FILE), so the next attempt finds the sibling
+  directory of the same job that got furthest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+
+import tensorflow as tf
+
+from trainer_module.job import TrainJob
+
+JOB_KEY_FILE = "job_key"
+CHECKPOINTS = "checkpoints"
+PARKED = ".interrupted"
+
+
+def checkpoint_dir(job: TrainJob) -> str:
+    return os.path.join(job.model_run_dir, CHECKPOINTS)
+
+
+def job_key(job: TrainJob) -> str:
+    """What decides the weights a job trains to: its inputs and settings, not where it writes."""
+    inputs = dataclasses.replace(job, model_run_dir="", serving_model_dir="", eval_files=())
+    return hashlib.sha256(inputs.to_json().encode()).hexdigest()[:32]
+
+
+def parked_dir(job: TrainJob) -> str:
+    """Where an interrupted attempt at this job parks its checkpoints."""
+    return os.path.join(os.path.dirname(job.model_run_dir.rstrip("/")), PARKED, job_key(job))
+
+
+def mark(job: TrainJob) -> None:
+    """Leaves the job's identity in its ModelRun directory (the chief, before training)."""
+    tf.io.gfile.makedirs(job.model_run_dir)
+    with tf.io.gfile.GFile(os.path.join(job.model_run_dir, JOB_KEY_FILE), "w") as handle:
+        handle.write(job_key(job))
+
+
+def park(job: TrainJob, checkpoint: str) -> str:
+    """Moves the job's checkpoints out of its ModelRun directory, which a failed execution loses,
+    to parked_dir (replacing what an earlier interruption parked); returns where `checkpoint` is
+    now."""
+    parked = parked_dir(job)
+    if tf.io.gfile.exists(parked):
+        tf.io.gfile.rmtree(parked)
+    tf.io.gfile.makedirs(os.path.dirname(parked))
+    # The manager's state file names the checkpoints relative to their directory: it moves too.
+    tf.io.gfile.rename(checkpoint_dir(job), parked)
+    return os.path.join(parked, os.path.basename(checkpoint))
+
+
+def finished(job: TrainJob) -> None:
+    """The job trained to its end: what an interruption parked is no longer needed."""
+    parked = parked_dir(job)
+    if job.model_run_dir and tf.io.gfile.exists(parked):
+        tf.io.gfile.rmtree(parked)
+
+
+def restore_from(job: TrainJob) -> str:
+    """The checkpoint directory to resume from: the job's own when it has a checkpoint, else what
+    an interrupted attempt parked, else the sibling ModelRun directory of an attempt at the same
+    job that got furthest, else the job's own (nothing to resume)."""
+    own = checkpoint_dir(job)
+    if tf.train.latest_checkpoint(own) or not job.model_run_dir:
+        return own
+    if tf.train.latest_checkpoint(parked_dir(job)):
+        return parked_dir(job)
+    key, parent = job_key(job), os.path.dirname(job.model_run_dir.rstrip("/"))
+    best, best_step = own, 0
+    for sibling in tf.io.gfile.glob(os.path.join(parent, "*", JOB_KEY_FILE)):
+        run_dir = os.path.dirname(sibling)
+        if run_dir.rstrip("/") == job.model_run_dir.rstrip("/"):
+            continue
+        with tf.io.gfile.GFile(sibling) as handle:
+            if handle.read().strip() != key:
+                continue
+        latest = tf.train.latest_checkpoint(os.path.join(run_dir, CHECKPOINTS))
+        step = int(latest.rsplit("-", 1)[1]) if latest else 0
+        if step > best_step:
+            best, best_step = os.path.join(run_dir, CHECKPOINTS), step
+    return best
