@@ -1,4 +1,4 @@
-"""The use cases (pipeline/use_cases.py) and the run report, in process, in seconds: what a run
+"""The use cases (pipeline/use_cases/) and the run report, in process, in seconds: what a run
 decides and says before it starts, the plan for a small and a large slice, a compile to a spec
 KFP's SDK loads, a run that finds the lock held, and the report a run's outputs make."""
 
@@ -9,7 +9,8 @@ import os
 import pytest
 import yaml
 
-from pipeline import config as config_lib, errors, use_cases
+from pipeline import config as config_lib, errors
+from pipeline.use_cases import compiling, local_run, planning, preparing, run_history
 from pipeline.reporting import page, run_report
 
 
@@ -20,7 +21,7 @@ def _config(tmp_path, **settings):
 
 
 def test_prepare_reads_the_bundled_data_once_and_decides_before_anything_runs(tmp_path):
-    prepared = use_cases.prepare(_config(tmp_path))
+    prepared = preparing.prepare(_config(tmp_path))
     assert prepared.data.rows == 344 and prepared.decisions.task == "classification"
     lines = prepared.lines()
     assert lines[0].startswith("lockstep: 344 rows from 1 CSV file(s), label 'species', ")
@@ -32,32 +33,43 @@ def test_prepare_reads_the_bundled_data_once_and_decides_before_anything_runs(tm
     assert prepared.skew.rows["train"] + prepared.skew.rows["eval"] == 344
     assert lines[-1].startswith("lockstep: a model is blessed with ")
     # Not in spans: no drift to measure, and nothing is ever "nothing new".
-    assert use_cases.check_drift(prepared).drift is None
-    assert use_cases.nothing_new(prepared) is None
+    assert preparing.check_drift(prepared).drift is None
+    assert preparing.nothing_new(prepared) is None
     assert not (tmp_path / "root").exists()  # preparing writes nothing
 
 
 def test_a_bad_label_is_refused_by_prepare_with_the_column_named(tmp_path):
     with pytest.raises(Exception) as err:
-        use_cases.prepare(_config(tmp_path, **{"data.label": "beak"}))
+        preparing.prepare(_config(tmp_path, **{"data.label": "beak"}))
     assert errors.status_of(err.value) == errors.INPUT
     assert "label column 'beak' is not in the header" in str(err.value)
 
 
 def test_the_plan_of_a_larger_slice_keeps_the_per_core_batch_and_the_examples(tmp_path):
     config = _config(tmp_path)
-    sizes = use_cases.sizes_for(config, ["v5e-4", "v5e-16"])
+    sizes = planning.sizes_for(config, ["v5e-4", "v5e-16"])
     assert [(s.replicas, s.on_tpu) for s in sizes] == [(4, True), (16, True)]
-    rows, where = use_cases.train_rows(config)
+    rows, where = planning.train_rows(config)
     assert where.startswith("Training rows: about ") and 0 < rows < 344
-    (_, small), (_, large) = use_cases.plan(config, sizes, rows)
+    (_, small), (_, large) = planning.plans_for(config, sizes, rows)
     assert small.per_replica_batch == large.per_replica_batch
     assert large.global_batch == 4 * small.global_batch
     assert abs(large.train_steps * large.global_batch - small.train_steps * small.global_batch) \
         <= large.global_batch
     assert large.learning_rate > small.learning_rate
     with pytest.raises(config_lib.ConfigError, match="replicas must be at least 1"):
-        use_cases.sizes_for(config, replicas=0)
+        planning.sizes_for(config, replicas=0)
+    # The use case `lockstep plan` calls: the rehearsed size last; a size that cannot rehearse
+    # it is named, so the command can name its flag.
+    planned = planning.plan(config, slices=["v5e-4"], like="v5e-16")
+    assert [label for label, _ in planned.plans] == ["v5e-4", "v5e-16"]
+    assert planned.rows_line == where
+    with pytest.raises(planning.SizeError, match="cannot reproduce the global batch") as refused:
+        planning.plan(config, slices=["v5e-8"], like="v4-8")
+    assert (refused.value.which, refused.value.name) == ("like", "v4-8")
+    with pytest.raises(planning.SizeError, match="unknown TPU slice 'v5e-3'") as refused:
+        planning.plan(config, slices=["v5e-3"])
+    assert (refused.value.which, refused.value.name) == ("slice", "")
 
 
 def test_compile_writes_a_spec_that_kfp_loads_and_nothing_else(tmp_path, monkeypatch):
@@ -71,7 +83,7 @@ def test_compile_writes_a_spec_that_kfp_loads_and_nothing_else(tmp_path, monkeyp
                                     "paths.serving_dir": "gs://bucket/serving",
                                     "trainer.tpu_slice": "v5e-4", "eval.bounds": {"accuracy": 0.8}})
     out = tmp_path / "spec" / "pipeline.yaml"
-    result = use_cases.compile_spec(config, str(out))
+    result = compiling.compile_spec(config, str(out))
     assert not result.fallback and result.output == str(out)
     assert [p.name for p in out.parent.iterdir()] == ["pipeline.yaml"]  # no temp file left
     spec, platform = yaml.safe_load_all(out.read_text())
@@ -81,18 +93,21 @@ def test_compile_writes_a_spec_that_kfp_loads_and_nothing_else(tmp_path, monkeyp
 
 
 def test_a_run_that_finds_the_lock_held_runs_nothing(tmp_path):
+    """The run use case says what it decided through `say`, in order, before it takes the lock."""
     from pipeline.local import run_lock
 
     config = _config(tmp_path)
-    prepared = use_cases.prepare(config)
-    lock = str(tmp_path / "run.lock")
+    lock, log = str(tmp_path / "run.lock"), str(tmp_path / "run.log")
+    said = []
     with run_lock.hold(lock):
         with pytest.raises(run_lock.Locked) as err:
-            use_cases.run(prepared, lock=lock, log_file=str(tmp_path / "run.log"))
+            local_run.run(config, lock=lock, log_file=log, say=said.append)
     assert errors.status_of(err.value) == errors.LOCKED
     assert not (tmp_path / "root").exists() and not (tmp_path / "serving").exists()
+    assert said[:-1] == preparing.prepare(config).lines()
+    assert said[-1] == f"lockstep: library logs go to {log} (-v shows them here)"
     with pytest.raises(config_lib.ConfigError, match="orchestrator must be one of local, kfp-local"):
-        use_cases.run(prepared, orchestrator="airflow")
+        local_run.run(config, orchestrator="airflow")
 
 
 def _outputs(tmp_path) -> dict:
@@ -144,11 +159,11 @@ def test_a_page_that_cannot_be_written_is_an_error_and_leaves_nothing(tmp_path, 
     # A page that fails half-way through its write: UTF-8 cannot encode a lone surrogate.
     monkeypatch.setattr(page, "render", lambda *args: "<html>" + "x" * 100_000 + "\udc80")
     directory = tmp_path / "reports"
-    path, error = use_cases.write_page(report, config, history=[], directory=str(directory))
+    path, error = run_history.write_page(report, config, history=[], directory=str(directory))
     assert path is None and error.startswith("UnicodeEncodeError: "), error
     assert list(directory.iterdir()) == []  # no page, no temporary file
     monkeypatch.undo()
-    path, error = use_cases.write_page(report, config, history=[], directory=str(directory))
+    path, error = run_history.write_page(report, config, history=[], directory=str(directory))
     assert error is None and [p.name for p in directory.iterdir()] == [os.path.basename(path)]
 
 
@@ -206,7 +221,7 @@ def test_the_pipeline_up_to_a_node_is_that_node_and_what_it_needs(tmp_path):
     schema) and Transform, not the validation branch it no longer waits for."""
     from pipeline import pipeline as pipeline_lib
 
-    prepared = use_cases.prepare(_config(tmp_path))
+    prepared = preparing.prepare(_config(tmp_path))
     data = prepared.data
 
     def ids(to_node):
@@ -220,3 +235,4 @@ def test_the_pipeline_up_to_a_node_is_that_node_and_what_it_needs(tmp_path):
     assert set(ids(pipeline_lib.TRAINER_NODE)) == set(ids(None)) - {
         pipeline_lib.EVALUATOR_NODE, pipeline_lib.PUSHER_NODE, pipeline_lib.BASELINE_NODE}
     assert len(ids(None)) == 9
+
