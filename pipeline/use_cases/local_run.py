@@ -174,9 +174,10 @@ def _orchestrate(prepared: preparing.Prepared, orchestrator: str, console: Conso
 
 def run_dag(prepared: preparing.Prepared, console: Console, worker: Worker | None = None,
             to_node: str | None = None) -> RunReport:
-    """The pipeline with LocalDagRunner (pipeline/local/dag_runner.py), and once more without the
-    cache for a producer whose cached output does not read (components/integrity.py): its node
-    runs again, saying why on the console.
+    """The pipeline with LocalDagRunner (pipeline/local/dag_runner.py) on what the ExampleGen
+    reads (Prepared.source: local or remote data alike), and once more without the cache for a
+    producer whose cached output does not read (components/integrity.py): its node runs again,
+    saying why on the console.
 
     Args:
       worker: the second lane's process (dag_runner.run starts one where useful when None).
@@ -191,12 +192,13 @@ def run_dag(prepared: preparing.Prepared, console: Console, worker: Worker | Non
     from pipeline.local import dag_runner
     from pipeline.reporting import metadata_store
 
-    config, data = prepared.config, prepared.data
+    config = prepared.config
+    input_base, pattern = prepared.source
     producer = pipeline_lib.EXAMPLE_GEN_NODE
     uncached: tuple[str, ...] = ()
     while True:
         try:
-            return dag_runner.run(config, data.input_base, data.pattern, prepared.decisions,
+            return dag_runner.run(config, input_base, pattern, prepared.decisions,
                                   to_node=to_node, worker=worker, uncached=uncached)
         except dag_runner.NodeFailed as failed:
             worker = None  # closed by that run; the next starts its own

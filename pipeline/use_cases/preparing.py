@@ -1,5 +1,5 @@
 """A run, checked and decided before anything runs: the data read once (local data; remote data is
-not read), the decisions taken (task, column roles, gate), the split's skew, the
+left to the ExampleGen), the decisions taken (task, column roles, gate), the split's skew, the
 drift between spans, whether anything is new, and whether the run can write where it writes.
 
 It writes nothing and loads no TensorFlow: everything here is Arrow and the standard library, so
@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from components import fs
+from components import csv_format, fs
 from pipeline import preflight, split_check, storage
 from pipeline.config import Config
 from pipeline.data_check import DataInfo
@@ -43,15 +43,27 @@ class Prepared:
     def task(self) -> str:
         return f"{self.decisions.task} ({self.decisions.task_reason})"
 
+    @property
+    def source(self) -> tuple[str, str]:
+        """(input_base, pattern): what the ExampleGen reads. The data check's for local data;
+        for remote data, from data.path as a compile takes them (components/csv_format.locate)."""
+        if self.data is not None:
+            return self.data.input_base, self.data.pattern
+        return csv_format.locate(self.config.data.path, self.config.data.span_pattern)
+
     def lines(self) -> list[str]:
-        """What a run says before it starts: the data, the columns that are not features and
-        the gate."""
+        """What a run says before it starts: the data (or that it is remote and not read here),
+        the columns that are not features, the gate and the user's code."""
         lines = []
         if self.data is not None:
             data = self.data
             spans = f" of span(s) {', '.join(map(str, data.spans))}" if data.spans else ""
             lines.append(f"lockstep: {data.rows} rows from {len(data.files)} CSV file(s){spans}, "
                          f"label '{self.config.data.label}', {len(data.columns) - 1} columns; "
+                         f"task {self.task}")
+        else:
+            lines.append(f"lockstep: data {self.config.data.path} is remote: not checked before "
+                         f"the run (the ExampleGen reads it), label '{self.config.data.label}'; "
                          f"task {self.task}")
         return (lines + (self.skew.lines() if self.skew else []) + self.decisions.column_lines()
                 + [self.decisions.gate_line()] + list(self.code))
