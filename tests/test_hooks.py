@@ -10,8 +10,9 @@ import tensorflow as tf
 import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
-from pipeline import config as config_lib, use_cases
+from pipeline import config as config_lib
 from pipeline.config import ConfigError
+from pipeline.use_cases import preparing
 from trainer_module import features, hooks, preprocessing
 from trainer_module.settings import CLASSIFICATION, TransformSpec
 
@@ -85,7 +86,7 @@ def test_a_broken_hook_is_one_line_naming_the_key_before_anything_runs(user_code
                                                                         trainer, message):
     config = _config(tmp_path, trainer)
     with pytest.raises(ConfigError) as err:
-        use_cases.prepare(config)
+        preparing.prepare(config)
     assert message in str(err.value) and "\n" not in str(err.value)
     assert not (tmp_path / "root").exists()  # nothing ran, nothing was written
 
@@ -98,7 +99,7 @@ def test_a_malformed_path_is_refused_when_the_config_loads(tmp_path):
 
 def test_good_hooks_are_checked_and_said(user_code, tmp_path):
     config = _config(tmp_path, 'model = "mine.hooks:model"\nloss = "mine.hooks:loss"')
-    lines = use_cases.prepare(config).lines()
+    lines = preparing.prepare(config).lines()
     assert ("lockstep: your code: trainer.loss = mine.hooks:loss (one loss per example); "
             "trainer.model = mine.hooks:model ([batch, 3] from 12 transformed features)") in lines
 
@@ -108,7 +109,7 @@ def test_the_config_files_directory_is_on_the_path(tmp_path, monkeypatch):
                                                              ""))
     monkeypatch.setenv("PYTHONPATH", "")
     config = _config(tmp_path, 'loss = "beside_config:loss"')
-    assert use_cases.prepare(config).code
+    assert preparing.prepare(config).code
     import os
     assert str(tmp_path) in os.environ["PYTHONPATH"].split(os.pathsep)  # and in child processes
 

@@ -271,25 +271,26 @@ def test_a_token_goes_only_to_a_host_the_user_named(kfp, compiled, tmp_path):
 
 
 def test_submit_and_schedule_are_use_cases_called_in_process(kfp, compiled, monkeypatch):
-    """No CLI: the use cases (pipeline/use_cases.py) take a config and the access, and return
-    what was made; errors are the project's (status 2 for a bad parameter)."""
-    from pipeline import config as config_lib, errors, use_cases
+    """No CLI: the use cases (pipeline/use_cases/on_kubeflow.py) take a config and the access,
+    and return what was made; errors are the project's (status 2 for a bad parameter)."""
+    from pipeline import config as config_lib, errors
+    from pipeline.use_cases import on_kubeflow
 
     monkeypatch.setenv("KF_PIPELINES_TOKEN", "tok")
     config = config_lib.load(compiled["config"])
-    access = use_cases.KfpAccess(host=kfp.host, experiment="nightly")
+    access = on_kubeflow.KfpAccess(host=kfp.host, experiment="nightly")
     package = str(compiled["output"])
-    done = use_cases.submit(config, access, package=package, run_name="first",
-                            params=["train_steps=500"])
-    assert done == use_cases.Submitted("run-1", "first", "nightly",
-                                       f"{kfp.host}/#/runs/details/run-1")
+    done = on_kubeflow.submit(config, access, package=package, run_name="first",
+                              params=["train_steps=500"])
+    assert done == on_kubeflow.Submitted("run-1", "first", "nightly",
+                                         f"{kfp.host}/#/runs/details/run-1")
     (run,) = kfp.bodies("POST", "/runs")
     assert run["runtime_config"]["parameters"] == {"train_steps": 500}
-    made = use_cases.schedule(config, access, "0 0 3 * * *", package=package)
-    assert made == use_cases.Scheduled("lockstep-retrain", "rr-1")
-    assert [s.id for s in use_cases.schedules(config, access)] == ["rr-1"]
-    use_cases.schedules(config, access, "delete", "rr-1")
+    made = on_kubeflow.schedule(config, access, "0 0 3 * * *", package=package)
+    assert made == on_kubeflow.Scheduled("lockstep-retrain", "rr-1")
+    assert [s.id for s in on_kubeflow.schedules(config, access)] == ["rr-1"]
+    on_kubeflow.schedules(config, access, "delete", "rr-1")
     assert not kfp.recurring and {r["auth"] for r in kfp.requests} == {"Bearer tok"}
     with pytest.raises(config_lib.ConfigError, match="train_stepz") as refused:
-        use_cases.submit(config, access, package=package, params=["train_stepz=5"])
+        on_kubeflow.submit(config, access, package=package, params=["train_stepz=5"])
     assert errors.status_of(refused.value) == errors.INPUT

@@ -1,15 +1,18 @@
-"""The use cases (pipeline/use_cases.py) and the run report, in process, in seconds: what a run
+"""The use cases (pipeline/use_cases/) and the run report, in process, in seconds: what a run
 decides and says before it starts, the plan for a small and a large slice, a compile to a spec
-KFP's SDK loads, a run that finds the lock held, and the report a run's outputs make."""
+KFP's SDK loads, a run that finds the lock held, remote data through prepare and the ExampleGen,
+and the report a run's outputs make."""
 
 import json
 import re
 import os
+from pathlib import Path
 
 import pytest
 import yaml
 
-from pipeline import config as config_lib, errors, use_cases
+from pipeline import config as config_lib, errors
+from pipeline.use_cases import compiling, local_run, planning, preparing, run_history
 from pipeline.reporting import page, run_report
 
 
@@ -20,7 +23,7 @@ def _config(tmp_path, **settings):
 
 
 def test_prepare_reads_the_bundled_data_once_and_decides_before_anything_runs(tmp_path):
-    prepared = use_cases.prepare(_config(tmp_path))
+    prepared = preparing.prepare(_config(tmp_path))
     assert prepared.data.rows == 344 and prepared.decisions.task == "classification"
     lines = prepared.lines()
     assert lines[0].startswith("lockstep: 344 rows from 1 CSV file(s), label 'species', ")
@@ -32,32 +35,43 @@ def test_prepare_reads_the_bundled_data_once_and_decides_before_anything_runs(tm
     assert prepared.skew.rows["train"] + prepared.skew.rows["eval"] == 344
     assert lines[-1].startswith("lockstep: a model is blessed with ")
     # Not in spans: no drift to measure, and nothing is ever "nothing new".
-    assert use_cases.check_drift(prepared).drift is None
-    assert use_cases.nothing_new(prepared) is None
+    assert preparing.check_drift(prepared).drift is None
+    assert preparing.nothing_new(prepared) is None
     assert not (tmp_path / "root").exists()  # preparing writes nothing
 
 
 def test_a_bad_label_is_refused_by_prepare_with_the_column_named(tmp_path):
     with pytest.raises(Exception) as err:
-        use_cases.prepare(_config(tmp_path, **{"data.label": "beak"}))
+        preparing.prepare(_config(tmp_path, **{"data.label": "beak"}))
     assert errors.status_of(err.value) == errors.INPUT
     assert "label column 'beak' is not in the header" in str(err.value)
 
 
 def test_the_plan_of_a_larger_slice_keeps_the_per_core_batch_and_the_examples(tmp_path):
     config = _config(tmp_path)
-    sizes = use_cases.sizes_for(config, ["v5e-4", "v5e-16"])
+    sizes = planning.sizes_for(config, ["v5e-4", "v5e-16"])
     assert [(s.replicas, s.on_tpu) for s in sizes] == [(4, True), (16, True)]
-    rows, where = use_cases.train_rows(config)
+    rows, where = planning.train_rows(config)
     assert where.startswith("Training rows: about ") and 0 < rows < 344
-    (_, small), (_, large) = use_cases.plan(config, sizes, rows)
+    (_, small), (_, large) = planning.plans_for(config, sizes, rows)
     assert small.per_replica_batch == large.per_replica_batch
     assert large.global_batch == 4 * small.global_batch
     assert abs(large.train_steps * large.global_batch - small.train_steps * small.global_batch) \
         <= large.global_batch
     assert large.learning_rate > small.learning_rate
     with pytest.raises(config_lib.ConfigError, match="replicas must be at least 1"):
-        use_cases.sizes_for(config, replicas=0)
+        planning.sizes_for(config, replicas=0)
+    # The use case `lockstep plan` calls: the rehearsed size last; a size that cannot rehearse
+    # it is named, so the command can name its flag.
+    planned = planning.plan(config, slices=["v5e-4"], like="v5e-16")
+    assert [label for label, _ in planned.plans] == ["v5e-4", "v5e-16"]
+    assert planned.rows_line == where
+    with pytest.raises(planning.SizeError, match="cannot reproduce the global batch") as refused:
+        planning.plan(config, slices=["v5e-8"], like="v4-8")
+    assert (refused.value.which, refused.value.name) == ("like", "v4-8")
+    with pytest.raises(planning.SizeError, match="unknown TPU slice 'v5e-3'") as refused:
+        planning.plan(config, slices=["v5e-3"])
+    assert (refused.value.which, refused.value.name) == ("slice", "")
 
 
 def test_compile_writes_a_spec_that_kfp_loads_and_nothing_else(tmp_path, monkeypatch):
@@ -71,7 +85,7 @@ def test_compile_writes_a_spec_that_kfp_loads_and_nothing_else(tmp_path, monkeyp
                                     "paths.serving_dir": "gs://bucket/serving",
                                     "trainer.tpu_slice": "v5e-4", "eval.bounds": {"accuracy": 0.8}})
     out = tmp_path / "spec" / "pipeline.yaml"
-    result = use_cases.compile_spec(config, str(out))
+    result = compiling.compile_spec(config, str(out))
     assert not result.fallback and result.output == str(out)
     assert [p.name for p in out.parent.iterdir()] == ["pipeline.yaml"]  # no temp file left
     spec, platform = yaml.safe_load_all(out.read_text())
@@ -81,18 +95,21 @@ def test_compile_writes_a_spec_that_kfp_loads_and_nothing_else(tmp_path, monkeyp
 
 
 def test_a_run_that_finds_the_lock_held_runs_nothing(tmp_path):
+    """The run use case says what it decided through `say`, in order, before it takes the lock."""
     from pipeline.local import run_lock
 
     config = _config(tmp_path)
-    prepared = use_cases.prepare(config)
-    lock = str(tmp_path / "run.lock")
+    lock, log = str(tmp_path / "run.lock"), str(tmp_path / "run.log")
+    said = []
     with run_lock.hold(lock):
         with pytest.raises(run_lock.Locked) as err:
-            use_cases.run(prepared, lock=lock, log_file=str(tmp_path / "run.log"))
+            local_run.run(config, lock=lock, log_file=log, say=said.append)
     assert errors.status_of(err.value) == errors.LOCKED
     assert not (tmp_path / "root").exists() and not (tmp_path / "serving").exists()
+    assert said[:-1] == preparing.prepare(config).lines()
+    assert said[-1] == f"lockstep: library logs go to {log} (-v shows them here)"
     with pytest.raises(config_lib.ConfigError, match="orchestrator must be one of local, kfp-local"):
-        use_cases.run(prepared, orchestrator="airflow")
+        local_run.run(config, orchestrator="airflow")
 
 
 def _outputs(tmp_path) -> dict:
@@ -144,11 +161,11 @@ def test_a_page_that_cannot_be_written_is_an_error_and_leaves_nothing(tmp_path, 
     # A page that fails half-way through its write: UTF-8 cannot encode a lone surrogate.
     monkeypatch.setattr(page, "render", lambda *args: "<html>" + "x" * 100_000 + "\udc80")
     directory = tmp_path / "reports"
-    path, error = use_cases.write_page(report, config, history=[], directory=str(directory))
+    path, error = run_history.write_page(report, config, history=[], directory=str(directory))
     assert path is None and error.startswith("UnicodeEncodeError: "), error
     assert list(directory.iterdir()) == []  # no page, no temporary file
     monkeypatch.undo()
-    path, error = use_cases.write_page(report, config, history=[], directory=str(directory))
+    path, error = run_history.write_page(report, config, history=[], directory=str(directory))
     assert error is None and [p.name for p in directory.iterdir()] == [os.path.basename(path)]
 
 
@@ -206,11 +223,12 @@ def test_the_pipeline_up_to_a_node_is_that_node_and_what_it_needs(tmp_path):
     schema) and Transform, not the validation branch it no longer waits for."""
     from pipeline import pipeline as pipeline_lib
 
-    prepared = use_cases.prepare(_config(tmp_path))
-    data = prepared.data
+    prepared = preparing.prepare(_config(tmp_path))
+    input_base, pattern = prepared.source
+    assert (input_base, pattern) == (prepared.data.input_base, prepared.data.pattern)
 
     def ids(to_node):
-        built = pipeline_lib.create_pipeline(prepared.config, data.input_base, data.pattern,
+        built = pipeline_lib.create_pipeline(prepared.config, input_base, pattern,
                                              prepared.decisions, to_node=to_node)
         return [c.id for c in built.components]
 
@@ -220,3 +238,63 @@ def test_the_pipeline_up_to_a_node_is_that_node_and_what_it_needs(tmp_path):
     assert set(ids(pipeline_lib.TRAINER_NODE)) == set(ids(None)) - {
         pipeline_lib.EVALUATOR_NODE, pipeline_lib.PUSHER_NODE, pipeline_lib.BASELINE_NODE}
     assert len(ids(None)) == 9
+
+
+def test_remote_data_goes_through_prepare_and_the_local_run(tmp_path, monkeypatch):
+    """Data on an object store: prepare reads none of it (the task and the gate come from the
+    config) and the local run's ExampleGen reads the CSVs from there, every row. TensorFlow's
+    ram:// file system stands in for the store: TFX's fileio hands a scheme it has no plugin of
+    its own for to its TensorFlow one (tf.io.gfile, which serves gs:// and s3:// too), so
+    components/fs.py and the ExampleGen read it as they would a bucket. It lives in this
+    process's memory: the run here has no second lane (a worker process would find ram://
+    empty), and it stops after the ExampleGen, as verify stops after Transform."""
+    import gzip
+
+    from components import fs
+    from pipeline import pipeline as pipeline_lib
+    from pipeline.local import node_worker, run_lock
+    from pipeline.local.console import Console
+
+    bundled = config_lib.BUNDLED_DATA / "penguins.csv"
+    base = f"ram://lockstep-{tmp_path.name}/data"  # a directory of CSV files, as the bundled
+    fs.makedirs(base)
+    with fs.fileio().open(f"{base}/penguins.csv", "wb") as handle:
+        handle.write(bundled.read_bytes())
+    # Unread data has no naive baselines to set the gate: it is the config's.
+    config = _config(tmp_path, **{"data.path": base, "data.task": "classification",
+                                  "eval.bounds": {"accuracy": 0.8}})
+
+    prepared = preparing.prepare(config)
+    assert prepared.data is None and prepared.skew is None
+    assert prepared.source == (base, "*.csv")
+    assert prepared.lines()[0] == (
+        f"lockstep: data {base} is remote: not checked before the run (the ExampleGen "
+        "reads it), label 'species'; task classification (set by --task or data.task)")
+    assert not (tmp_path / "root").exists()  # preparing writes nothing
+    # The run use case takes it as far as the lock (held here): nothing reads data.input_base.
+    lock, said = str(tmp_path / "run.lock"), []
+    with run_lock.hold(lock), pytest.raises(run_lock.Locked):
+        local_run.run(config, lock=lock, log_file=str(tmp_path / "run.log"), say=said.append)
+    assert said[0] == prepared.lines()[0]
+
+    monkeypatch.setattr(node_worker, "cores", lambda: 1)
+    with Console(str(tmp_path / "run.log")) as console:
+        report = local_run.run_dag(prepared, console, to_node=pipeline_lib.EXAMPLE_GEN_NODE)
+    assert [(n.node, n.state) for n in report.nodes] == [(pipeline_lib.EXAMPLE_GEN_NODE,
+                                                          "executed")]
+    assert report.data == base
+    examples = Path(report.artifacts[f"{pipeline_lib.EXAMPLE_GEN_NODE}.examples"])
+    assert examples.is_relative_to(tmp_path / "root")
+
+    def records(split):
+        count = 0
+        for path in examples.glob(f"Split-{split}/*.gz"):
+            data = gzip.decompress(path.read_bytes())
+            while data:  # TFRecord: length (8 bytes), its CRC (4), the record, its CRC (4)
+                length = int.from_bytes(data[:8], "little")
+                data, count = data[16 + length:], count + 1
+        return count
+
+    rows = len(bundled.read_text().strip().splitlines()) - 1  # no quoted line breaks in it
+    assert rows == 344 and records("train") + records("eval") == rows
+    assert records("train") > records("eval") > 0

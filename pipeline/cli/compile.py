@@ -31,19 +31,21 @@ def add_parser(sub) -> None:
     comp.set_defaults(func=command)
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def command(args) -> int:
-    from pipeline import use_cases
+    from pipeline.use_cases import compiling
 
     config = load_config(args, {"data.path": args.data, "data.label": args.label,
                                 "data.task": args.task,
                                 "paths.pipeline_root": args.pipeline_root,
                                 "paths.serving_dir": args.serving_dir,
                                 "trainer.tpu_slice": args.slice})
-    result = use_cases.compile_spec(config, args.output, args.image)
-    if result.fallback:
-        print(f"lockstep: compiling with import stand-ins failed ({result.fallback}); compiling "
-              "again with the real imports", file=sys.stderr)
-        return use_cases.compile_without_stand_ins(args.argv)
+    result = compiling.compile_spec(config, args.output, args.image, again=args.argv, say=_say)
+    if result.fallback:  # compiled again in a fresh process, which said what it wrote
+        return result.status
     trainer = config.trainer.tpu_slice or (f"{config.kubeflow.gpus} GPU(s)" if config.kubeflow.gpus
                                            else "CPU")
     spec = result.compiled.pipeline_spec

@@ -67,14 +67,14 @@ def add_parsers(sub) -> None:
 
 
 def _access(args):
-    from pipeline import use_cases
+    from pipeline.use_cases import on_kubeflow
 
     if args.token is not None:
         raise UsageError("--token would put the token in the command line, which every user "
                          "sees in `ps` and shell history: use --token-file FILE (or - for "
                          "stdin) or $KF_PIPELINES_TOKEN")
-    return use_cases.KfpAccess(args.host, args.token_file, args.namespace, args.experiment,
-                               args.service_account)
+    return on_kubeflow.KfpAccess(args.host, args.token_file, args.namespace, args.experiment,
+                                 args.service_account)
 
 
 def _spec_args(args) -> dict:
@@ -85,14 +85,14 @@ def _spec_args(args) -> dict:
 
 
 def submit_command(args) -> int:
-    from pipeline import use_cases
+    from pipeline.use_cases import on_kubeflow
 
     if args.vertex and not (args.project and args.region):
         raise UsageError("--vertex needs --project and --region")
     config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
-    done = use_cases.submit(config, _access(args), run_name=args.run_name,
-                            vertex=(args.project, args.region) if args.vertex else None,
-                            **_spec_args(args))
+    done = on_kubeflow.submit(config, _access(args), run_name=args.run_name,
+                              vertex=(args.project, args.region) if args.vertex else None,
+                              **_spec_args(args))
     if args.vertex:
         print(f"lockstep: submitted {done.run_id} to Vertex AI Pipelines")
         return 0
@@ -102,16 +102,16 @@ def submit_command(args) -> int:
 
 
 def schedule_command(args) -> int:
-    from pipeline import use_cases
+    from pipeline.use_cases import on_kubeflow
 
     if args.local:
         return _schedule_local(args)
     if not args.cron:
         raise UsageError("--cron is required")
     config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
-    done = use_cases.schedule(config, _access(args), args.cron, name=args.name,
-                              max_concurrency=args.max_concurrency, catch_up=args.catch_up,
-                              apply=args.apply, **_spec_args(args))
+    done = on_kubeflow.schedule(config, _access(args), args.cron, name=args.name,
+                                max_concurrency=args.max_concurrency, catch_up=args.catch_up,
+                                apply=args.apply, **_spec_args(args))
     if args.apply:
         print(f"lockstep: recurring run '{done.name}' {done.action}: {done.job_id}"
               + (f" (replaced {', '.join(done.replaced)})" if done.replaced else ""))
@@ -122,28 +122,28 @@ def schedule_command(args) -> int:
 
 
 def _schedule_local(args) -> int:
-    from pipeline import use_cases
+    from pipeline.use_cases import local_schedule
 
     config = load_config(args)
     name = args.name or config.pipeline_name
     if args.remove:
-        found = use_cases.unschedule_locally(config, name)
+        found = local_schedule.unschedule_locally(config, name)
         print(f"lockstep: {'removed' if found else 'no'} local schedule '{name}'")
         return 0
     if not args.cron:
         raise UsageError("--cron is required")
-    line = use_cases.schedule_locally(config, args.config, args.cron, name)
+    line = local_schedule.schedule_locally(config, args.config, args.cron, name)
     print(f"lockstep: installed local schedule '{name}' (machine local time):\n  {line}")
     return 0
 
 
 def schedules_command(args) -> int:
-    from pipeline import use_cases
+    from pipeline.use_cases import on_kubeflow
 
     if args.action != "list" and not args.id:
         raise UsageError(f"schedules {args.action} needs the recurring run id")
     config = load_config(args, absolute=False)
-    rows = use_cases.schedules(config, _access(args), args.action, args.id)
+    rows = on_kubeflow.schedules(config, _access(args), args.action, args.id)
     if args.action != "list":
         print(f"lockstep: {args.action} {args.id}: done")
         return 0

@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
 
 
 def command(args) -> int:
-    from pipeline import use_cases
+    from pipeline.use_cases import planning
     from trainer_module import scaling, slices
 
     overrides = {"trainer.per_replica_batch": args.per_replica_batch,
@@ -56,26 +56,18 @@ def command(args) -> int:
             raise UsageError(f"{flag} must be at least 1, got {value}")
     config = load_config(args, overrides, absolute=False)
     try:
-        sizes = use_cases.sizes_for(config, args.slice, args.replicas)
-    except slices.SliceError as err:
-        raise UsageError(f"--slice: {err}") from None
-    try:
-        like = use_cases.sizes_for(config, [args.like])[0] if args.like else None
-    except slices.SliceError as err:
-        raise UsageError(f"--like: {err}") from None
-    rows, where = use_cases.train_rows(config, args.rows)
-    try:
-        plans = use_cases.plan(config, sizes, rows, like)
-    except scaling.ScalingError as err:
-        if like is None:
-            raise
-        raise UsageError(f"--like {args.like}: {err}") from None
+        planned = planning.plan(config, slices=args.slice, replicas=args.replicas,
+                                like=args.like, rows=args.rows)
+    except planning.SizeError as err:
+        flag = f"--{err.which} {err.name}" if err.name else f"--{err.which}"
+        raise UsageError(f"{flag}: {err}") from None
+    plans = planned.plans
     if args.json:
         print(json.dumps([{"size": label, **dataclasses.asdict(plan)} for label, plan in plans],
                          indent=2))
         return 0
-    if where:
-        print(where + "\n")
+    if planned.rows_line:
+        print(planned.rows_line + "\n")
     headers = {label: "TPU slice " + slices.PRESETS[label].describe()
                for label, _ in plans if label in slices.PRESETS}
     print(scaling.describe_plans(plans, headers))

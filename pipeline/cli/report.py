@@ -18,14 +18,13 @@ def add_parser(sub) -> None:
 
 
 def command(args) -> int:
-    from pipeline import use_cases
+    from pipeline.use_cases import run_history
 
     config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
     try:
-        report, history = use_cases.past_run(config, args.run)
+        path, error = run_history.write_report(config, args.run, args.output)
     except LookupError as err:
         raise UsageError(str(err)) from None
-    path, error = use_cases.write_page(report, config, history=history, directory=args.output)
     if error:
         raise UsageError(f"the report could not be written: {error}")
     print(f"lockstep: wrote {path}")

@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     run.add_argument("--timeout-minutes", type=float,
                      help="stop the run with status 4 after this long (default: "
                           "run.timeout_minutes; 0: no limit)")
-    from pipeline.use_cases import LOCAL, ORCHESTRATORS  # light: no TensorFlow
+    from pipeline.use_cases.local_run import LOCAL, ORCHESTRATORS  # light: no TensorFlow
 
     run.add_argument("--orchestrator", choices=ORCHESTRATORS, default=LOCAL,
                      help="local: TFX's LocalDagRunner (default); kfp-local: compile for Kubeflow "
@@ -46,28 +46,15 @@ def _overrides(args) -> dict:
     }
 
 
-def command(args) -> int:
-    from pipeline import use_cases
+def _say(line: str) -> None:
+    print(line, flush=True)  # before the long run: seen at once, even through a pipe
 
-    prepared = use_cases.prepare(load_config(args, _overrides(args)))
-    for line in prepared.lines():
-        print(line, flush=True)
-    prepared = use_cases.check_drift(prepared)
-    if prepared.drift:
-        print(prepared.drift.line(), flush=True)
-    unchanged = None if args.force else use_cases.nothing_new(prepared)
-    if unchanged:
-        print(unchanged)
-        return 0
-    log_file = use_cases.log_path(prepared.config)
-    if not args.verbose:
-        print(f"lockstep: library logs go to {log_file} (-v shows them here)", flush=True)
-    outcome = use_cases.run(prepared, orchestrator=args.orchestrator, log_file=log_file,
-                            verbose=args.verbose, lock=args.lock)
-    print(outcome.report.describe(with_nodes=False))  # the components had their lines as they ran
-    if outcome.page:
-        print(f"Report: {outcome.page}")
-    else:
-        print(f"lockstep: the run report could not be written: {outcome.page_error}")
-    print(f"Total: {outcome.seconds:.1f}s")
+
+def command(args) -> int:
+    from pipeline.use_cases import local_run
+
+    outcome = local_run.run(load_config(args, _overrides(args)), orchestrator=args.orchestrator,
+                            force=args.force, verbose=args.verbose, lock=args.lock, say=_say)
+    for line in outcome.lines():
+        print(line)
     return 0

@@ -42,10 +42,10 @@ def _row(report) -> dict:
 
 
 def command(args) -> int:
-    from pipeline import use_cases
+    from pipeline.use_cases import run_history
 
     config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
-    rows = [_row(r) for r in use_cases.past_runs(config, args.limit)]
+    rows = [_row(r) for r in run_history.past_runs(config, args.limit)]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

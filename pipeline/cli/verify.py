@@ -29,20 +29,21 @@ def add_parser(sub) -> None:
     verify.set_defaults(func=command)
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
 def command(args) -> int:
-    from pipeline import use_cases
+    from pipeline.use_cases import verification
 
     for flag, value, least in (("--replicas", args.replicas, 2), ("--steps", args.steps, 1),
                                ("--workers", args.workers, 1)):
         if value < least:
             raise UsageError(f"{flag} must be at least {least}, got {value}")
-    prepared = use_cases.prepare(load_config(args, {
-        "data.path": args.data, "data.label": args.label,
-        "paths.pipeline_root": args.pipeline_root}))
-    for line in prepared.lines():
-        print(line, flush=True)
-    result = use_cases.verify(prepared, replicas=args.replicas, steps=args.steps,
-                              workers=args.workers)
+    config = load_config(args, {"data.path": args.data, "data.label": args.label,
+                                "paths.pipeline_root": args.pipeline_root})
+    result = verification.verify(config, replicas=args.replicas, steps=args.steps,
+                                 workers=args.workers, say=_say)
     for line in result.lines():
         print(line)
     return 0 if result.passed else 1

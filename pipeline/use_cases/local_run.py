@@ -1,0 +1,240 @@
+"""`lockstep run`: the pipeline run here, in this process with TFX's LocalDagRunner or, compiled,
+under kfp.local (a process a task), under the pipeline root's lock and a time limit, with the
+console showing it; a producer's corrupt cached output read once more without the cache; the
+run's page written at the end.
+
+It prepares the run itself (preparing.py) and says what it decided through `say` before the long
+part starts; it prints nothing and parses nothing. It refuses a second run under the same lock
+(run_lock.Locked) rather than waiting past run.lock_wait_seconds, and it never retries a failed
+component: only the cached output that does not read is made again, once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from pipeline import errors
+from pipeline.config import Config, ConfigError
+from pipeline.use_cases import Say, preparing, quiet, run_history
+
+if TYPE_CHECKING:
+    from pipeline.local.console import Console
+    from pipeline.local.node_worker import Worker
+    from pipeline.reporting.run_report import RunReport
+
+LOCAL, KFP_LOCAL = "local", "kfp-local"
+ORCHESTRATORS = (LOCAL, KFP_LOCAL)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What a run did: its report (pipeline/reporting/run_report.py), its page (or why there is
+    none), its time; or, when nothing was new, no report and the line that says so."""
+
+    report: RunReport | None = None
+    page: str | None = None
+    page_error: str | None = None
+    seconds: float = 0.0
+    unchanged: str = ""
+
+    def lines(self) -> list[str]:
+        """What the run says at its end (the components had their lines as they ran)."""
+        if self.report is None:
+            return [self.unchanged]
+        page = (f"Report: {self.page}" if self.page else
+                f"lockstep: the run report could not be written: {self.page_error}")
+        return [self.report.describe(with_nodes=False), page, f"Total: {self.seconds:.1f}s"]
+
+
+def run(config: Config, *, orchestrator: str = LOCAL, force: bool = False,
+        verbose: bool = False, log_file: str | None = None, lock: str | None = None,
+        say: Say = quiet) -> Outcome:
+    """Prepares the run, stops on drift, skips it when no new span arrived, else runs the whole
+    pipeline here and writes its page.
+
+    Args:
+      config: the config, absolutized.
+      orchestrator: "local" (TFX's LocalDagRunner, in this process) or "kfp-local" (the compiled
+        spec under kfp.local, each task a process).
+      force: run even when the spans are those the serving model was trained on.
+      verbose: library logs here, not only in the log file.
+      log_file: where library logs go (default: log_path(config)).
+      lock: the run lock (default: <pipeline root>/run.lock).
+      say: called with each line before the run starts: the data check's, the drift's, and
+        (not verbose) where the library logs go.
+    Returns:
+      the Outcome: with no report when there was nothing new to run.
+    Raises:
+      ConfigError, CsvError, SpanError, SkewError, DriftError, StorageError: before anything
+      runs (preparing.py); run_lock.Locked: another run holds the lock; errors.PipelineFailed:
+      a component failed (its last line); the project's own errors (pipeline/errors.py) unchanged.
+    """
+    if orchestrator not in ORCHESTRATORS:
+        raise ConfigError(f"orchestrator must be one of {', '.join(ORCHESTRATORS)}, "
+                          f"got {orchestrator!r}")
+    prepared = preparing.prepare(config)
+    for line in prepared.lines():
+        say(line)
+    prepared = preparing.check_drift(prepared)
+    if prepared.drift:
+        say(prepared.drift.line())
+    unchanged = None if force else preparing.nothing_new(prepared)
+    if unchanged:
+        return Outcome(unchanged=unchanged)
+    log_file = log_file or log_path(prepared.config)
+    if not verbose:
+        say(f"lockstep: library logs go to {log_file} (-v shows them here)")
+    return _run_prepared(prepared, orchestrator, log_file, verbose, lock)
+
+
+def log_path(config: Config) -> str:
+    """A new run's log file: <pipeline root>/logs/run-<UTC time>.log."""
+    return os.path.join(config.paths.pipeline_root, "logs",
+                        time.strftime("run-%Y%m%dT%H%M%SZ.log", time.gmtime()))
+
+
+def _run_prepared(prepared: preparing.Prepared, orchestrator: str, log_file: str, verbose: bool,
+                  lock: str | None) -> Outcome:
+    """The run itself: the object stores' storage check, the time limit, the lock and the
+    console around the orchestrator; then the report's own facts and the page."""
+    from absl import logging as absl_logging
+
+    from pipeline.local import run_lock
+    from pipeline.local.console import Console
+
+    config = prepared.config
+    preparing.check_storage(prepared, remote=True)
+    absl_logging.set_verbosity(absl_logging.INFO)  # all of it to the log file (or, -v, here)
+    tic = time.perf_counter()
+    _watchdog(config.run.timeout_minutes)
+    try:
+        with run_lock.hold(lock or run_lock.default_path(config.paths.pipeline_root),
+                           config.run.lock_wait_seconds), \
+                Console(log_file, verbose) as console:
+            report = _orchestrate(prepared, orchestrator, console)
+    except Exception as err:  # noqa: BLE001  a component failed: its error, whatever it is
+        if errors.status_of(err) is not None:  # the project's own: unchanged
+            raise
+        raise failure(err, "pipeline run failed", config) from err
+    report.task = prepared.task
+    report.drift = prepared.drift.to_dict() if prepared.drift else {}
+    report.skew = prepared.skew.to_dict() if prepared.skew else {}
+    page, page_error = run_history.write_page(report, config, log_file)
+    return Outcome(report, page, page_error, time.perf_counter() - tic)
+
+
+def failure(err: Exception, what: str, config: Config | None = None) -> errors.PipelineFailed:
+    """A failure inside a run that is not one of the project's own errors, in one line: what
+    failed, the error's type and its last line; a full disk says which place and what to do."""
+    lines = str(err).strip().splitlines()
+    last = lines[-1] if lines else ""
+    if config is not None:
+        from pipeline import storage
+
+        full = storage.out_of_space(str(err), storage.places(
+            config.paths.pipeline_root, config.paths.serving_dir, 0))
+        if full:
+            return errors.PipelineFailed(f"{what}: {full} ({type(err).__name__}: {last[:160]})")
+    return errors.PipelineFailed(f"{what}: {type(err).__name__}: {last}")
+
+
+def _orchestrate(prepared: preparing.Prepared, orchestrator: str, console: Console) -> RunReport:
+    config = prepared.config
+    if config.trainer.emulate_replicas > 1:
+        # Before TensorFlow starts: with LocalDagRunner the Trainer runs in this process.
+        from trainer_module.strategy import configure_emulated_replicas
+
+        configure_emulated_replicas(config.trainer.emulate_replicas)
+    if orchestrator == KFP_LOCAL:
+        from pipeline.local import kfp_local
+
+        console.line("lockstep: compiling, then running the spec under kfp.local, each task a "
+                     "process of its own")
+
+        def task_line(record):
+            console.line(f"  {record.task:<20} {'done' if record.succeeded else 'FAILED':<7} "
+                         f"{record.seconds:6.1f}s (start-up {record.start_seconds:.1f}s)")
+
+        return kfp_local.run_config(config, on_task=task_line).report()
+    from pipeline.local import node_worker
+
+    worker = node_worker.Worker.if_useful()  # its imports beside this process's
+    try:  # TFX's imports here, beside the worker's; run_dag uses them
+        from pipeline.local import dag_runner  # noqa: F401
+    except BaseException:
+        if worker is not None:
+            worker.close()
+        raise
+    return run_dag(prepared, console, worker)
+
+
+def run_dag(prepared: preparing.Prepared, console: Console, worker: Worker | None = None,
+            to_node: str | None = None) -> RunReport:
+    """The pipeline with LocalDagRunner (pipeline/local/dag_runner.py) on what the ExampleGen
+    reads (Prepared.source: local or remote data alike), and once more without the cache for a
+    producer whose cached output does not read (components/integrity.py): its node runs again,
+    saying why on the console.
+
+    Args:
+      worker: the second lane's process (dag_runner.run starts one where useful when None).
+      to_node: run the nodes up to this one alone (`lockstep verify` stops after Transform).
+    Returns:
+      the run's report, read back from ML Metadata.
+    Raises:
+      the node's own error; errors.PipelineFailed: a second read error, naming the file.
+    """
+    from components import integrity
+    from pipeline import pipeline as pipeline_lib
+    from pipeline.local import dag_runner
+    from pipeline.reporting import metadata_store
+
+    config = prepared.config
+    input_base, pattern = prepared.source
+    producer = pipeline_lib.EXAMPLE_GEN_NODE
+    uncached: tuple[str, ...] = ()
+    while True:
+        try:
+            return dag_runner.run(config, input_base, pattern, prepared.decisions,
+                                  to_node=to_node, worker=worker, uncached=uncached)
+        except dag_runner.NodeFailed as failed:
+            worker = None  # closed by that run; the next starts its own
+            if not integrity.is_read_error(failed.error):
+                raise failed.error from None
+            examples = metadata_store.report(config, failed.run_id).artifacts.get(
+                f"{producer}.examples")
+            found = integrity.corrupt_file(examples) if examples else None
+            if found is None:
+                raise errors.PipelineFailed(
+                    f"{failed.node} could not read its input ({type(failed.error).__name__}), "
+                    f"and every file of {producer}'s output {examples} reads whole") from None
+            path, why = found
+            if uncached:
+                raise errors.PipelineFailed(
+                    f"{producer}'s output is corrupt again after it ran anew: {path} ({why}); "
+                    "check the disk under the pipeline root") from None
+            console.line(f"lockstep: {failed.node} could not read {producer}'s cached output: "
+                         f"{path} is corrupt ({why}); running {producer} again, not from the "
+                         "cache")
+            uncached = (producer,)
+
+
+def _watchdog(minutes: float) -> threading.Timer | None:
+    """After `minutes`, says so on the real stderr and ends the process with status 4 (the
+    kernel releases the run lock). Started before the console redirects fd 2."""
+    if not minutes:
+        return None
+    terminal = os.dup(2)
+
+    def stop():
+        os.write(terminal, (f"lockstep: error: the run took longer than {minutes:g} min "
+                            "(run.timeout_minutes); stopped\n").encode())
+        os._exit(errors.TIMED_OUT)
+
+    timer = threading.Timer(minutes * 60, stop)
+    timer.daemon = True
+    timer.start()
+    return timer
