@@ -26,6 +26,10 @@ Before any of that, the places the task will write are probed (components/fs.py,
 output artifact's URI and, for the Pusher, its serving dir. One that cannot take a file ends the
 task at once with one line naming it and UNWRITABLE_STATUS, not after its work is done.
 
+The same command runs the Trainer inside a Vertex AI job (components/vertex_training.py), with
+tfx.scripts.run_executor's arguments (`--inputs-base64` ...) instead of a KFP executor input:
+RUN_EXECUTOR_FLAG tells them apart.
+
 A Trainer task stopped by SIGTERM while it trains (its pod evicted, its node preempted) saves a
 checkpoint first (trainer_module/termination.py) and exits with PREEMPTED_STATUS and one line;
 KFP's retry runs the same executor input, so the same ModelRun directory, and resumes there.
@@ -127,6 +131,7 @@ def prepare(argv: list[str]) -> None:
 UNWRITABLE_STATUS = 2  # as lockstep's own: the place the task writes is refused before it runs
 INVOCATION_FLAG = "--json_serialized_invocation_args"  # the task's executor input (KFP v2)
 PUSHER_EXECUTOR = "components.pusher.Executor"
+RUN_EXECUTOR_FLAG = "--inputs-base64"  # tfx.scripts.run_executor's arguments: a Vertex job's
 
 
 def places_written(argv: list[str]) -> list[str]:
@@ -183,12 +188,19 @@ def main() -> None:
         sys.exit(UNWRITABLE_STATUS)
     prepare(sys.argv[1:])
     from absl import app
-    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor as tfx_entrypoint
 
     from trainer_module import termination
 
+    if RUN_EXECUTOR_FLAG in sys.argv:
+        from tfx.scripts import run_executor
+
+        main_fn, parse = run_executor.main, run_executor.parse_flags
+    else:
+        from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor
+
+        main_fn, parse = kubeflow_v2_run_executor.main, kubeflow_v2_run_executor._parse_flags
     try:
-        app.run(tfx_entrypoint.main, flags_parser=tfx_entrypoint._parse_flags)
+        app.run(main_fn, flags_parser=parse)
     except termination.Preempted as err:
         print(f"lockstep-task: {err}", file=sys.stderr, flush=True)
         sys.exit(termination.PREEMPTED_STATUS)

@@ -58,16 +58,18 @@ class Trainer(base_component.BaseComponent):
     def __init__(self, examples: types.BaseChannel, transform_graph: types.BaseChannel,
                  schema: types.BaseChannel, run_fn: str, custom_config: dict[str, Any],
                  base_model: types.BaseChannel | None = None,
-                 parameters: dict[str, Any] | None = None):
+                 parameters: dict[str, Any] | None = None,
+                 extra_parameters: dict[str, Any] | None = None):
+        """extra_parameters: a subclass's own execution properties (its SPEC_CLASS's)."""
         unknown = set(parameters or {}) - set(RUN_PARAMETERS)
         if unknown:
             raise ValueError(f"unknown trainer parameter(s): {', '.join(sorted(unknown))}")
-        spec = TrainerSpec(
+        spec = self.SPEC_CLASS(
             examples=examples, transform_graph=transform_graph, schema=schema,
             base_model=base_model, train_args=trainer_pb2.TrainArgs(),
             eval_args=trainer_pb2.EvalArgs(), run_fn=run_fn,
             custom_config=json_utils.dumps(custom_config),
             model=types.Channel(type=standard_artifacts.Model),
             model_run=types.Channel(type=standard_artifacts.ModelRun),
-            **(parameters or {}))
+            **(parameters or {}), **(extra_parameters or {}))
         super().__init__(spec=spec)

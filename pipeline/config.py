@@ -161,6 +161,21 @@ class KubeflowConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class VertexConfig:
+    # A multi-host trainer.tpu_slice (v5e-16 and up) trains as a Vertex AI custom job that the
+    # Trainer task submits and waits for (components/vertex_training.py); every other task stays
+    # where it runs. project, region, service_account and network are run parameters too
+    # (`lockstep submit --param vertex_region=...`).
+    project: str = ""
+    region: str = ""  # one that offers the slice's TPU VMs (v5e: us-central1, europe-west4, ...)
+    service_account: str = ""  # the job's identity ("": the project's Vertex AI default)
+    network: str = ""  # projects/<number>/global/networks/<name>, for VPC peering ("": none)
+    api_endpoint: str = ""  # "": https://<region>-aiplatform.googleapis.com
+    poll_seconds: float = 30.0  # how often the Trainer task asks how the job is doing
+    resubmits: int = 3  # a job whose TPU VMs were preempted away is submitted again this often
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
     pipeline_name: str = "lockstep"
     enable_cache: bool = True
@@ -172,6 +187,7 @@ class Config:
     push: PushConfig = dataclasses.field(default_factory=PushConfig)
     run: RunConfig = dataclasses.field(default_factory=RunConfig)
     kubeflow: KubeflowConfig = dataclasses.field(default_factory=KubeflowConfig)
+    vertex: VertexConfig = dataclasses.field(default_factory=VertexConfig)
     # Extra Beam pipeline args. Empty means Beam's DirectRunner in memory with one worker, the
     # fastest on small data; any arg makes TFX package itself for Beam workers (an sdist build per
     # component, seconds each) unless it also names --setup_file or --sdk_container_image.

@@ -25,10 +25,12 @@ from components.pusher import Pusher
 from components.statistics_gen import StatisticsGen
 from components.trainer import Trainer
 from components.transform import Transform
+from components.vertex_training import VertexTrainer
+from components import vertex_training
 from pipeline import evaluation
 from pipeline.config import Config
 from pipeline.preflight import Decisions
-from trainer_module import hooks
+from trainer_module import hooks, slices
 from trainer_module.settings import RUN_PARAMETERS, TrainSpec, TransformSpec
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
@@ -82,12 +84,44 @@ def example_gen_spec(config: Config) -> ExampleGenSpec:
                           data.split_seed)
 
 
+def multi_host(config: Config) -> bool:
+    """Whether trainer.tpu_slice spans several hosts (its Trainer is then a Vertex AI job)."""
+    return bool(config.trainer.tpu_slice) and not slices.get(config.trainer.tpu_slice).single_host
+
+
 def train_spec(config: Config, label: str, task: str) -> TrainSpec:
     trainer = config.trainer
     if trainer.tpu_slice and trainer.strategy == "auto":
-        # On a GKE TPU node the chips are local to the pod.
-        trainer = dataclasses.replace(trainer, strategy="tpu", tpu=trainer.tpu or "local")
+        # On a GKE TPU node the chips are local to the pod ("local"); a multi-host slice's
+        # resolver finds its hosts from the environment Vertex AI sets (TPU_CONFIG: "").
+        trainer = dataclasses.replace(
+            trainer, strategy="tpu", tpu=trainer.tpu or ("" if multi_host(config) else "local"))
     return TrainSpec(label, task, trainer, code_fingerprint(config))
+
+
+def vertex_run_parameter_values(config: Config) -> dict[str, str]:
+    """The Vertex AI job's settings a run can override ({} unless the slice is multi-host)."""
+    if not multi_host(config):
+        return {}
+    v = config.vertex
+    return {vertex_training.PROJECT: v.project, vertex_training.REGION: v.region,
+            vertex_training.SERVICE_ACCOUNT: v.service_account,
+            vertex_training.NETWORK: v.network}
+
+
+def vertex_settings(config: Config, image: str, kubeflow: bool) -> dict:
+    """The Vertex AI job's settings for a multi-host slice's Trainer (components/
+    vertex_training.py); project, region, service account and network as run parameters."""
+    v = config.vertex
+    values = vertex_run_parameter_values(config)
+    if kubeflow:
+        values = {name: RuntimeParameter(name=name, ptype=str, default=value)
+                  for name, value in values.items()}
+    return {**values, vertex_training.IMAGE: image,
+            vertex_training.TPU_SLICE: config.trainer.tpu_slice,
+            vertex_training.API_ENDPOINT: v.api_endpoint,
+            vertex_training.POLL_SECONDS: v.poll_seconds,
+            vertex_training.RESUBMITS: v.resubmits}
 
 
 def transform_spec(config: Config, decisions: Decisions) -> TransformSpec:
@@ -122,13 +156,15 @@ def _up_to(components: list, node: str | None) -> list:
 
 
 def create_pipeline(config: Config, input_base: str, pattern: str, decisions: Decisions,
-                    kubeflow: bool = False, to_node: str | None = None) -> tfx_pipeline.Pipeline:
+                    kubeflow: bool = False, to_node: str | None = None,
+                    image: str = "") -> tfx_pipeline.Pipeline:
     """input_base/pattern: the CSV files. decisions: taken once before the run
     (pipeline/preflight.py): the task, the columns' roles and the gate; Transform, Trainer and
     the eval config all take them from here.
 
     kubeflow: the data root and the trainer's RUN_PARAMETERS become runtime parameters a run
-    can override, and no local ML Metadata. to_node: the nodes up to it (`lockstep verify`)."""
+    can override, and no local ML Metadata. to_node: the nodes up to it (`lockstep verify`).
+    image: the pipeline's image, which a multi-host slice's Vertex AI job runs."""
     label, task, gate = config.data.label, decisions.task, decisions.gate
     trainer_parameters = run_parameter_values(config)
     if kubeflow:
@@ -161,14 +197,18 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
     trainer_inputs = {}
     if config.trainer.warm_start:
         trainer_inputs["base_model"] = latest.outputs["model"]
-    trainer = Trainer(
+    trainer_class, vertex = Trainer, {}
+    if multi_host(config):
+        trainer_class = VertexTrainer
+        vertex = {"vertex": vertex_settings(config, image, kubeflow)}
+    trainer = trainer_class(
         run_fn=RUN_FN,
         examples=example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
         custom_config=train_spec(config, label, task).to_custom_config(),
         parameters=trainer_parameters,
-        **trainer_inputs).with_id(TRAINER_NODE)
+        **trainer_inputs, **vertex).with_id(TRAINER_NODE)
     # The validator gates training: make the Trainer wait for it.
     trainer.add_upstream_node(example_validator)
     evaluator = Evaluator(

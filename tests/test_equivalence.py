@@ -81,14 +81,20 @@ def test_command_line_error_is_one_line(penguins_run, hooks_on_pythonpath):
     assert "\n" not in str(error.value)
 
 
-def test_two_worker_processes_make_one_devices_update(penguins_run, hooks_on_pythonpath):
-    """MultiWorkerMirroredStrategy in 2 processes on loopback, each fed its own slices of every
-    global batch, 4 global steps in two host calls, against Keras on one device: 1e-5."""
-    result = equivalence.run_in_subprocess(_job(penguins_run), steps=4, workers=2)
+@pytest.mark.parametrize("hosts", [2, 4])
+def test_host_processes_each_reading_its_share_make_one_devices_update(
+        penguins_run, hooks_on_pythonpath, hosts):
+    """MultiWorkerMirroredStrategy in 2 and 4 processes on loopback, as the hosts of a slice: each
+    process's input pipeline reads only its own share of the records (the run's dataset function
+    with its input context), 4 global steps in two host calls, against Keras on one device fed
+    the shares together: 1e-5."""
+    result = equivalence.run_in_subprocess(_job(penguins_run), steps=4, workers=hosts)
     print("\n".join(result.lines()))
-    assert (result.workers, result.replicas, result.updates, result.global_batch) == (2, 2, 4, 64)
+    assert (result.workers, result.replicas, result.updates, result.global_batch) == (
+        hosts, hosts, 4, 32 * hosts)
     assert result.passed and result.max_difference < 1e-5, result.lines()
-    assert result.lines()[0].startswith("verify: 2 replicas in 2 worker processes x batch 32")
+    assert result.lines()[0].startswith(f"verify: {hosts} replicas in {hosts} worker processes "
+                                        "x batch 32")
 
 
 @pytest.mark.parametrize("settings, figure", [

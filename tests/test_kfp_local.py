@@ -152,3 +152,39 @@ def test_a_retried_trainer_task_resumes_from_its_checkpoint(kfp_local_run, tmp_p
     for name in expected:
         assert (final[name] == expected[name]).all(), name
     assert (tmp_path / "cut" / "model" / "Format-Serving" / "saved_model.pb").exists()
+
+
+def test_a_vertex_trainer_task_runs_the_trainer_as_the_job_it_submits(kfp_local_run, tmp_path):
+    """The Trainer task of a multi-host slice, from the executor input kfp.local gave this run's
+    Trainer: it submits a Vertex AI job (to the stand-in, which runs the job's container command
+    here as Vertex would on the slice, CPU standing in for the TPU), waits, and ends once the job
+    has written the model to the task's own output URIs, a model that serves."""
+    import sys
+
+    from vertex_standin import VertexStandIn
+
+    command = _trainer_command(kfp_local_run.pipeline_dir, tmp_path / "task", train_steps=60,
+                               steps_per_execution=10, verify=False)
+    command[0] = sys.executable
+    command[command.index("--executor_class_path") + 1] = "components.vertex_training.Executor"
+    at = command.index("--json_serialized_invocation_args") + 1
+    executor_input = json.loads(command[at])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(EXAMPLE), str(REPO)]))
+    with VertexStandIn(run_containers=True, env={"PYTHONPATH": env["PYTHONPATH"]}) as standin:
+        executor_input["inputs"]["parameterValues"].update({
+            "vertex_project": "acme", "vertex_region": "us-central1",
+            "vertex_service_account": "", "vertex_network": "", "vertex_image": "img:1",
+            "vertex_tpu_slice": "v5e-16", "vertex_api_endpoint": standin.endpoint,
+            "vertex_poll_seconds": 0.5, "vertex_resubmits": 0})
+        command[at] = json.dumps(executor_input)
+        task = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
+        assert task.returncode == 0, task.stderr[-3000:]
+        [job] = standin.jobs.values()
+    assert job["state"] == "JOB_STATE_SUCCEEDED"
+    assert job["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] == {
+        "machineType": "ct5lp-hightpu-4t", "tpuTopology": "4x4"}
+    model = tmp_path / "task" / "model" / "Format-Serving"
+    files = (kfp_local_run.pipeline_dir / "CsvExampleGen" / "examples" / "Split-eval").glob("*")
+    assert serving_accuracy(model, list(files), label="Status") > 0.6
+    summary = json.loads((tmp_path / "task" / "model_run" / "training_summary.json").read_text())
+    assert summary["plan"]["train_steps"] == 60

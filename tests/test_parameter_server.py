@@ -124,7 +124,7 @@ def test_a_killed_worker_does_not_stop_training(penguins_run, tmp_path):
     assert killed_at is not None and "step 600/600" not in killed_at, text[-3000:]
     assert "Worker /job:worker/replica:0/task:1 failed" in text, text[-3000:]
     result = json.loads((tmp_path / "result.json").read_text())
-    assert result["strategy"] == "ParameterServerStrategyV2"
+    assert result["strategy"] == "ParameterServerStrategy"  # as users know it
     assert result["asynchronous"]["workers"] == 2 and result["asynchronous"]["updates"] == 600
     assert (tmp_path / "serving" / "saved_model.pb").is_file()
 
@@ -140,7 +140,7 @@ def test_a_parameter_server_run_pushes_a_model_that_serves(penguins_run, tmp_pat
     result = run.run("--config", tmp_path / "ps.toml")
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
-    assert "Trainer: ParameterServerStrategyV2" in out, out
+    assert "Trainer: ParameterServerStrategy on " in out, out
     assert "Asynchronous: 2 worker(s), 1 parameter server(s), " in out, out
     assert "Blessed: yes" in out, out
     [version] = run.pushed_versions()

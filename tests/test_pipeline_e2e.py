@@ -22,6 +22,9 @@ def _components(stdout: str) -> dict[str, str]:
 
 def test_pushed_model_serves_raw_examples_accurately(penguins_run):
     assert "Blessed: yes" in penguins_run.first.stdout
+    # The strategy as users know it (TensorFlow's default strategy is "one device").
+    assert "\nTrainer: one device on 1 replica(s), 400 steps of global batch 32 " in \
+        penguins_run.first.stdout
     comps = _components(penguins_run.first.stdout)
     assert set(comps.values()) == {"executed"} and len(comps) == 9, penguins_run.first.stdout
     [version] = penguins_run.pushed_versions()

@@ -45,6 +45,10 @@ def test_plan_grows_from_v5e4_to_v5e16():
     assert big["train_steps"] * 4 == small["train_steps"] == 2048
     assert small["examples"] == big["examples"] == 1048576
     assert big["learning_rate"] == pytest.approx(4 * small["learning_rate"])
+    assert (small["hosts"], big["hosts"]) == (1, 4)
+    text = lockstep("plan", "--slice", "v5e-16", "--per-replica-batch", "128").stdout
+    assert ("hosts                 4  (4 replicas each; each host's input pipeline reads its own "
+            "share of the files and feeds 512 examples a step)") in text
 
 
 def test_plan_reads_slice_and_batch_from_config(tmp_path):

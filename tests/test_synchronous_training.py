@@ -303,3 +303,35 @@ def test_records_are_read_in_blocks_round_robin_over_files_every_record_once(tmp
               for start in range(0, max(sizes), block) for f, size in enumerate(sizes)]
     assert got == [record for b in blocks for record in b]
     assert input_pipeline.count_records(files) == sum(sizes)
+
+
+@pytest.mark.parametrize("hosts", [2, 4])
+@pytest.mark.parametrize("files", [1, 8])  # fewer files than hosts: records shared out instead
+def test_each_host_reads_its_own_share_and_every_record_once_an_epoch(tmp_path, hosts, files):
+    """The input pipeline of a multi-host run, one per host (its input context's id of
+    num_input_pipelines): in one epoch, across the hosts, every record is read once, none twice
+    and none skipped, and each host reads only its own share."""
+    per_file = 512 // files
+    paths = []
+    for f in range(files):
+        paths.append(str(tmp_path / f"part-{f}.gz"))
+        with tf.io.TFRecordWriter(paths[-1], options="GZIP") as writer:
+            for i in range(per_file):
+                example = tf.train.Example()
+                feature = example.features.feature
+                feature["a_xf"].float_list.value.append(f * per_file + i)
+                feature["b_xf"].float_list.value.append(0.0)
+                feature["k_xf"].int64_list.value.append(0)
+                feature["y_xf"].int64_list.value.append(i % 3)
+                writer.write(example.SerializeToString())
+    dataset_fn = input_pipeline.make_dataset_fn(paths, SPEC, "y", settings.CLASSIFICATION, 8,
+                                                training=True, seed=5)
+    share = 512 // hosts
+    read = []
+    for host in range(hosts):
+        context = tf.distribute.InputContext(num_input_pipelines=hosts, input_pipeline_id=host,
+                                             num_replicas_in_sync=2 * hosts)
+        epoch = [x["a_xf"].numpy() for x, _ in dataset_fn(context).take(share // 8)]
+        read.append(sorted(int(v) for v in np.concatenate(epoch)))
+        assert len(set(read[-1])) == share  # its share, once each
+    assert sorted(v for host in read for v in host) == list(range(512))

@@ -21,8 +21,9 @@ The lockstep side takes the job's own settings: trainer.precision (both sides in
 tolerance widens to 16-bit rounding), trainer.accumulation_steps (each replica sums that many
 micro-batches per update), trainer.jit_compile (the XLA step; Keras, the reference, stays plain),
 and runs its steps in two host calls. With `workers` > 1 it runs in that many processes on
-loopback under MultiWorkerMirroredStrategy (one replica each, each process fed its own slices of
-every global batch), as a multi-host run does; the chief also trains the reference and compares.
+loopback under MultiWorkerMirroredStrategy (one replica each), each process's input pipeline
+reading only its own share of the files, as each host of a multi-host slice does; the chief
+rebuilds every share for the reference, trains it and compares.
 It fails, too, unless the optimizer made exactly one update per global step.
 
 Both sides use plain SGD at the plan's learning rate: each step moves every weight by exactly
@@ -112,7 +113,11 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     inputs = build.model_inputs(tf_transform_output, job.label, job.task, cfg)
     per_example_loss = build.loss(cfg, job.task, inputs.outputs)
-    batches = _replica_batches(job, tf_transform_output, plan, steps)
+    dataset_fn = input_pipeline.make_dataset_fn(
+        job.train_files, build.raw_spec(tf_transform_output, job.label), job.label, job.task,
+        plan.replica_step_batch, training=True, seed=cfg.seed,
+        transform=tf_transform_output.transform_features_layer())
+    fed = replicas // workers  # the replicas one process's input pipeline feeds
 
     tf.keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():
@@ -120,9 +125,10 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
         optimizer = precision.wrap_optimizer(tf.keras.optimizers.SGD(plan.learning_rate),
                                              cfg.precision)
     initial = model.get_weights()
+    # The run's own input: each process's pipeline reads its own share of the files, as each host
+    # of a multi-host run does (tf.distribute hands it its input context).
     dataset = strategy.distribute_datasets_from_function(
-        lambda ctx: tf.data.Dataset.from_tensor_slices(_stack(_pipeline_batches(
-            batches, replicas, ctx.num_input_pipelines, ctx.input_pipeline_id))))
+        lambda ctx: dataset_fn(ctx).take(steps * fed))
     step_loop = loop.SynchronousLoop(strategy, model, optimizer, per_example_loss,
                                      plan.global_batch, dataset, jit_compile=cfg.jit_compile,
                                      accumulation_steps=plan.accumulation_steps)
@@ -140,7 +146,7 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
     reference.compile(optimizer=precision.wrap_optimizer(
                           tf.keras.optimizers.SGD(plan.learning_rate), cfg.precision),
                       loss=_MeanOverBatch(per_example_loss), jit_compile=False)
-    x, y = _concatenate(batches)  # the global batches, one after the other
+    x, y = _concatenate(_global_batches(dataset_fn, workers, replicas, steps))
     reference.fit(x, y, batch_size=plan.global_batch, epochs=1, shuffle=False, verbose=0)
 
     difference, variable, moved = _compare(
@@ -161,14 +167,6 @@ def _worker_strategy(workers: int) -> tf.distribute.MultiWorkerMirroredStrategy:
     return strategy
 
 
-def _pipeline_batches(batches: list, replicas: int, pipelines: int, pipeline_id: int) -> list:
-    """The batches one input pipeline feeds: of each step's `replicas` batches, the consecutive
-    run of its replicas (all of them with one pipeline; its own with one per worker)."""
-    fed = replicas // pipelines
-    return [batch for step in range(0, len(batches), replicas)
-            for batch in batches[step + pipeline_id * fed: step + (pipeline_id + 1) * fed]]
-
-
 def _replica_strategy(replicas: int) -> tf.distribute.MirroredStrategy:
     """MirroredStrategy over the first `replicas` logical CPU devices."""
     devices = [d.name for d in tf.config.list_logical_devices("CPU")]
@@ -181,23 +179,17 @@ def _replica_strategy(replicas: int) -> tf.distribute.MirroredStrategy:
         devices[:replicas], cross_device_ops=tf.distribute.ReductionToOneDevice())
 
 
-def _replica_batches(job: TrainJob, tf_transform_output, plan: scaling.Plan,
-                     steps: int) -> list:
-    """The per-replica batches (each replica's micro-batches together) a run's input feeds its
-    first `steps` global steps, in order:
-    replica 0's, 1's, ... of step 0, then of step 1, ... (the run's input context: one input
-    pipeline feeding all replicas, which takes consecutive batches in turn)."""
-    dataset_fn = input_pipeline.make_dataset_fn(
-        job.train_files, build.raw_spec(tf_transform_output, job.label), job.label, job.task,
-        plan.replica_step_batch, training=True, seed=job.trainer.seed,
-        transform=tf_transform_output.transform_features_layer())
-    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
-                                         num_replicas_in_sync=plan.replicas)
-    return list(dataset_fn(context).take(steps * plan.replicas))
-
-
-def _stack(batches: list):
-    return tf.nest.map_structure(lambda *parts: tf.stack(parts), *batches)
+def _global_batches(dataset_fn, pipelines: int, replicas: int, steps: int) -> list:
+    """The per-replica batches of the first `steps` global steps, in order (step 0's replicas,
+    then step 1's, ...), as every pipeline feeds them: rebuilt here from the same dataset
+    function and input contexts, for the one-device reference to train on. Each pipeline reads
+    only its own share, and the shares together are the global batches."""
+    fed = replicas // pipelines
+    shares = [list(dataset_fn(tf.distribute.InputContext(
+        num_input_pipelines=pipelines, input_pipeline_id=pipeline,
+        num_replicas_in_sync=replicas)).take(steps * fed)) for pipeline in range(pipelines)]
+    return [batch for step in range(steps) for share in shares
+            for batch in share[step * fed:(step + 1) * fed]]
 
 
 def _concatenate(batches: list):

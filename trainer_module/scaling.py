@@ -62,6 +62,18 @@ class Plan:
 
     batch_source: str = ""  # where the per-replica batch came from, in words
     decay_steps: int = 0  # the last steps, over which the rate falls linearly to zero
+    # Hosts feeding the replicas, one input pipeline each (a multi-host TPU slice, several
+    # workers): each reads its own share of the training files (trainer_module/input_pipeline.py).
+    hosts: int = 1
+
+    @property
+    def replicas_per_host(self) -> int:
+        return max(self.replicas // max(self.hosts, 1), 1)
+
+    @property
+    def host_batch(self) -> int:
+        """The examples one host's input pipeline feeds per global step."""
+        return self.global_batch // max(self.hosts, 1)
 
     @property
     def asynchronous(self) -> bool:
@@ -83,6 +95,9 @@ class Plan:
             f"  per-replica batch     {self.per_replica_batch}  ({self.batch_source})",
             f"  global batch          {self.global_batch}  (= {self.per_replica_batch} x "
             f"{self.replicas}{accumulated})",
+            *([f"  hosts                 {self.hosts}  ({self.replicas_per_host} replicas "
+               f"each; each host's input pipeline reads its own share of the files and feeds "
+               f"{self.host_batch} examples a step)"] if self.hosts > 1 else []),
             f"  train steps           {self.train_steps}  ({self.examples} examples: {self.budget})",
             f"  learning rate         {self.learning_rate:g}  (= {self.base_learning_rate:g} x "
             f"{self.global_batch} / {self.base_batch})",
@@ -158,13 +173,14 @@ def default_per_replica_batch(hardware: str, replicas: int, accumulation: int = 
 
 
 def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None = None,
-              cluster: tuple[int, int] | None = None, hardware: str = "") -> Plan:
+              cluster: tuple[int, int] | None = None, hardware: str = "", hosts: int = 1) -> Plan:
     """cfg: a TrainerConfig. replicas: num_replicas_in_sync (per worker, asynchronous).
     train_rows: the training split's rows, needed when the steps come from trainer.epochs, and
     used to fit the default batch to the data. cluster: (workers, parameter servers) of an
     asynchronous run, when not the config's own (trainer.ps_workers, trainer.ps_servers);
     TF_CONFIG's cluster, say. hardware: "tpu", "gpu" or "cpu", what a replica is (default: "tpu"
-    when on_tpu, else "cpu"), for the default batch."""
+    when on_tpu, else "cpu"), for the default batch. hosts: the input pipelines that feed the
+    replicas (a multi-host slice's hosts, a multi-worker run's workers)."""
     if replicas < 1:
         raise ScalingError(f"replicas must be at least 1, got {replicas}")
     hardware = hardware or ("tpu" if on_tpu else "cpu")
@@ -220,7 +236,7 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None =
     return Plan(replicas, per_replica, global_batch, steps, steps * global_batch, lr,
                 cfg.base_learning_rate, cfg.base_batch, warmup, tuple(warnings),
                 budget, accumulation, cfg.precision, on_tpu, workers, servers, batch_source,
-                decay_steps=decay)
+                decay_steps=decay, hosts=max(hosts, 1))
 
 
 def like(replicas: int, target_replicas: int) -> int:

@@ -49,9 +49,12 @@ def _tf_config_cluster() -> dict:
 
 
 def _tpu_strategy(name: str, zone: str, project: str):
+    """name: "local" (the chips of this host), a TPU's name, or "" for the one the environment
+    names (TPU_NAME, or Vertex AI's TPU_CONFIG on a multi-host slice: one process drives every
+    host, and each host's input pipeline reads its own share, trainer_module/input_pipeline.py)."""
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-            tpu=name, zone=zone or None, project=project or None)
+            tpu=name or None, zone=zone or None, project=project or None)
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (ValueError, RuntimeError, tf.errors.OpError) as err:
@@ -68,8 +71,11 @@ def resolve_strategy(cfg) -> tf.distribute.Strategy:
     tpu_name = cfg.tpu or os.environ.get("TPU_NAME", "")
     strategy = None
     if kind == "tpu" or (kind == "auto" and tpu_name):
+        # No name: the environment's multi-host slice (Vertex AI's TPU_CONFIG), else this host's.
+        if not tpu_name and not os.environ.get("TPU_CONFIG"):
+            tpu_name = "local"
         try:
-            strategy = _tpu_strategy(tpu_name or "local", cfg.tpu_zone, cfg.tpu_project)
+            strategy = _tpu_strategy(tpu_name, cfg.tpu_zone, cfg.tpu_project)
             kind = "tpu"
         except StrategyError as err:
             if not cfg.allow_fallback:
@@ -134,6 +140,17 @@ def hardware(strategy) -> str:
     except (AttributeError, RuntimeError, NotImplementedError):  # the default strategy: the CPU
         devices = ()
     return "gpu" if any("GPU" in str(d).upper() for d in devices) else "cpu"
+
+
+def hosts(strategy) -> int:
+    """The input pipelines that feed the replicas: a TPU slice's hosts, a multi-worker cluster's
+    workers, else 1 (tf.distribute calls the dataset function once for each)."""
+    if is_tpu(strategy):
+        return int(getattr(strategy.extended, "num_hosts", 1) or 1)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        spec = strategy.cluster_resolver.cluster_spec().as_dict()
+        return max(len(spec.get("worker", [])) + len(spec.get("chief", [])), 1)
+    return 1
 
 
 def is_chief(strategy) -> bool:

@@ -47,7 +47,8 @@ def _plan(cfg: TrainerConfig, strategy: tf.distribute.Strategy, train_files) -> 
     cluster = (parameter_server.cluster_size(strategy)
                if parameter_server.is_parameter_server(strategy) else None)
     plan = scaling.make_plan(cfg, strategy.num_replicas_in_sync, strategy_lib.is_tpu(strategy),
-                             train_rows, cluster, strategy_lib.hardware(strategy))
+                             train_rows, cluster, strategy_lib.hardware(strategy),
+                             hosts=strategy_lib.hosts(strategy))
     logging.info("\n%s", plan.describe())
     if cfg.tpu_slice:
         expected = slices.get(cfg.tpu_slice).replicas

@@ -6,7 +6,9 @@ one that open-source KFP on GKE runs as we mean it:
   ExampleGen (new files or a new span under the same data root) and LatestPushedModel;
 - resources per task, and for the Trainer an accelerator plus, in the Kubernetes platform spec
   (the format the kfp-kubernetes extension writes), the GKE node selectors that put it on the
-  TPU (or GPU) node pool; every other task stays on CPU nodes;
+  TPU (or GPU) node pool; every other task stays on CPU nodes. A multi-host TPU slice's Trainer
+  task stays on a CPU node too: it submits its training as a Vertex AI job on the slice and waits
+  (components/vertex_training.py); a slice Vertex cannot launch is refused here;
 - the pipeline root as the spec's default root.
 
 The output is the two-document YAML `kfp.Client` accepts: the PipelineSpec, then the PlatformSpec.
@@ -26,7 +28,7 @@ from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
-from components import csv_format, entrypoint
+from components import csv_format, entrypoint, vertex_training
 from trainer_module import slices
 from pipeline import pipeline as pipeline_lib
 from pipeline.config import Config, ConfigError
@@ -111,13 +113,14 @@ def _trainer_placement(config: Config) -> tuple[ResourceSpec, k8s_pb2.Kubernetes
     k = config.kubeflow
     resources = _resources(k.trainer_cpu, k.trainer_memory)
     k8s = k8s_pb2.KubernetesExecutorConfig()
-    if config.trainer.tpu_slice:
+    if config.trainer.tpu_slice and pipeline_lib.multi_host(config):
         tpu = slices.get(config.trainer.tpu_slice)
-        if not tpu.single_host:
-            raise CompileError(
-                f"trainer.tpu_slice={tpu.name} spans {tpu.hosts} hosts, and a Kubeflow task is one "
-                f"pod on one host: pick a single-host slice (v5e-1/4/8, v6e-1/4/8, v4-8, v5p-8) "
-                f"or run multi-host training as a JobSet (infra/README.md)")
+        refusal = vertex_training.launch_refusal(tpu)
+        if refusal:
+            raise CompileError(f"trainer.tpu_slice={tpu.name} spans {tpu.hosts} hosts, so its "
+                               f"Trainer runs as a Vertex AI custom job, but {refusal}")
+    elif config.trainer.tpu_slice:
+        tpu = slices.get(config.trainer.tpu_slice)
         resources.accelerator.CopyFrom(ResourceSpec.AcceleratorConfig(
             type=slices.TPU_RESOURCE, count=tpu.chips_per_host,
             resource_type=slices.TPU_RESOURCE, resource_count=str(tpu.chips_per_host)))
@@ -153,7 +156,8 @@ def _retry_trainer(task: pipeline_spec_pb2.PipelineTaskSpec, config: Config) -> 
 
 def parameter_defaults(config: Config, input_base: str) -> dict[str, str | int | float]:
     """The pipeline's runtime parameters and their compiled-in values."""
-    return {pipeline_lib.DATA_ROOT_PARAMETER: input_base, **pipeline_lib.run_parameter_values(config)}
+    return {pipeline_lib.DATA_ROOT_PARAMETER: input_base, **pipeline_lib.run_parameter_values(config),
+            **pipeline_lib.vertex_run_parameter_values(config)}
 
 
 def compile_pipeline(config: Config, decisions, image: str | None = None) -> Compiled:
@@ -161,8 +165,9 @@ def compile_pipeline(config: Config, decisions, image: str | None = None) -> Com
     trainer_resources, trainer_k8s = _trainer_placement(config)
     other = _resources(config.kubeflow.component_cpu, config.kubeflow.component_memory)
     input_base, pattern = csv_format.locate(config.data.path, config.data.span_pattern)
-    tfx_pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, decisions, kubeflow=True)
     image = image_name(config, image)
+    tfx_pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, decisions,
+                                                kubeflow=True, image=image)
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
             default_image=image, use_pipeline_spec_2_1=True))

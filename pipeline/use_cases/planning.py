@@ -19,11 +19,13 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class Size:
-    """One size to plan for: a label, its replicas, and whether they are TPU cores."""
+    """One size to plan for: a label, its replicas, whether they are TPU cores, and the hosts
+    that feed them (a multi-host slice's)."""
 
     label: str
     replicas: int
     on_tpu: bool
+    hosts: int = 1
 
 
 class SizeError(ConfigError):
@@ -95,13 +97,14 @@ def plans_for(config: Config, sizes: list[Size], rows: int | None = None,
     from trainer_module import scaling
 
     if like is None:
-        return [(s.label, scaling.make_plan(config.trainer, s.replicas, s.on_tpu, rows))
-                for s in sizes]
+        return [(s.label, scaling.make_plan(config.trainer, s.replicas, s.on_tpu, rows,
+                                            hosts=s.hosts)) for s in sizes]
     plans = []
     for s in sizes + [like]:
         trainer = dataclasses.replace(config.trainer,
                                       accumulation_steps=scaling.like(s.replicas, like.replicas))
-        plans.append((s.label, scaling.make_plan(trainer, s.replicas, s.on_tpu, rows)))
+        plans.append((s.label, scaling.make_plan(trainer, s.replicas, s.on_tpu, rows,
+                                                 hosts=s.hosts)))
     return plans
 
 
@@ -120,7 +123,7 @@ def sizes_for(config: Config, slices: list[str] | None = None,
         return [Size(f"{replicas} replicas", replicas, False)]
     names = slices or ([config.trainer.tpu_slice] if config.trainer.tpu_slice else [])
     if names:
-        return [Size(s.name, s.replicas, True) for s in map(slices_lib.get, names)]
+        return [Size(s.name, s.replicas, True, s.hosts) for s in map(slices_lib.get, names)]
     count = max(config.trainer.emulate_replicas, 1)
     return [Size(f"{count} replica(s)", count, False)]
 

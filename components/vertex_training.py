@@ -1,0 +1,285 @@
+"""The Trainer on a multi-host TPU slice: a Vertex AI custom job the Trainer task submits and
+waits for.
+
+A Kubeflow task is one pod on one host, and a TPU slice of v5e-16 and up spans 4 to 64 hosts.
+Vertex AI custom training provisions such a slice as one job (a worker pool of one replica whose
+machine type and `tpu_topology` name the slice; Vertex starts the hosts the topology implies). So
+on a multi-host `trainer.tpu_slice` the pipeline's Trainer task (components/trainer.py's
+component with this executor) runs on a CPU pod of the cluster and:
+
+1. builds the job with the Vertex SDK's own types (google.cloud.aiplatform_v1, which refuse an
+   unknown or mistyped field): the pipeline's own image, its entrypoint (components/entrypoint.py)
+   running the plain Trainer executor with this task's very inputs, outputs and properties, so
+   the same run_fn and TrainSpec write the model to the same URIs;
+2. submits it, or, on a KFP retry of the task, finds the job it submitted before (its name is
+   kept in the ModelRun URI) and waits for that one instead of starting another;
+3. waits, and hands on the model the job wrote, as the Trainer does. A job that fails because
+   its TPU VMs were preempted is submitted again (vertex.resubmits times): the Trainer resumes
+   from the checkpoints in the ModelRun URI (trainer_module/resume.py). Vertex itself restarts
+   the job when a host restarts (`restart_job_on_worker_restart`).
+
+Which slices Vertex custom training can launch is written once here (`launch_refusal`); a slice
+it cannot launch is refused when the pipeline is compiled. The project, region, service account
+and network come from the config's [vertex] table and are run parameters of the pipeline; an API
+error (quota, a region without the slice, a topology the machine type lacks) is one line naming
+the setting.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import logging
+import re
+import time
+from typing import Any
+
+from tfx.dsl.components.base import executor_spec
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.types.component_spec import ExecutionParameter
+
+from components import entrypoint, fs, trainer
+from trainer_module import slices
+
+_log = logging.getLogger(__name__)
+
+# The task's execution properties that configure the job, not the Trainer (compiled as run
+# parameters where a run may change them).
+PROJECT, REGION = "vertex_project", "vertex_region"
+SERVICE_ACCOUNT, NETWORK = "vertex_service_account", "vertex_network"
+RUN_PARAMETERS = (PROJECT, REGION, SERVICE_ACCOUNT, NETWORK)
+IMAGE, TPU_SLICE, API_ENDPOINT = "vertex_image", "vertex_tpu_slice", "vertex_api_endpoint"
+POLL_SECONDS, RESUBMITS = "vertex_poll_seconds", "vertex_resubmits"
+JOB_RECORD = "vertex_job.json"  # in the ModelRun URI: the job this task submitted
+TRAINER_EXECUTOR = "components.trainer.Executor"
+# Vertex custom training's TPU VM machine types, by slice family: v5e slices of 16 chips and up are
+# 4-chip hosts (ct5lp-hightpu-4t) in the slice's topology (Vertex's "configure compute" page).
+_MACHINES = {"v5e": "ct5lp-hightpu-4t"}
+_REFUSED = {
+    "v6e": "Vertex can launch v6e slices, but TensorFlow 2.16 does not run on v6e (Cloud TPU "
+           "supports TensorFlow on v6e only in tf-nightly 2.18+)",
+    "v4": "Vertex custom training offers no v4 slices; run it as a JobSet on GKE "
+          "(infra/README.md)",
+    "v5p": "Vertex custom training offers no v5p slices; run it as a JobSet on GKE "
+           "(infra/README.md)",
+}
+_TERMINAL = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
+             "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED")
+
+
+class VertexError(RuntimeError):
+    """The job could not be submitted or did not succeed; one line naming the setting or job."""
+
+
+def launch_refusal(tpu: slices.TpuSlice) -> str:
+    """Why Vertex custom training cannot run this multi-host slice ("" when it can)."""
+    family = tpu.name.split("-")[0]
+    return _REFUSED.get(family, "" if family in _MACHINES else
+                        f"no Vertex custom training machine type is known for {tpu.name}")
+
+
+@dataclasses.dataclass(frozen=True)
+class VertexSettings:
+    """Where and as whom the job runs, and how it is watched; read from the task's properties."""
+
+    project: str
+    region: str
+    tpu_slice: str
+    image: str
+    service_account: str = ""
+    network: str = ""
+    api_endpoint: str = ""  # default: https://<region>-aiplatform.googleapis.com
+    poll_seconds: float = 30.0
+    resubmits: int = 3
+
+    @classmethod
+    def from_exec_properties(cls, properties: dict[str, Any]) -> "VertexSettings":
+        for key, config_key in ((PROJECT, "vertex.project"), (REGION, "vertex.region")):
+            if not properties.get(key):
+                raise VertexError(f"{config_key} is not set: the Trainer of a multi-host TPU slice "
+                                  f"runs as a Vertex AI job (set [vertex] {config_key.split('.')[1]}"
+                                  f" in the config, or run with --param {key}=...)")
+        tpu = slices.get(properties[TPU_SLICE])
+        refusal = launch_refusal(tpu)
+        if refusal:
+            raise VertexError(f"trainer.tpu_slice={tpu.name}: {refusal}")
+        return cls(properties[PROJECT], properties[REGION], tpu.name, properties[IMAGE],
+                   properties.get(SERVICE_ACCOUNT) or "", properties.get(NETWORK) or "",
+                   properties.get(API_ENDPOINT) or "",
+                   float(properties.get(POLL_SECONDS) or 30.0),
+                   int(properties.get(RESUBMITS) or 0))
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.region}"
+
+    def where(self) -> str:
+        return f"vertex.project={self.project}, vertex.region={self.region}"
+
+
+def container_args(input_dict, output_dict, exec_properties: dict[str, Any]) -> list[str]:
+    """The job's arguments to the image's entrypoint: the plain Trainer executor, on this task's
+    own inputs, outputs and properties (the job's settings left out)."""
+    properties = {k: v for k, v in exec_properties.items() if not k.startswith("vertex_")}
+
+    def encoded(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    return ["--executor_class_path", TRAINER_EXECUTOR,
+            "--inputs-base64", encoded(artifact_utils.jsonify_artifact_dict(input_dict)),
+            "--outputs-base64", encoded(artifact_utils.jsonify_artifact_dict(output_dict)),
+            "--exec-properties-base64", encoded(json.dumps(properties))]
+
+
+def custom_job(settings: VertexSettings, display_name: str, args: list[str]):
+    """The CustomJob, built and checked by the SDK's types: one worker pool of one replica on the
+    slice's machine type and topology, the pipeline image's entrypoint with `args`."""
+    from google.cloud.aiplatform_v1.types import custom_job as job_types, env_var
+    from google.cloud.aiplatform_v1.types import machine_resources
+
+    tpu = slices.get(settings.tpu_slice)
+    pool = job_types.WorkerPoolSpec(
+        machine_spec=machine_resources.MachineSpec(
+            machine_type=_MACHINES[tpu.name.split("-")[0]], tpu_topology=tpu.topology),
+        replica_count=1,
+        container_spec=job_types.ContainerSpec(
+            image_uri=settings.image, command=list(entrypoint.COMMAND), args=args,
+            env=[env_var.EnvVar(name="TF_USE_LEGACY_KERAS", value="1")]))
+    return job_types.CustomJob(
+        display_name=display_name,
+        job_spec=job_types.CustomJobSpec(
+            worker_pool_specs=[pool], service_account=settings.service_account,
+            network=settings.network,
+            scheduling=job_types.Scheduling(restart_job_on_worker_restart=True)))
+
+
+def client(settings: VertexSettings):
+    """The Vertex job service for the settings' region (REST; a loopback stand-in in tests)."""
+    from google.cloud.aiplatform_v1.services.job_service import JobServiceClient
+
+    endpoint = settings.api_endpoint or f"https://{settings.region}-aiplatform.googleapis.com"
+    options = {"api_endpoint": endpoint}
+    if endpoint.startswith("http://"):  # a stand-in on loopback: no Google credentials
+        from google.auth.credentials import AnonymousCredentials
+
+        return JobServiceClient(credentials=AnonymousCredentials(), transport="rest",
+                                client_options=options)
+    return JobServiceClient(transport="rest", client_options=options)
+
+
+def _refused(err: Exception, settings: VertexSettings) -> VertexError:
+    """An API error (google.api_core's, by HTTP status over REST) as one line naming the setting
+    it is about."""
+    message = (getattr(err, "message", "") or str(err)).strip()
+    message = re.sub(r"^[A-Z]+ \S+: ", "", message.splitlines()[0] if message else "")
+    status = getattr(err, "code", None)  # an HTTPStatus over REST (a gRPC code over gRPC)
+    http = int(status) if isinstance(status, int) else 0
+    grpc_name = getattr(getattr(err, "grpc_status_code", None), "name", "")
+    words = message.lower()
+    if http == 429 or grpc_name == "RESOURCE_EXHAUSTED":
+        about = (f"quota for {settings.tpu_slice} TPU VMs in vertex.region={settings.region} "
+                 f"(project {settings.project})")
+    elif http in (401, 403) or grpc_name in ("PERMISSION_DENIED", "UNAUTHENTICATED"):
+        about = (f"vertex.service_account={settings.service_account or '(the default)'} in "
+                 f"vertex.project={settings.project}")
+    elif "topology" in words:
+        about = f"trainer.tpu_slice={settings.tpu_slice}"
+    elif "region" in words or "location" in words:
+        about = f"vertex.region={settings.region}"
+    else:
+        about = settings.where()
+    name = grpc_name or getattr(status, "name", "") or type(err).__name__
+    return VertexError(f"Vertex AI refused the Trainer's job ({about}): {name}: "
+                       f"{message or type(err).__name__}")
+
+
+def _preempted(job) -> bool:
+    """A job that failed because its TPU VMs were taken away (worth submitting again)."""
+    text = (job.error.message or "").lower()
+    return job.error.code == 14 or "preempt" in text  # 14: UNAVAILABLE
+
+
+class Executor(trainer.Executor):
+    """Runs the Trainer as a Vertex AI custom job on the slice, and waits for it."""
+
+    def Do(self, input_dict, output_dict, exec_properties):
+        settings = VertexSettings.from_exec_properties(exec_properties)
+        model_run = artifact_utils.get_single_uri(
+            output_dict[standard_component_specs.MODEL_RUN_KEY])
+        record = fs.join(model_run, JOB_RECORD)
+        service = client(settings)
+        job = self._earlier_job(service, record, settings)
+        attempts = 0
+        while job is None or job.state.name != "JOB_STATE_SUCCEEDED":
+            if job is not None:  # it ended without success
+                if not _preempted(job) or attempts >= settings.resubmits:
+                    raise VertexError(f"Vertex AI job {job.name} ended {job.state.name}: "
+                                      f"{job.error.message or 'no error message'}")
+                attempts += 1
+                _log.warning("Vertex AI job %s was preempted (%s): submitting it again (%d of "
+                             "%d); the Trainer resumes from its checkpoints", job.name,
+                             job.error.message, attempts, settings.resubmits)
+            job = self._submit(service, settings, record,
+                               container_args(input_dict, output_dict, exec_properties))
+            job = self._wait(service, job.name, settings)
+        _log.info("Vertex AI job %s succeeded", job.name)
+
+    @staticmethod
+    def _earlier_job(service, record: str, settings: VertexSettings):
+        """The job a previous try of this task submitted, waited for to its end, or None."""
+        if not fs.exists(record):
+            return None
+        name = json.loads(fs.read_text(record))["name"]
+        _log.info("Found Vertex AI job %s from an earlier try of this task: waiting for it", name)
+        return Executor._wait(service, name, settings)
+
+    @staticmethod
+    def _submit(service, settings: VertexSettings, record: str, args: list[str]):
+        display_name = f"lockstep-trainer-{settings.tpu_slice}-{time.strftime('%Y%m%d-%H%M%S')}"
+        try:
+            job = service.create_custom_job(parent=settings.parent,
+                                            custom_job=custom_job(settings, display_name, args))
+        except Exception as err:  # noqa: BLE001  google.api_core's errors, by status
+            raise _refused(err, settings) from None
+        fs.makedirs(record.rsplit("/", 1)[0])
+        fs.write_text(record, json.dumps({"name": job.name}))
+        _log.info("Submitted Vertex AI job %s on %s (%s)", job.name, settings.tpu_slice,
+                  settings.where())
+        return job
+
+    @staticmethod
+    def _wait(service, name: str, settings: VertexSettings):
+        while True:
+            try:
+                job = service.get_custom_job(name=name)
+            except Exception as err:  # noqa: BLE001
+                raise _refused(err, settings) from None
+            if job.state.name in _TERMINAL:
+                return job
+            time.sleep(settings.poll_seconds)
+
+
+class VertexTrainerSpec(trainer.TrainerSpec):
+    PARAMETERS = {
+        **trainer.TrainerSpec.PARAMETERS,
+        **{name: ExecutionParameter(type=str, optional=True) for name in RUN_PARAMETERS},
+        IMAGE: ExecutionParameter(type=str), TPU_SLICE: ExecutionParameter(type=str),
+        API_ENDPOINT: ExecutionParameter(type=str, optional=True),
+        POLL_SECONDS: ExecutionParameter(type=float, optional=True),
+        RESUBMITS: ExecutionParameter(type=int, optional=True),
+    }
+
+
+class VertexTrainer(trainer.Trainer):
+    """The Trainer whose training runs as a Vertex AI job on a multi-host TPU slice; `vertex`:
+    its execution properties (the keys above), values or RuntimeParameters."""
+
+    SPEC_CLASS = VertexTrainerSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
+
+    def __init__(self, *, vertex: dict[str, Any], **kwargs):
+        unknown = set(vertex) - set(VertexTrainerSpec.PARAMETERS)
+        if unknown:
+            raise ValueError(f"unknown Vertex setting(s): {', '.join(sorted(unknown))}")
+        super().__init__(**kwargs, extra_parameters=vertex)

@@ -1,0 +1,196 @@
+"""A multi-host TPU slice's Trainer: compiled as a task that submits a Vertex AI custom job and
+waits for it (components/vertex_training.py), checked against a stand-in of Vertex's API
+(tests/vertex_standin.py) and with the SDK's own types; no cloud."""
+
+import base64
+import json
+
+import pytest
+from google.cloud.aiplatform_v1.types import CustomJob
+from google.protobuf import json_format
+from tfx.types import artifact_utils, standard_artifacts
+
+from components import entrypoint, vertex_training
+from pipeline import config as config_lib, preflight
+from trainer_module import slices
+from vertex_standin import VertexStandIn
+
+LAUNCHABLE = [name for name, tpu in slices.PRESETS.items()
+              if not tpu.single_host and name.startswith("v5e")]
+REFUSED = [name for name, tpu in slices.PRESETS.items()
+           if not tpu.single_host and not name.startswith("v5e")]
+
+
+def _config(**values):
+    return config_lib.load(None, {"data.path": "gs://b/d", "paths.pipeline_root": "gs://b/r",
+                                  "data.task": "classification", "eval.bounds": {"accuracy": 0.8},
+                                  **values})
+
+
+def test_v5e_16_compiles_to_a_cpu_task_whose_settings_are_run_parameters():
+    from pipeline.kubeflow import compiler
+
+    config = _config(**{"trainer.tpu_slice": "v5e-16", "vertex.project": "acme",
+                        "vertex.region": "europe-west4"})
+    compiled = compiler.compile_pipeline(config, preflight.decide(config), "img@sha256:abc")
+    spec = compiled.pipeline_spec
+    label = spec.components["Trainer"].executor_label
+    container = json_format.MessageToDict(spec.deployment_spec)["executors"][label]["container"]
+    args = container["args"]
+    assert args[args.index("--executor_class_path") + 1] == "components.vertex_training.Executor"
+    assert container["command"] == list(entrypoint.COMMAND)
+    assert "accelerator" not in container["resources"]  # the task waits on a CPU node
+    assert label not in compiled.platform_spec.platforms["kubernetes"].deployment_spec.executors
+    params = {name: json_format.MessageToDict(p.default_value)
+              for name, p in spec.root.input_definitions.parameters.items()}
+    assert {k: v for k, v in params.items() if k.startswith("vertex_")} == {
+        "vertex_project": "acme", "vertex_region": "europe-west4",
+        "vertex_service_account": "", "vertex_network": ""}
+    trainer = spec.root.dag.tasks["Trainer"].inputs.parameters
+    assert trainer["vertex_region"].component_input_parameter == "vertex_region"
+    constants = {name: json_format.MessageToDict(p.runtime_value.constant)
+                 for name, p in trainer.items() if p.HasField("runtime_value")}
+    assert constants["vertex_image"] == "img@sha256:abc"
+    assert constants["vertex_tpu_slice"] == "v5e-16"
+    custom = json.loads(constants["custom_config"])
+    assert (custom["trainer"]["strategy"], custom["trainer"]["tpu"]) == ("tpu", "")
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_a_slice_vertex_cannot_launch_is_refused_at_compile_with_the_reason(name):
+    from pipeline.kubeflow import compiler
+
+    config = _config(**{"trainer.tpu_slice": name})
+    with pytest.raises(compiler.CompileError, match=rf"trainer.tpu_slice={name} spans \d+ hosts, "
+                                                    r"so its Trainer runs as a Vertex AI custom "
+                                                    r"job, but .*(TensorFlow 2.16 does not run "
+                                                    r"on v6e|offers no v[45]p? slices)"):
+        compiler.compile_pipeline(config, preflight.decide(config), "img:1")
+
+
+def _task(tmp_path, endpoint: str, tpu_slice: str = "v5e-16", **changes):
+    """The Vertex Trainer task's artifacts and properties, as its executor gets them."""
+    def artifact(kind, name):
+        made = kind()
+        made.uri = str(tmp_path / name)
+        return [made]
+
+    inputs = {"examples": artifact(standard_artifacts.Examples, "examples"),
+              "transform_graph": artifact(standard_artifacts.TransformGraph, "transform"),
+              "schema": artifact(standard_artifacts.Schema, "schema")}
+    outputs = {"model": artifact(standard_artifacts.Model, "model"),
+               "model_run": artifact(standard_artifacts.ModelRun, "model_run")}
+    properties = {"run_fn": "trainer_module.run_fn.run_fn", "custom_config": "{}",
+                  "train_steps": 100, vertex_training.PROJECT: "acme",
+                  vertex_training.REGION: "europe-west4",
+                  vertex_training.SERVICE_ACCOUNT: "trainer@acme.iam.gserviceaccount.com",
+                  vertex_training.NETWORK: "projects/12/global/networks/vpc",
+                  vertex_training.IMAGE: "europe-docker.pkg.dev/acme/lockstep@sha256:abc",
+                  vertex_training.TPU_SLICE: tpu_slice, vertex_training.API_ENDPOINT: endpoint,
+                  vertex_training.POLL_SECONDS: 0.01, vertex_training.RESUBMITS: 2, **changes}
+    return inputs, outputs, properties
+
+
+def _run(tmp_path, standin, **changes):
+    inputs, outputs, properties = _task(tmp_path, standin.endpoint, **changes)
+    vertex_training.Executor().Do(inputs, outputs, properties)
+    return inputs, outputs, properties
+
+
+@pytest.mark.parametrize("name", LAUNCHABLE)
+def test_the_job_submitted_for_each_slice_vertex_can_launch(tmp_path, name):
+    """Checked by the SDK's types (a strict parse of what reached the API) and field by field:
+    one worker pool of one replica on the slice's machine type and topology, the pipeline image's
+    entrypoint running the plain Trainer executor on the task's own artifacts; the job was
+    reported running, then succeeded, and the task ends."""
+    tpu = slices.get(name)
+    with VertexStandIn() as standin:
+        inputs, outputs, properties = _run(tmp_path, standin, vertex_tpu_slice=name)
+    [body] = standin.creates()
+    job = CustomJob.from_json(json.dumps(body))  # unknown or mistyped fields fail here
+    [pool] = job.job_spec.worker_pool_specs
+    assert (pool.machine_spec.machine_type, pool.machine_spec.tpu_topology) == (
+        "ct5lp-hightpu-4t", tpu.topology)
+    assert pool.replica_count == 1 and tpu.hosts == tpu.chips // 4
+    container = pool.container_spec
+    assert container.image_uri == "europe-docker.pkg.dev/acme/lockstep@sha256:abc"
+    assert list(container.command) == list(entrypoint.COMMAND)
+    assert [(e.name, e.value) for e in container.env] == [("TF_USE_LEGACY_KERAS", "1")]
+    args = list(container.args)
+    assert args[:2] == ["--executor_class_path", "components.trainer.Executor"]
+
+    def decoded(flag):
+        return base64.b64decode(args[args.index(flag) + 1]).decode()
+
+    assert [a.uri for a in artifact_utils.parse_artifact_dict(decoded("--inputs-base64"))[
+        "examples"]] == [inputs["examples"][0].uri]
+    assert artifact_utils.parse_artifact_dict(decoded("--outputs-base64"))["model"][0].uri == \
+        outputs["model"][0].uri
+    assert json.loads(decoded("--exec-properties-base64")) == {
+        "run_fn": "trainer_module.run_fn.run_fn", "custom_config": "{}", "train_steps": 100}
+    assert job.job_spec.service_account == "trainer@acme.iam.gserviceaccount.com"
+    assert job.job_spec.network == "projects/12/global/networks/vpc"
+    assert job.job_spec.scheduling.restart_job_on_worker_restart
+    paths = [(r["method"], r["path"]) for r in standin.requests]
+    assert paths[0] == ("POST", "/v1/projects/acme/locations/europe-west4/customJobs")
+    assert paths[1:] == [("GET", "/v1/projects/acme/locations/europe-west4/customJobs/1")] * 2
+    record = json.loads((tmp_path / "model_run" / vertex_training.JOB_RECORD).read_text())
+    assert record == {"name": "projects/acme/locations/europe-west4/customJobs/1"}
+
+
+def test_a_preempted_job_is_submitted_again_and_a_retried_task_waits_for_its_job(tmp_path):
+    preempted = [{"state": "JOB_STATE_RUNNING"},
+                 {"state": "JOB_STATE_FAILED",
+                  "error": {"code": 14, "message": "The TPU VMs were preempted"}}]
+    with VertexStandIn() as standin:
+        standin.scripts = [preempted]
+        _run(tmp_path, standin)
+        assert len(standin.creates()) == 2  # the second ran to success
+        # A KFP retry of the task (its pod evicted while it waited) finds the job it submitted.
+        standin.jobs["projects/acme/locations/europe-west4/customJobs/2"]["script"] = [
+            {"state": "JOB_STATE_RUNNING"}, {"state": "JOB_STATE_SUCCEEDED"}]
+        standin.jobs["projects/acme/locations/europe-west4/customJobs/2"]["state"] = \
+            "JOB_STATE_RUNNING"
+        _run(tmp_path, standin)
+        assert len(standin.creates()) == 2
+
+
+def test_a_failed_job_is_one_line_naming_it(tmp_path):
+    failed = [{"state": "JOB_STATE_FAILED",
+               "error": {"code": 13, "message": "ValueError: label 'y' is not among the raw "
+                                                "features"}}]
+    with VertexStandIn(script=failed) as standin, pytest.raises(
+            vertex_training.VertexError, match=r"^Vertex AI job projects/acme/locations/"
+                                               r"europe-west4/customJobs/1 ended "
+                                               r"JOB_STATE_FAILED: ValueError: label 'y' is not "
+                                               r"among the raw features$"):
+        _run(tmp_path, standin)
+
+
+@pytest.mark.parametrize("status, name, message, names", [
+    (429, "RESOURCE_EXHAUSTED", "Quota exceeded for TPU v5 lite pod cores",
+     "quota for v5e-16 TPU VMs in vertex.region=europe-west4 (project acme)"),
+    (400, "INVALID_ARGUMENT", "Location europe-west4 does not offer ct5lp-hightpu-4t",
+     "vertex.region=europe-west4"),
+    (400, "INVALID_ARGUMENT", "tpu_topology 4x4 is not valid for the machine type",
+     "trainer.tpu_slice=v5e-16"),
+    (403, "PERMISSION_DENIED", "Permission 'aiplatform.customJobs.create' denied",
+     "vertex.service_account=trainer@acme.iam.gserviceaccount.com in vertex.project=acme"),
+])
+def test_an_api_error_is_one_line_naming_the_setting(tmp_path, status, name, message, names):
+    with VertexStandIn() as standin:
+        standin.fail(status, name, message)
+        with pytest.raises(vertex_training.VertexError) as error:
+            _run(tmp_path, standin)
+    text = str(error.value)
+    assert text.startswith(f"Vertex AI refused the Trainer's job ({names}): ") and "\n" not in text
+    assert message in text
+
+
+def test_settings_missing_from_config_and_run_are_named(tmp_path):
+    with pytest.raises(vertex_training.VertexError, match=r"^vertex.region is not set: the "
+                                                          r"Trainer of a multi-host TPU slice "
+                                                          r"runs as a Vertex AI job \(set "
+                                                          r"\[vertex\] region in the config, or "
+                                                          r"run with --param vertex_region=\.\.\.\)$"):
+        _run(tmp_path, VertexStandIn(), vertex_region="")
