@@ -45,7 +45,7 @@ import time
 import types
 
 START_MARKER = "lockstep-task: executor Do begins at"
-# What the compiled spec runs in every task (pipeline/compiler.py), and the image's ENTRYPOINT.
+# What the compiled spec runs in every task (pipeline/kubeflow/compiler.py), and the image's ENTRYPOINT.
 COMMAND = ("python", "-m", "components.entrypoint")
 # The base classes TFX's entrypoint asks a task's executor class about (issubclass), by module.
 # Importing a subclass imports its base's module; a module not imported by then gets a

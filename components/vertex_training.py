@@ -59,10 +59,10 @@ _MACHINES = {"v5e": "ct5lp-hightpu-4t"}
 _REFUSED = {
     "v6e": "Vertex can launch v6e slices, but TensorFlow 2.16 does not run on v6e (Cloud TPU "
            "supports TensorFlow on v6e only in tf-nightly 2.18+)",
-    "v4": "Vertex custom training offers no v4 slices; run it as a JobSet on GKE "
-          "(infra/README.md)",
-    "v5p": "Vertex custom training offers no v5p slices; run it as a JobSet on GKE "
-           "(infra/README.md)",
+    "v4": "Vertex custom training offers no v4 slices (a multi-host v4 slice needs a GKE "
+          "JobSet, which lockstep does not build)",
+    "v5p": "Vertex custom training offers no v5p slices (a multi-host v5p slice needs a GKE "
+           "JobSet, which lockstep does not build)",
 }
 _TERMINAL = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
              "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED")

@@ -61,11 +61,11 @@ class DataConfig:
     # last). "": every span that has files, the moment they appear.
     span_marker: str = "_SUCCESS"
     # classification | regression | auto: from the label column, decided once before the run
-    # (trainer_module/settings.py, task_for_label: a float or an integer label with more than 50
+    # (pipeline/data_check.py, task_for_label: a float or an integer label with more than 50
     # distinct values is a regression). A Kubeflow compile of remote data must name it.
     task: str = "auto"
     # What a column is to the model, overriding what the check before the run reads from the
-    # data: {column = "feature" | "id" | "constant" | "timestamp"}. Ids and constants are left
+    # data: {column = "feature" | "id" | "constant" | "hashed" | "timestamp"}. Ids and constants are left
     # out; a timestamp (ISO 8601 text) becomes year, month, day, day of week and hour.
     columns: dict[str, str] = dataclasses.field(default_factory=dict)
     # Data in spans: the newest complete span is compared with the complete span before it

@@ -205,7 +205,7 @@ def check_drift(config: Config, data) -> DriftCheck | None:
 def _serving_record(serving: str) -> tuple[int | None, dict | None]:
     """The serving version's number and push record. A local serving dir is read with the
     standard library (the check runs before TensorFlow loads, which would talk on the terminal):
-    the newest version with its record, which a push writes last. Remote: components/serving_dir."""
+    the newest version with its record, which a push writes last. Remote: components/serving_versions.py."""
     from components import serving_versions
 
     if is_uri(serving):

@@ -90,15 +90,15 @@ class TrainerConfig:
     train_steps: int = _run_parameter(0)
     # Learning rate: scaled linearly with the global batch, with linear warmup.
     # Anchored at the default batch of a CPU or GPU replica (256), where Adam at 0.02 trains as
-    # well as batch 32 at 0.01 did (README, "Data at real sizes"); the linear rule gives a smaller
+    # well as batch 32 at 0.01 did (docs/performance.md); the linear rule gives a smaller
     # batch (small data) a proportionally smaller rate.
     base_learning_rate: float = _run_parameter(0.02)
     base_batch: int = 256
     warmup_steps: int = 20
     # The last decay_share of the steps lower the rate linearly to zero (warmup, flat, decay: a
-    # long run settles instead of ending at the full rate; 0: flat to the end). README, "The
-    # learning-rate schedule": +1.1 to +1.7 points of accuracy on 300k-row data, the same on
-    # small data (where decaying over all the steps, cosine, cost up to 1.8 points).
+    # long run settles instead of ending at the full rate; 0: flat to the end). docs/
+    # performance.md, "The learning-rate schedule": +1.1 to +1.7 points of accuracy on 300k-row
+    # data, the same on small data (where decaying over all the steps, cosine, cost up to 1.8).
     decay_share: float = 0.2
     steps_per_execution: int = 10
     checkpoint_every: int = 200
