@@ -12,8 +12,15 @@ changed since).
 Asked for (`figures`), the same process then scores samples of the train and eval splits and
 writes the model's metrics on each (components/generalization.py: the generalisation gap).
 
+Most of the check is the new process importing TensorFlow. A runner that knows a check is coming
+(the local runner, as the Trainer starts: pipeline/local/dag_runner.py) calls `prewarm`: a process
+started with `--arguments-on-stdin` imports TensorFlow beside the training and then waits for its
+arguments, and the next `start` in this process hands them to it. It is still a process that has
+loaded no model but the one it checks.
+
     python -m components.serving_check MODEL_DIR EXAMPLE_FILE [EXAMPLE_FILE ...]
         [--figures OUT.json --label-key KEY --split NAME=PATTERN ...]
+    python -m components.serving_check --arguments-on-stdin   (then the above as a JSON list)
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 
 from trainer_module import processes
 
@@ -32,10 +40,45 @@ TIMEOUT_SECONDS = 300
 VERDICT_KEY = "serving_check"  # on the blessing: PASSED, or why the model does not serve
 CHECKED_SHA_KEY = "serving_check_sha256"  # ... and the content hash of what was checked
 PASSED = "passed"
+ON_STDIN = "--arguments-on-stdin"
 
 
 class ServingCheckFailed(RuntimeError):
     """The copy does not load or serve; the message says how."""
+
+
+def _spawn(arguments: list[str]) -> tuple[subprocess.Popen, typing.IO]:
+    """A check process and the file its output goes to (a file, not a pipe: a child writing more
+    than a pipe holds while nobody reads would stall)."""
+    env = processes.python_env()
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("CUDA_VISIBLE_DEVICES", "")  # a smoke test; the accelerator stays free
+    output = tempfile.TemporaryFile(mode="w+")
+    process = subprocess.Popen([sys.executable, "-m", "components.serving_check", *arguments],
+                               stdin=subprocess.PIPE if arguments == [ON_STDIN] else None,
+                               stdout=output, stderr=subprocess.STDOUT, text=True, env=env)
+    return process, output
+
+
+_prewarmed: list[tuple[subprocess.Popen, typing.IO]] = []  # at most one, waiting for arguments
+
+
+def prewarm() -> None:
+    """Starts a check process that imports TensorFlow now and waits for the next `start`'s
+    arguments (one at a time; a process that already waits is kept)."""
+    if not any(process.poll() is None for process, _ in _prewarmed):
+        discard_prewarmed()
+        _prewarmed.append(_spawn([ON_STDIN]))
+
+
+def discard_prewarmed() -> None:
+    """Ends a prewarmed process that no check used (the run is over)."""
+    while _prewarmed:
+        process, output = _prewarmed.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        output.close()
 
 
 class Pending:
@@ -44,17 +87,18 @@ class Pending:
 
     def __init__(self, model_dir: str, example_files: list[str], timeout: float = TIMEOUT_SECONDS,
                  figures: list[str] = ()):
-        env = processes.python_env()
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        env.setdefault("CUDA_VISIBLE_DEVICES", "")  # a smoke test; the accelerator stays free
         self.model_dir, self._timeout = model_dir, timeout
         self._deadline = time.monotonic() + timeout
-        # A file, not a pipe: a child writing more than a pipe holds while nobody reads would stall.
-        self._output = tempfile.TemporaryFile(mode="w+")
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "components.serving_check", model_dir, *example_files,
-             *figures],
-            stdout=self._output, stderr=subprocess.STDOUT, text=True, env=env)
+        arguments = [model_dir, *example_files, *figures]
+        warm = _prewarmed.pop() if _prewarmed else None
+        if warm is not None and warm[0].poll() is None:
+            self._process, self._output = warm
+            self._process.stdin.write(json.dumps(arguments) + "\n")
+            self._process.stdin.close()
+        else:
+            if warm is not None:
+                warm[1].close()
+            self._process, self._output = _spawn(arguments)
 
     def wait(self) -> None:
         try:
@@ -135,6 +179,11 @@ def main(argv: list[str]) -> int:
     import numpy as np
     import tensorflow as tf
 
+    if argv == [ON_STDIN]:  # prewarmed: TensorFlow is in; now the arguments
+        line = sys.stdin.readline()
+        if not line.strip():
+            return 0  # discarded unused
+        argv = json.loads(line)
     parser = argparse.ArgumentParser(prog="components.serving_check")
     parser.add_argument("model_dir")
     parser.add_argument("files", nargs="*")

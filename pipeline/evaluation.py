@@ -219,9 +219,10 @@ def eval_config(gate: Gate, label: str, slices: list[str], max_regression: float
                          metric("CalibrationPlot", "calibration_plot", num_buckets=10)]))
         prediction_key = "probabilities"
     return tfma.EvalConfig(
-        # model_type (tfma.TF_KERAS) named: TFMA otherwise loads each model once more to find
-        # out what it is.
-        model_specs=[tfma.ModelSpec(signature_name="serving_default", model_type="tf_keras",
+        # model_type named, TFMA otherwise loads each model once more to find out what it is;
+        # tf_generic: TFMA calls the signatures, as a model server does, and does not rebuild the
+        # Keras model to look for compiled metrics (the config lists every metric).
+        model_specs=[tfma.ModelSpec(signature_name="serving_default", model_type="tf_generic",
                                     label_key=features.transformed_name(label),
                                     prediction_key=prediction_key,
                                     example_weight_key=features.EVAL_WEIGHT,

@@ -59,7 +59,7 @@ NEVER_CACHED_KUBEFLOW = (EXAMPLE_GEN_NODE, BASELINE_NODE)
 # StatisticsGen has the statistics; the Trainer applies the transform graph to the raw examples
 # as it reads them (trainer_module/input_pipeline.py), so Transform only analyzes: no second copy
 # of the data is written.
-TRANSFORM_SETTINGS = {"disable_statistics": True, "materialize": False}
+TRANSFORM_SETTINGS = {"disable_statistics": True, "materialize": False, "force_tf_compat_v1": True}
 
 
 DATA_ROOT_PARAMETER = "data_root"

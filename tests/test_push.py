@@ -262,3 +262,25 @@ def test_a_push_killed_after_its_rename_is_not_pushed_again(tmp_path):
     again = serving_versions.push(model, str(serving))
     assert not again.pushed and again.destination == first.destination
     assert len(_numbered(serving)) == 1
+
+
+def test_a_prewarmed_check_process_takes_the_next_check_and_is_ended_when_unused(tmp_path):
+    """The local runner prewarms the check as the Trainer starts: the process imports TensorFlow
+    and waits; the next start hands it its arguments (the same process answers), a failing
+    model fails it the same way, and one that no check used is ended."""
+    files = _examples(tmp_path / "eval.gz")
+    model = _model(tmp_path / "m", 2.0)
+    serving_check.prewarm()
+    [(warm, _)] = serving_check._prewarmed
+    serving_check.prewarm()  # one at a time: the waiting one is kept
+    assert [p for p, _ in serving_check._prewarmed] == [warm]
+    pending = serving_check.start(model, files)
+    assert pending._process is warm and serving_check._prewarmed == []
+    assert pending.verdict() == serving_check.PASSED
+    serving_check.prewarm()
+    missing = serving_check.start(str(tmp_path / "nowhere"), files)
+    assert "failed (exit 1)" in missing.verdict()
+    serving_check.prewarm()
+    [(unused, _)] = serving_check._prewarmed
+    serving_check.discard_prewarmed()
+    assert unused.poll() is not None and serving_check._prewarmed == []

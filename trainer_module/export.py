@@ -7,9 +7,16 @@ examples alone, as a person scoring the served model does.
 Only those two: TFMA splits every tensor a preprocessing function returns into one value per
 example in Python (its unbatch extractor), which with every transformed feature was the largest
 part of the Evaluator (nycflights13, 67,576 eval rows x 66 tensors: 17 of its 46 s profiled). The
-transformed features are the transform graph's to give (tft.TFTransformOutput)."""
+transformed features are the transform graph's to give (tft.TFTransformOutput).
+
+The Keras model is saved without the traces of every layer's call (`save_traces=False`: a model
+server and TFMA call the signatures, and Keras rebuilds a model from its config): on a 53-column
+table the traces were 1.8 of the export's 2.6 s. A warm start reads the weights by name from
+WEIGHTS, beside the signatures, so it does not depend on Keras rebuilding a user's model."""
 
 from __future__ import annotations
+
+import os
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -50,5 +57,41 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
         return {label_out: tf.where(labeled, label, tf.zeros_like(label)),
                 features.EVAL_WEIGHT: tf.cast(labeled, tf.float32)}
 
-    model.save(path, save_format="tf", signatures={
+    model.save(path, save_format="tf", save_traces=False, signatures={
         "serving_default": serve, "transform_features": transform_features})
+    tf.train.Checkpoint(**{_key(v.name): v for v in model.weights}).write(
+        os.path.join(path, WEIGHTS))
+
+
+# The model's weights by name (SavedModel's assets.extra: files a model server leaves alone).
+WEIGHTS = "assets.extra/lockstep_weights/weights"
+
+
+def _key(name: str) -> str:
+    """A weight's name ("dense_0/kernel:0") as a checkpoint key."""
+    return name.replace("/", "__").replace(":", "_")
+
+
+def warm_start(model: tf.keras.Model, base_model: str) -> int:
+    """Copies into `model` each weight of the SavedModel at base_model with the same name and
+    shape (a layer that changed shape, a vocabulary that grew, starts afresh); returns how many.
+    A model exported before WEIGHTS existed is loaded with Keras."""
+    weights = os.path.join(base_model, WEIGHTS)
+    if tf.io.gfile.exists(weights + ".index"):
+        reader = tf.train.load_checkpoint(weights)
+        shapes = reader.get_variable_to_shape_map()
+        source = {}
+        for var in model.weights:
+            key = f"{_key(var.name)}/.ATTRIBUTES/VARIABLE_VALUE"
+            if key in shapes:
+                source[var.name] = reader.get_tensor(key)
+    else:
+        source = {v.name: v.numpy() for v in
+                  tf.keras.models.load_model(base_model, compile=False).weights}
+    matched = 0
+    for var in model.weights:
+        other = source.get(var.name)
+        if other is not None and tuple(other.shape) == tuple(var.shape):
+            var.assign(other)
+            matched += 1
+    return matched

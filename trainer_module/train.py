@@ -29,14 +29,7 @@ from trainer_module.summary import Asynchronous, TrainingSummary
 def _warm_start(model: tf.keras.Model, base_model: str) -> bool:
     if not base_model or not tf.io.gfile.exists(os.path.join(base_model, "saved_model.pb")):
         return False
-    base = tf.keras.models.load_model(base_model, compile=False)
-    source = {v.name: v for v in base.weights}
-    matched = 0
-    for var in model.weights:
-        other = source.get(var.name)
-        if other is not None and other.shape == var.shape:
-            var.assign(other)
-            matched += 1
+    matched = export.warm_start(model, base_model)
     logging.info("Warm start from %s: %d of %d weights", base_model, matched, len(model.weights))
     return matched > 0
 

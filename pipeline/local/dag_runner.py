@@ -29,6 +29,7 @@ import threading
 from tfx.dsl.compiler import compiler, constants
 from tfx.orchestration.portable import runtime_parameter_utils
 
+from components import serving_check
 from pipeline import pipeline as pipeline_lib
 from pipeline.config import Config
 from pipeline.local import node_worker
@@ -37,8 +38,9 @@ from pipeline.reporting import metadata_store, run_report
 _log = logging.getLogger(__name__)
 
 # Nodes this process runs itself: the Trainer's progress records reach the console from here,
-# and emulated replicas are configured in this process before TensorFlow starts.
-IN_PROCESS = (pipeline_lib.TRAINER_NODE,)
+# and emulated replicas are configured in this process before TensorFlow starts; the Evaluator
+# finds here the serving check prewarmed as the Trainer started (components/serving_check.py).
+IN_PROCESS = (pipeline_lib.TRAINER_NODE, pipeline_lib.EVALUATOR_NODE)
 
 
 class Stopped(Exception):
@@ -235,6 +237,9 @@ def _run(ir, worker: node_worker.Worker | None) -> _Schedule:
     try:
         with _stopped_by_sigterm(schedule):
             while (node := schedule.take(in_process=True)) is not None:
+                if node == pipeline_lib.TRAINER_NODE and pipeline_lib.EVALUATOR_NODE in \
+                        schedule.order:  # its TensorFlow imports beside the training
+                    serving_check.prewarm()
                 try:
                     cached = node_worker.launch(ir, node)
                 except Stopped:
@@ -246,6 +251,7 @@ def _run(ir, worker: node_worker.Worker | None) -> _Schedule:
             schedule.wait_settled()
         return schedule
     finally:
+        serving_check.discard_prewarmed()
         schedule.over = True
         if worker is not None:
             worker.close()

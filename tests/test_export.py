@@ -1,0 +1,38 @@
+"""trainer_module/export.py's warm start: each weight of the base model with the same name and
+shape is copied, the others start afresh; read by name from the weights the export leaves beside
+the signatures, or, from a model exported before them, through Keras."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from trainer_module import export, model as model_lib
+
+
+def _mlp(hidden, outputs=3, seed=1):
+    return model_lib.mlp(["a_xf", "b_xf"], {"k_xf": 5}, outputs, hidden, seed=seed)
+
+
+def _names(model):
+    return {v.name: v.numpy() for v in model.weights}
+
+
+def test_a_warm_start_copies_the_weights_that_still_fit(tmp_path):
+    base = _mlp((8, 4), seed=1)
+    tf.train.Checkpoint(**{export._key(v.name): v for v in base.weights}).write(
+        str(tmp_path / "new" / export.WEIGHTS))
+    target = _mlp((8, 6), seed=2)  # the second layer and the logits changed shape
+    before = _names(target)
+    assert export.warm_start(target, str(tmp_path / "new")) == 4  # embedding, dense_0 (2), ...
+    after, want = _names(target), _names(base)
+    copied = [n for n in after if not np.array_equal(after[n], before[n])]
+    assert sorted(copied) == sorted(n for n in want if want[n].shape == before[n].shape
+                                    and not np.array_equal(want[n], before[n]))
+    for name in copied:
+        np.testing.assert_array_equal(after[name], want[name])
+    # A model pushed before the weights file existed: read through Keras.
+    base.save(str(tmp_path / "old"), save_format="tf")
+    assert not os.path.exists(tmp_path / "old" / (export.WEIGHTS + ".index"))
+    fresh = _mlp((8, 6), seed=3)
+    assert export.warm_start(fresh, str(tmp_path / "old")) == 4
