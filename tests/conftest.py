@@ -91,7 +91,9 @@ def penguins_job(penguins_run, out_dir, **trainer):
     from trainer_module.settings import TrainerConfig
 
     root = penguins_run.pipeline_root
-    [transform_dir] = glob.glob(str(root / "Transform" / "transform_graph" / "*"))
+    # The newest transform graph (a run on a copy of the root may have made another).
+    transform_dir = max(glob.glob(str(root / "Transform" / "transform_graph" / "*")),
+                        key=os.path.getmtime)
     examples = glob.glob(str(root / "CsvExampleGen" / "examples" / "*"))[0]
     return TrainJob(train_files=[f"{examples}/Split-train/*"],
                     eval_files=[f"{examples}/Split-eval/*"], transform_dir=transform_dir,

@@ -91,15 +91,30 @@ def _servers(cluster: dict, tmp_path) -> dict:
     return servers
 
 
+@pytest.fixture(scope="module")
+def ps_run(penguins_run, tmp_path_factory):
+    """The bundled data, trainer.strategy = parameter_server and nothing else: a copy of the
+    shared run's pipeline root, so the ExampleGen comes from the cache; Transform runs again, in
+    tf.Transform's TF2 graph (a parameter-server worker gets the transform's tables copied from
+    the chief: pipeline/pipeline.py, transform_settings), and the Trainer, Evaluator and Pusher."""
+    root = tmp_path_factory.mktemp("ps")
+    shutil.copytree(penguins_run.pipeline_root, root / "pipeline_root")
+    (root / "ps.toml").write_text('[trainer]\nstrategy = "parameter_server"\n')
+    run = PipelineRun(root)
+    run.result = run.run("--config", root / "ps.toml")
+    return run
+
+
 @pytest.mark.slow
-def test_a_killed_worker_does_not_stop_training(penguins_run, tmp_path):
+def test_a_killed_worker_does_not_stop_training(ps_run, tmp_path):
     """A cluster of processes named by TF_CONFIG, as on Kubernetes: two workers and a parameter
     server serve (`python -m trainer_module.parameter_server`), the chief trains; one worker is
     killed once training is under way, and the coordinator finishes on the other."""
     ports = [f"localhost:{port}" for port in free_ports(4)]
     cluster = {"chief": ports[:1], "worker": ports[1:3], "ps": ports[3:]}
     servers = _servers(cluster, tmp_path)
-    job = penguins_job(penguins_run, tmp_path, strategy="parameter_server", train_steps=600,
+    # The transform graph the parameter-server run made (TF2: its tables reach the workers).
+    job = penguins_job(ps_run, tmp_path, strategy="parameter_server", train_steps=600,
                        log_every=20, steps_per_execution=5)
     (tmp_path / "job.json").write_text(job.to_json())
     chief_env = dict(ENV, TF_CONFIG=json.dumps(
@@ -130,14 +145,8 @@ def test_a_killed_worker_does_not_stop_training(penguins_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_parameter_server_run_pushes_a_model_that_serves(penguins_run, tmp_path):
-    """The bundled data, trainer.strategy = parameter_server and nothing else: a copy of the
-    shared run's pipeline root, so ExampleGen to Transform come from the cache and the Trainer,
-    Evaluator and Pusher run."""
-    shutil.copytree(penguins_run.pipeline_root, tmp_path / "pipeline_root")
-    (tmp_path / "ps.toml").write_text('[trainer]\nstrategy = "parameter_server"\n')
-    run = PipelineRun(tmp_path)
-    result = run.run("--config", tmp_path / "ps.toml")
+def test_a_parameter_server_run_pushes_a_model_that_serves(ps_run):
+    run, result = ps_run, ps_run.result
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert "Trainer: ParameterServerStrategy on " in out, out

