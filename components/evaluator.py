@@ -8,6 +8,9 @@ the model reads the serialized examples itself, so the Evaluator decodes only th
 by and the label (`needed_columns`): a 200-column table otherwise cost 200 Python values per eval
 row.
 
+TFMA's metrics are computed from whole batches of predictions (components/batched_metrics.py)
+where the eval config is lockstep's own; the figures, thresholds, files and blessing stay TFMA's.
+
 It also starts the serving smoke test of the candidate (components/serving_check.py) as it begins,
 in its own process beside TFMA, and records the verdict on the blessing for the Pusher; that
 process also scores samples of the train and eval splits, and the blessing records the model's
@@ -29,7 +32,7 @@ from tfx.dsl.components.base import executor_spec
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 from tfx.utils import io_utils, path_utils, proto_utils
 
-from components import generalization, serving_check, serving_versions
+from components import batched_metrics, generalization, serving_check, serving_versions
 from components.batched_records import batched_reads
 from components.latest_model import is_found
 from components.memory import objects_frozen
@@ -62,7 +65,8 @@ class Executor(stock_executor.Executor):
         autograph_rules.install()  # TFMA's Keras metric updates: tf_keras's code unconverted
         try:
             with objects_frozen(), batched_reads(), _short_array_text(), \
-                    _no_hot_key_fanout(self._beam_pipeline_args):
+                    _no_hot_key_fanout(self._beam_pipeline_args), \
+                    _batched_metrics(exec_properties):
                 super().Do(input_dict, output_dict, exec_properties)
         except BaseException:
             check.cancel()
@@ -91,6 +95,18 @@ class Executor(stock_executor.Executor):
         io_utils.write_pbtxt_file(os.path.join(artifact.uri, "schema.pbtxt"),
                                   needed_columns(schema, eval_config))
         return artifact
+
+
+def _batched_metrics(exec_properties):
+    """TFMA's metrics from whole batches, where every metric and slice of the eval config is one
+    components/batched_metrics.py fills; TFMA as it is otherwise."""
+    from tensorflow_model_analysis.proto import config_pb2
+
+    raw = exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY)
+    config = proto_utils.json_to_proto(raw, config_pb2.EvalConfig()) if raw else None
+    if config is None or not batched_metrics.supported(config):
+        return contextlib.nullcontext()
+    return batched_metrics.installed()
 
 
 def _label_key(eval_config_json: str | None) -> str:

@@ -51,6 +51,13 @@ class _Combiner(beam.CombineFn):
                 yield y, float(np.asarray(prediction).reshape(-1)[0]), w
 
 
+    def add_arrays(self, accumulator, labels, predictions, weights):
+        """add_input for a whole batch of rows (components/batched_metrics.py): the same rows
+        as _examples keeps, labeled and weighted."""
+        keep = (weights != 0) & np.isfinite(labels)
+        return self._add_rows(accumulator, labels[keep], predictions[keep], weights[keep])
+
+
 class _RSquaredCombiner(_Combiner):
     """Accumulates [Σw, Σwy, Σwy², Σw(y - ŷ)²]."""
 
@@ -61,6 +68,10 @@ class _RSquaredCombiner(_Combiner):
         for y, prediction, w in self._examples(element):
             accumulator += (w, w * y, w * y * y, w * (y - prediction) ** 2)
         return accumulator
+
+    def _add_rows(self, accumulator, y, prediction, w):
+        return accumulator + (w.sum(), (w * y).sum(), (w * y * y).sum(),
+                              (w * (y - prediction) ** 2).sum())
 
     def merge_accumulators(self, accumulators):
         return np.sum(list(accumulators), axis=0)
@@ -85,6 +96,10 @@ class _AUCCombiner(_Combiner):
 
     def add_input(self, accumulator, element):
         accumulator.extend(self._examples(element))
+        return accumulator
+
+    def _add_rows(self, accumulator, y, prediction, w):
+        accumulator.extend(zip(y.tolist(), prediction.tolist(), w.tolist()))
         return accumulator
 
     def merge_accumulators(self, accumulators):
@@ -132,6 +147,9 @@ class _LogLossCombiner(_Combiner):
         for y, prediction, w in self._examples(element):
             accumulator += (w, w * float(log_loss(np.array(y), np.array(prediction))))
         return accumulator
+
+    def _add_rows(self, accumulator, y, prediction, w):
+        return accumulator + (w.sum(), (w * log_loss(y, prediction)).sum())
 
     def merge_accumulators(self, accumulators):
         return np.sum(list(accumulators), axis=0)

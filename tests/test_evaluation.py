@@ -176,3 +176,88 @@ def test_regression_metrics_equal_the_served_model(regression_run):
     _agree("r_squared", float(r2), tfma_metrics, summary, shown)
     assert re.search(r"^  rmse [\d.]+ vs [\d.]+ for always the mean \(needs at most [\d.]+\)",
                      regression_run.result.stdout, re.M)
+
+
+def _evaluate_with_tfma_alone(run: PipelineRun, out) -> str:
+    """The run's Evaluator again, on its own inputs and properties (ML Metadata's), with TFMA's
+    per-example metrics instead of the batched ones; returns the evaluation's directory."""
+    import contextlib
+    import os
+
+    from ml_metadata import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+    from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
+    from tfx.types import standard_artifacts
+
+    from components import evaluator
+
+    connection = metadata_store_pb2.ConnectionConfig()
+    connection.sqlite.filename_uri = str(run.pipeline_root / "metadata.sqlite")
+    store = metadata_store.MetadataStore(connection)
+    kinds = {t.id: t.name for t in store.get_execution_types()}
+    execution = max((e for e in store.get_executions() if kinds[e.type_id].endswith("Evaluator")),
+                    key=lambda e: e.id)
+    artifact_types = {t.id: t.name for t in store.get_artifact_types()}
+    inputs = {}
+    for event in store.get_events_by_execution_ids([execution.id]):
+        if event.type == metadata_store_pb2.Event.INPUT:
+            [found] = store.get_artifacts_by_id([event.artifact_id])
+            artifact = getattr(standard_artifacts, artifact_types[found.type_id])()
+            artifact.set_mlmd_artifact(found)
+            inputs.setdefault(event.path.steps[0].key, []).append(artifact)
+    properties = {k: v.string_value for k, v in execution.custom_properties.items()
+                  if k in ("eval_config", "example_splits")}
+    outputs = {"evaluation": [standard_artifacts.ModelEvaluation()],
+               "blessing": [standard_artifacts.ModelBlessing()]}
+    for key, [artifact] in outputs.items():
+        artifact.uri = str(out / key)
+        os.makedirs(artifact.uri)
+    original = evaluator._batched_metrics
+    evaluator._batched_metrics = lambda properties: contextlib.nullcontext()
+    try:
+        evaluator.Executor(BaseBeamExecutor.Context(tmp_dir=str(out / "tmp"), unique_id="x")).Do(
+            inputs, outputs, properties)
+    finally:
+        evaluator._batched_metrics = original
+    return str(out / "evaluation")
+
+
+def _figures(evaluation: str) -> dict:
+    """{(slice, metric or plot key, field): number} of an evaluation's metrics and plots."""
+    import tensorflow_model_analysis as tfma
+    from google.protobuf import json_format
+
+    def numbers(value, path):
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                yield from numbers(inner, f"{path}/{key}")
+        elif isinstance(value, list):
+            for index, inner in enumerate(value):
+                yield from numbers(inner, f"{path}[{index}]")
+        else:
+            yield path, float(value)
+
+    found = {}
+    for loaded, pairs in ((tfma.load_metrics(evaluation), "metric_keys_and_values"),
+                          (tfma.load_plots(evaluation), "plot_keys_and_values")):
+        for per_slice in loaded:
+            for pair in getattr(per_slice, pairs):
+                key = (str(per_slice.slice_key), str(pair.key).replace("\n", " "))
+                for path, number in numbers(json_format.MessageToDict(pair.value), ""):
+                    found[(*key, path)] = number
+    return found
+
+
+@pytest.mark.parametrize("which", ["binary_run", "regression_run", "penguins_run"])
+def test_batched_metrics_equal_tfmas_own_per_example_ones(which, request, tmp_path):
+    """The Evaluator computes TFMA's metrics from whole batches (components/batched_metrics.py):
+    every metric and plot of every slice equals what TFMA computes example by example on the same
+    model and rows, to 1e-6 (binary with unlabeled rows and a calibration plot; regression;
+    three classes sliced by island, with a confusion matrix plot)."""
+    run = request.getfixturevalue(which)
+    [batched] = glob.glob(str(run.pipeline_root / "Evaluator" / "evaluation" / "*"))
+    mine, tfmas = _figures(batched), _figures(_evaluate_with_tfma_alone(run, tmp_path))
+    assert mine.keys() == tfmas.keys() and len(mine) >= 5  # regression: 5 figures, no plot
+    assert {k: (v, tfmas[k]) for k, v in mine.items()
+            if not (v == tfmas[k] or abs(v - tfmas[k]) <= 1e-6
+                    or (np.isnan(v) and np.isnan(tfmas[k])))} == {}
