@@ -28,9 +28,9 @@ def _verify(penguins_run, replicas=2, **trainer) -> equivalence.Verification:
 def test_builtin_model_makes_one_devices_update(penguins_run, replicas):
     result = _verify(penguins_run, replicas)
     # The default batch on penguins' 272 training rows is the smallest, 32 (scaling.py); the rate
-    # is base_learning_rate x global batch / base_batch.
+    # is base_learning_rate x sqrt(global batch / base_batch).
     defaults = TrainerConfig()
-    learning_rate = defaults.base_learning_rate * 32 * replicas / defaults.base_batch
+    learning_rate = defaults.base_learning_rate * (32 * replicas / defaults.base_batch) ** 0.5
     assert (result.replicas, result.steps, result.per_replica_batch, result.global_batch) == (
         replicas, 3, 32, 32 * replicas)
     assert result.learning_rate == pytest.approx(learning_rate)

@@ -45,7 +45,7 @@ def test_the_plan_counts_updates_of_one_workers_batch():
     # No global step: one update is one worker's batch, the learning rate scales with it.
     assert (plan.workers, plan.parameter_servers, plan.global_batch) == (3, 2, 64)
     assert plan.train_steps == 1000
-    assert plan.learning_rate == pytest.approx(cfg.base_learning_rate * 64 / cfg.base_batch)
+    assert plan.learning_rate == pytest.approx(cfg.base_learning_rate * (64 / cfg.base_batch) ** 0.5)
     text = plan.describe()
     assert "asynchronous data parallel" in text and "3  (through 2 parameter servers)" in text
     assert "updates               1000  (all workers together" in text

@@ -44,7 +44,7 @@ def test_plan_grows_from_v5e4_to_v5e16():
     assert (small["global_batch"], big["global_batch"]) == (512, 2048)
     assert big["train_steps"] * 4 == small["train_steps"] == 2048
     assert small["examples"] == big["examples"] == 1048576
-    assert big["learning_rate"] == pytest.approx(4 * small["learning_rate"])
+    assert big["learning_rate"] == pytest.approx(2 * small["learning_rate"])  # sqrt of 4x
     assert (small["hosts"], big["hosts"]) == (1, 4)
     text = lockstep("plan", "--slice", "v5e-16", "--per-replica-batch", "128").stdout
     assert ("hosts                 4  (4 replicas each; each host's input pipeline reads its own "
@@ -57,7 +57,7 @@ def test_plan_reads_slice_and_batch_from_config(tmp_path):
                    'train_examples = 64000\nbase_learning_rate = 0.1\nbase_batch = 256\n')
     (plan,) = _plan("--config", cfg)
     assert (plan["size"], plan["replicas"], plan["global_batch"]) == ("v4-32", 16, 1024)
-    assert plan["train_steps"] == 62 and plan["learning_rate"] == pytest.approx(0.4)
+    assert plan["train_steps"] == 62 and plan["learning_rate"] == pytest.approx(0.2)  # sqrt(4)
     text = lockstep("plan", "--config", cfg).stdout
     assert "TPU slice v4-32: 16 chip(s) on 4 host(s), topology 2x2x4" in text
     assert "global batch          1024  (= 64 x 16)" in text

@@ -21,8 +21,17 @@ def test_per_replica_batch_fixed_global_grows_lr_scales():
                                 train_examples=1_048_576), 16)
     assert (small.global_batch, big.global_batch) == (512, 2048)
     assert big.train_steps * 4 == small.train_steps
-    assert small.learning_rate == pytest.approx(0.4) and big.learning_rate == pytest.approx(1.6)
+    # Adam's rule, the square root: 4x the global batch, 2x the rate.
+    assert small.learning_rate == pytest.approx(0.2) and big.learning_rate == pytest.approx(0.4)
+    assert "learning rate         0.4  (= 0.1 x sqrt(2048 / 128); trainer.lr_scaling)" in \
+        big.describe()
     assert small.examples == big.examples
+    # SGD's, in proportion, when asked for.
+    linear = [scaling.make_plan(cfg(per_replica_batch=128, base_batch=128, base_learning_rate=0.1,
+                                    train_examples=1_048_576, lr_scaling="linear"), replicas)
+              for replicas in (4, 16)]
+    assert [p.learning_rate for p in linear] == [pytest.approx(0.4), pytest.approx(1.6)]
+    assert "(= 0.1 x 2048 / 128)" in linear[1].describe()
 
 
 def test_global_batch_must_divide():
@@ -97,8 +106,8 @@ def test_default_batch_fits_the_hardware_and_the_data():
     tiny = scaling.make_plan(cfg(), 1, train_rows=272)
     assert tiny.per_replica_batch == 32
     assert "halved to the smallest, 32: an epoch of 272 rows is fewer than 100" in tiny.batch_source
-    # The learning rate follows the batch by the one linear rule.
-    assert mid.learning_rate == pytest.approx(cfg().base_learning_rate * 64 / cfg().base_batch)
+    # The learning rate follows the batch by the one rule (the square root, by default).
+    assert mid.learning_rate == pytest.approx(cfg().base_learning_rate * (64 / cfg().base_batch) ** 0.5)
     # A setting wins, and the plan says which.
     fixed = scaling.make_plan(cfg(per_replica_batch=32), 1, train_rows=269_200)
     assert fixed.per_replica_batch == 32 and fixed.batch_source == "trainer.per_replica_batch"

@@ -6,8 +6,9 @@
 - keep the number of examples fixed: steps = example budget // global batch, where the budget
   is by default `epochs` passes over the training split (at least `min_train_examples`), so
   it follows the data, not a constant;
-- scale the learning rate linearly with the global batch, with linear warmup (and a linear
-  decay to zero over the last steps).
+- scale the learning rate with the global batch, with linear warmup (and a linear decay to zero
+  over the last steps): by its square root (`trainer.lr_scaling = "sqrt"`, the default: the rule
+  for Adam, the optimizer here), or in proportion ("linear": SGD's rule).
 
 Under `trainer.strategy = parameter_server` (asynchronous) there is no global step: each worker
 applies the updates of its own batches. The "global batch" is then one update's batch (the
@@ -62,6 +63,7 @@ class Plan:
 
     batch_source: str = ""  # where the per-replica batch came from, in words
     decay_steps: int = 0  # the last steps, over which the rate falls linearly to zero
+    lr_scaling: str = "linear"  # trainer.lr_scaling (a summary from before it is linear)
     # Hosts feeding the replicas, one input pipeline each (a multi-host TPU slice, several
     # workers): each reads its own share of the training files (trainer_module/input_pipeline.py).
     hosts: int = 1
@@ -100,7 +102,7 @@ class Plan:
                f"{self.host_batch} examples a step)"] if self.hosts > 1 else []),
             f"  train steps           {self.train_steps}  ({self.examples} examples: {self.budget})",
             f"  learning rate         {self.learning_rate:g}  (= {self.base_learning_rate:g} x "
-            f"{self.global_batch} / {self.base_batch})",
+            f"{self._rate_words()})",
             f"  warmup steps          {self.warmup_steps}",
             f"  decay steps           {self.decay_steps}  {self._decay_words()}",
         ]
@@ -114,6 +116,10 @@ class Plan:
             lines.append(f"  precision             {self.precision}{hint}")
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
+
+    def _rate_words(self) -> str:
+        ratio = f"{self.global_batch} / {self.base_batch}"
+        return f"sqrt({ratio}); trainer.lr_scaling" if self.lr_scaling == "sqrt" else ratio
 
     def _decay_words(self) -> str:
         if not self.decay_steps:
@@ -132,7 +138,7 @@ class Plan:
             f"  updates               {self.train_steps}  (all workers together; "
             f"{self.examples} examples: {self.budget})",
             f"  learning rate         {self.learning_rate:g}  (= {self.base_learning_rate:g} x "
-            f"{self.global_batch} / {self.base_batch})",
+            f"{self._rate_words()})",
             f"  warmup steps          {self.warmup_steps}",
             f"  decay steps           {self.decay_steps}  {self._decay_words()}",
         ]
@@ -227,7 +233,8 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None =
     if on_tpu and per_replica % 8:
         warnings.append(f"per-replica batch {per_replica} is not a multiple of 8; TPU cores pad "
                         "it (128 fills the MXU best)")
-    lr = cfg.base_learning_rate * global_batch / cfg.base_batch
+    lr = cfg.base_learning_rate * learning_rate_factor(global_batch, cfg.base_batch,
+                                                       cfg.lr_scaling)
     workers, servers = (0, 0)
     if cfg.strategy == PARAMETER_SERVER:
         workers, servers = cluster or (cfg.ps_workers, cfg.ps_servers)
@@ -236,7 +243,13 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None =
     return Plan(replicas, per_replica, global_batch, steps, steps * global_batch, lr,
                 cfg.base_learning_rate, cfg.base_batch, warmup, tuple(warnings),
                 budget, accumulation, cfg.precision, on_tpu, workers, servers, batch_source,
-                decay_steps=decay, hosts=max(hosts, 1))
+                decay_steps=decay, hosts=max(hosts, 1), lr_scaling=cfg.lr_scaling)
+
+
+def learning_rate_factor(global_batch: int, base_batch: int, rule: str) -> float:
+    """How much the base learning rate grows from base_batch to global_batch."""
+    ratio = global_batch / base_batch
+    return math.sqrt(ratio) if rule == "sqrt" else ratio
 
 
 def like(replicas: int, target_replicas: int) -> int:

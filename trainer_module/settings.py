@@ -36,6 +36,7 @@ STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "cpu", PARAMETER_SERVER
 # outputs stay float32 under all three.
 FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16 = "float32", "mixed_bfloat16", "mixed_float16"
 PRECISIONS = (FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16)
+LR_SCALINGS = ("sqrt", "linear")  # how the learning rate follows the global batch
 # Said where the config asks for it and where `auto` finds a TPU at run time (train.build_model).
 FLOAT16_ON_TPU = ("trainer.precision = mixed_float16 cannot run on a TPU (TPUStrategy refuses loss "
                   "scaling); use mixed_bfloat16, which TPUs compute natively")
@@ -94,6 +95,11 @@ class TrainerConfig:
     # batch (small data) a proportionally smaller rate.
     base_learning_rate: float = _run_parameter(0.02)
     base_batch: int = 256
+    # How the rate follows the global batch: "sqrt", with its square root (Adam's rule: Malladi
+    # et al. 2022), or "linear", in proportion (SGD's: Goyal et al. 2017). Linear made small
+    # data's rate too small: loans (batch 64) 0.005, accuracy 0.9920; sqrt 0.01, 0.9990
+    # (docs/performance.md); batch 256 (nycflights13) is the anchor, the same either way.
+    lr_scaling: str = "sqrt"
     warmup_steps: int = 20
     # The last decay_share of the steps lower the rate linearly to zero (warmup, flat, decay: a
     # long run settles instead of ending at the full rate; 0: flat to the end). docs/
@@ -146,6 +152,9 @@ class TrainerConfig:
         if self.accumulation_steps < 1:
             raise TrainerConfigError(
                 f"trainer.accumulation_steps must be at least 1, got {self.accumulation_steps}")
+        if self.lr_scaling not in LR_SCALINGS:
+            raise TrainerConfigError(f"trainer.lr_scaling must be sqrt or linear, got "
+                                     f"{self.lr_scaling!r}")
         if self.precision not in PRECISIONS:
             raise TrainerConfigError(f"trainer.precision must be {', '.join(PRECISIONS[:-1])} or "
                                      f"{PRECISIONS[-1]}, got {self.precision!r}")
