@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
+
+from json_http import JsonHandler
 
 API = "/apis/v2beta1"
 
@@ -76,12 +78,10 @@ class StandIn:
     def _handler(self):
         standin = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def _serve(self, method):
+        class Handler(JsonHandler):
+            def answer(self, method):
                 url = urlparse(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                body = json.loads(raw) if raw else {}
+                body = self.json_body()
                 standin.requests.append({"method": method, "path": url.path,
                                          "query": parse_qs(url.query), "body": body,
                                          "auth": self.headers.get("Authorization")})
@@ -98,24 +98,7 @@ class StandIn:
                     payload = {"error": message, "message": message, "code": 3}
                 else:
                     status, payload = standin._route(method, url.path, parse_qs(url.query), body)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                self._serve("GET")
-
-            def do_POST(self):
-                self._serve("POST")
-
-            def do_DELETE(self):
-                self._serve("DELETE")
-
-            def log_message(self, *args):
-                pass
+                self.send_json(status, payload)
 
         return Handler
 

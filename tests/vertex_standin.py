@@ -7,12 +7,13 @@ answers the next create with an API error."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import urlparse
+
+from json_http import JsonHandler
 
 PREFIX = "/v1/"
 
@@ -90,14 +91,10 @@ class VertexStandIn:
     def _handler(self):
         standin = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _answer(self, method: str):
+        class Handler(JsonHandler):
+            def answer(self, method: str):
                 path = urlparse(self.path).path  # the client adds `$alt=json;enum-encoding=int`
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}") if length else {}
+                body = self.json_body()
                 standin.requests.append({"method": method, "path": path, "body": body})
                 resource = path[len(PREFIX):] if path.startswith(PREFIX) else path
                 if method == "POST" and resource.endswith("/customJobs"):
@@ -107,17 +104,6 @@ class VertexStandIn:
                 else:
                     status, answer = 404, {"error": {"code": 404, "message": path,
                                                      "status": "NOT_FOUND"}}
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                self._answer("GET")
-
-            def do_POST(self):
-                self._answer("POST")
+                self.send_json(status, answer)
 
         return Handler
