@@ -99,9 +99,13 @@ RELATIVE = ("log_loss", "rmse", "mae")  # their gap is a share of the eval figur
 
 
 def gap(figures: dict, metric: str, higher_is_better: bool, bound: float) -> dict:
-    """{metric, train, eval, gap, rows, bound, beyond}: how much better the model does on the
-    train sample than on the eval split, in the direction of better: absolute for accuracy, auc
-    and r2, a share of the eval figure for log_loss, rmse and mae. {} without both figures."""
+    """{metric, train, eval, gap, rows, bound, beyond, optimistic}: how much better the model does
+    on the train sample than on the eval split, in the direction of better: absolute for accuracy,
+    auc and r2, a share of the eval figure for log_loss, rmse and mae. `beyond`: better on train
+    by more than the bound (overfitting, or a split that is not random). `optimistic`: better on
+    eval by more than the bound, so the eval figure, the one the gate judges, promises more than
+    rows like the train rows get (a few extreme rows that fell on the train side weigh heavily in
+    rmse and log_loss, or the splits differ). {} without both figures."""
     train = figures.get("train", {}).get("metrics", {}).get(metric)
     evaluation = figures.get("eval", {}).get("metrics", {}).get(metric)
     if train is None or evaluation is None or train != train or evaluation != evaluation:
@@ -111,4 +115,4 @@ def gap(figures: dict, metric: str, higher_is_better: bool, bound: float) -> dic
         better = better / evaluation if evaluation else 0.0
     return {"metric": metric, "train": train, "eval": evaluation, "gap": better,
             "rows": {s: f["rows"] for s, f in figures.items()}, "bound": bound,
-            "beyond": better > bound}
+            "beyond": better > bound, "optimistic": -better > bound}

@@ -416,7 +416,8 @@ def _evaluation_section(report: RunReport) -> str:
                  "</p>")
     parts.append(_gate_table(report))
     if report.generalization_line():
-        beyond = "beyond" if report.generalization["beyond"] else "within"
+        g = report.generalization
+        beyond = "beyond" if g["beyond"] or g.get("optimistic") else "within"
         parts.append(f"<p data-generalization={beyond}>"
                      f"{_e(report.generalization_line())}</p>")
     if report.metrics:

@@ -89,9 +89,15 @@ class RunReport:
             return ""
         rows = g["rows"]
         relative = " of the eval figure" if g["metric"] in generalization.RELATIVE else ""
-        verdict = (f"BEYOND {g['bound']:g}: the model does better on rows it learned from than on "
-                   "new ones (overfitting, or a split that is not random)"
-                   if g["beyond"] else f"within {g['bound']:g}")
+        if g["beyond"]:
+            verdict = (f"BEYOND {g['bound']:g}: the model does better on rows it learned from than "
+                       "on new ones (overfitting, or a split that is not random)")
+        elif g.get("optimistic"):
+            verdict = (f"BEYOND {g['bound']:g} the other way: the eval figure is better than the "
+                       "train rows get, so it may not hold on new rows (a few extreme rows weigh "
+                       f"heavily in {g['metric']}, or the splits differ)")
+        else:
+            verdict = f"within {g['bound']:g}"
         return (f"Generalisation: {g['metric']} {g['train']:.4f} on {rows.get('train', 0)} train "
                 f"rows vs {g['eval']:.4f} on {rows.get('eval', 0)} eval rows, gap "
                 f"{g['gap']:+.4f}{relative} ({verdict}; eval.max_gap)")
