@@ -50,6 +50,9 @@ class _Combiner(beam.CombineFn):
             if w and np.isfinite(y):
                 yield y, float(np.asarray(prediction).reshape(-1)[0]), w
 
+    def add_input(self, accumulator, element):
+        rows = np.array(list(self._examples(element)), np.float64).reshape(-1, 3)
+        return self._add_rows(accumulator, rows[:, 0], rows[:, 1], rows[:, 2])
 
     def add_arrays(self, accumulator, labels, predictions, weights):
         """add_input for a whole batch of rows (components/batched_metrics.py): the same rows
@@ -57,17 +60,16 @@ class _Combiner(beam.CombineFn):
         keep = (weights != 0) & np.isfinite(labels)
         return self._add_rows(accumulator, labels[keep], predictions[keep], weights[keep])
 
+    def _add_rows(self, accumulator, y, prediction, w):
+        """The accumulator with the rows (float64 arrays of labels, predictions, weights) added."""
+        raise NotImplementedError
+
 
 class _RSquaredCombiner(_Combiner):
     """Accumulates [Σw, Σwy, Σwy², Σw(y - ŷ)²]."""
 
     def create_accumulator(self):
         return np.zeros(4)
-
-    def add_input(self, accumulator, element):
-        for y, prediction, w in self._examples(element):
-            accumulator += (w, w * y, w * y * y, w * (y - prediction) ** 2)
-        return accumulator
 
     def _add_rows(self, accumulator, y, prediction, w):
         return accumulator + (w.sum(), (w * y).sum(), (w * y * y).sum(),
@@ -93,10 +95,6 @@ class _AUCCombiner(_Combiner):
 
     def create_accumulator(self):
         return []
-
-    def add_input(self, accumulator, element):
-        accumulator.extend(self._examples(element))
-        return accumulator
 
     def _add_rows(self, accumulator, y, prediction, w):
         accumulator.extend(zip(y.tolist(), prediction.tolist(), w.tolist()))
@@ -142,11 +140,6 @@ class _LogLossCombiner(_Combiner):
 
     def create_accumulator(self):
         return np.zeros(2)
-
-    def add_input(self, accumulator, element):
-        for y, prediction, w in self._examples(element):
-            accumulator += (w, w * float(log_loss(np.array(y), np.array(prediction))))
-        return accumulator
 
     def _add_rows(self, accumulator, y, prediction, w):
         return accumulator + (w.sum(), (w * log_loss(y, prediction)).sum())
