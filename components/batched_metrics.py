@@ -11,7 +11,7 @@ would have filled it example by example. Everything after the accumulators is TF
 them per slice, their outputs, the derived metrics and plots (precision, recall, the confusion
 matrix and calibration plots), the diffs against the baseline model, the thresholds, the
 validation, the files written and the blessing. The figures equal TFMA's to float rounding
-(tests/test_evaluator.py compares them).
+(tests/test_evaluation.py compares them).
 
 Only the combiners lockstep's eval config makes (pipeline/evaluation.py) are filled here, and
 only slices on one column or none; any other config (`supported`) leaves TFMA as it is.
@@ -149,12 +149,10 @@ class _FillPerSlice(beam.DoFn):
         models = {name: _model_arrays(extracts, name, spec) for name, spec in self._specs.items()}
         rows = len(next(iter(models.values()))[0])
         for slice_key, mask in _slices(extracts, self._eval_config, rows):
-            accumulators = []
-            for computation in self._computations:
-                combiner = computation.combiner
-                label, prediction, weight = (a[mask] for a in models[computation.keys[0].model_name])
-                accumulators.append(_fill(combiner, computation.keys[0], label, prediction, weight))
-            yield slice_key, tuple(accumulators)
+            rows_of = {name: tuple(a[mask] for a in arrays) for name, arrays in models.items()}
+            yield slice_key, tuple(
+                _fill(c.combiner, c.keys[0], *rows_of[c.keys[0].model_name])
+                for c in self._computations)
 
 
 def _model_arrays(extracts, name: str, spec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -185,12 +183,13 @@ def _slices(extracts, eval_config, rows: int):
         if value is None:
             continue
         row_of, values = _rows_and_values(value, rows)
-        keys = [v.decode() if isinstance(v, bytes) else v for v in values.tolist()]
-        for key in dict.fromkeys(keys):
+        distinct, first, at = np.unique(values, return_index=True, return_inverse=True)
+        at = at.reshape(-1)
+        for index in np.argsort(first, kind="stable"):  # in the order the values come
             mask = np.zeros(rows, bool)
-            mask[row_of[[k == key for k in keys]]] = True
-            yield ((column, values[keys.index(key)].item() if not isinstance(key, str)
-                    else key),), mask
+            mask[row_of[at == index]] = True
+            [key] = distinct[index:index + 1].tolist()
+            yield ((column, key.decode() if isinstance(key, bytes) else key),), mask
 
 
 def _rows_and_values(value, rows: int) -> tuple[np.ndarray, np.ndarray]:
