@@ -58,8 +58,8 @@ NEVER_CACHED_KUBEFLOW = (EXAMPLE_GEN_NODE, BASELINE_NODE)
 
 # StatisticsGen has the statistics; the Trainer applies the transform graph to the raw examples
 # as it reads them (trainer_module/input_pipeline.py), so Transform only analyzes: no second copy
-# of the data is written.
-TRANSFORM_SETTINGS = {"disable_statistics": True, "materialize": False}
+# of the data is written. These are a synchronous run's; transform_settings gives each config's.
+TRANSFORM_SETTINGS = {"disable_statistics": True, "materialize": False, "force_tf_compat_v1": True}
 
 
 def transform_settings(config: Config) -> dict:
