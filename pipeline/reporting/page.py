@@ -417,7 +417,7 @@ def _evaluation_section(report: RunReport) -> str:
     parts.append(_gate_table(report))
     if report.generalization_line():
         g = report.generalization
-        beyond = "beyond" if g["beyond"] or g.get("optimistic") else "within"
+        beyond = "beyond" if g["beyond"] or g["optimistic"] else "within"
         parts.append(f"<p data-generalization={beyond}>"
                      f"{_e(report.generalization_line())}</p>")
     if report.metrics:

@@ -92,7 +92,7 @@ class RunReport:
         if g["beyond"]:
             verdict = (f"BEYOND {g['bound']:g}: the model does better on rows it learned from than "
                        "on new ones (overfitting, or a split that is not random)")
-        elif g.get("optimistic"):
+        elif g["optimistic"]:
             verdict = (f"BEYOND {g['bound']:g} the other way: the eval figure is better than the "
                        "train rows get, so it may not hold on new rows (a few extreme rows weigh "
                        f"heavily in {g['metric']}, or the splits differ)")
