@@ -178,7 +178,7 @@ def test_regression_metrics_equal_the_served_model(regression_run):
                      regression_run.result.stdout, re.M)
 
 
-def _evaluate_with_tfma_alone(run: PipelineRun, out) -> str:
+def _evaluate_with_tfma_alone(run: PipelineRun, out, monkeypatch) -> str:
     """The run's Evaluator again, on its own inputs and properties (ML Metadata's), with TFMA's
     per-example metrics instead of the batched ones; returns the evaluation's directory."""
     import contextlib
@@ -212,13 +212,10 @@ def _evaluate_with_tfma_alone(run: PipelineRun, out) -> str:
     for key, [artifact] in outputs.items():
         artifact.uri = str(out / key)
         os.makedirs(artifact.uri)
-    original = evaluator._batched_metrics
-    evaluator._batched_metrics = lambda properties: contextlib.nullcontext()
-    try:
-        evaluator.Executor(BaseBeamExecutor.Context(tmp_dir=str(out / "tmp"), unique_id="x")).Do(
-            inputs, outputs, properties)
-    finally:
-        evaluator._batched_metrics = original
+    monkeypatch.setattr(evaluator, "_batched_metrics",
+                        lambda properties: contextlib.nullcontext())
+    evaluator.Executor(BaseBeamExecutor.Context(tmp_dir=str(out / "tmp"), unique_id="x")).Do(
+        inputs, outputs, properties)
     return str(out / "evaluation")
 
 
@@ -249,14 +246,14 @@ def _figures(evaluation: str) -> dict:
 
 
 @pytest.mark.parametrize("which", ["binary_run", "regression_run", "penguins_run"])
-def test_batched_metrics_equal_tfmas_own_per_example_ones(which, request, tmp_path):
+def test_batched_metrics_equal_tfmas_own_per_example_ones(which, request, tmp_path, monkeypatch):
     """The Evaluator computes TFMA's metrics from whole batches (components/batched_metrics.py):
     every metric and plot of every slice equals what TFMA computes example by example on the same
     model and rows, to 1e-6 (binary with unlabeled rows and a calibration plot; regression;
     three classes sliced by island, with a confusion matrix plot)."""
     run = request.getfixturevalue(which)
     [batched] = glob.glob(str(run.pipeline_root / "Evaluator" / "evaluation" / "*"))
-    mine, tfmas = _figures(batched), _figures(_evaluate_with_tfma_alone(run, tmp_path))
+    mine, tfmas = _figures(batched), _figures(_evaluate_with_tfma_alone(run, tmp_path, monkeypatch))
     assert mine.keys() == tfmas.keys() and len(mine) >= 5  # regression: 5 figures, no plot
     assert {k: (v, tfmas[k]) for k, v in mine.items()
             if not (v == tfmas[k] or abs(v - tfmas[k]) <= 1e-6
