@@ -96,6 +96,15 @@ def read(record_path: str, batch_size: int, schema=None) -> Iterator[pa.RecordBa
     return _batches(reader, batch_size, [name for name, _ in wanted], inferred=False)
 
 
+def table(record_path: str) -> pa.Table | None:
+    """The file's rows, every column as written (a one-value list per present cell, a null list
+    per missing one), from its copy; None where it has no copy."""
+    path = copy_path(record_path)
+    if not fileio.exists(path):
+        return None
+    return _open(path).read_all()
+
+
 def _batches(reader: pa.ipc.RecordBatchFileReader, batch_size: int, names: list[str],
              inferred: bool) -> Iterator[pa.RecordBatch]:
     for index in range(reader.num_record_batches):
