@@ -2,10 +2,13 @@
 
     CsvExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -.
                   `-> Transform -------------------------------------> Trainer -> Evaluator -> Pusher
+                  `-> GradientBoosting (once Transform and the validator are done, beside the Trainer)
 
 Transform reads the records with the ExampleGen's types-only schema (the types they were encoded
 with), so it runs beside the validation branch (pipeline/local/dag_runner.py locally; KFP runs
-ready tasks side by side by itself); the Trainer waits for both."""
+ready tasks side by side by itself); the Trainer waits for both. The gradient-boosting reference
+(components/gradient_boosting.py) waits for them too, so it is ready when the Trainer is and
+runs beside it (locally in the second lane), not beside Transform, which the Trainer waits for."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from tfx.proto import example_gen_pb2
 from components.csv_example_gen import CsvExampleGen, ExampleGenSpec
 from components.evaluator import Evaluator
 from components.example_validator import ExampleValidator
+from components.gradient_boosting import GradientBoostingReference
 from components.latest_model import LatestPushedModel
 from components.pusher import Pusher
 from components.statistics_gen import StatisticsGen
@@ -44,6 +48,7 @@ VALIDATOR_NODE = "ExampleValidator"
 TRANSFORM_NODE = "Transform"
 BASELINE_NODE = "LatestPushedModel"
 TRAINER_NODE = "Trainer"
+REFERENCE_NODE = "GradientBoosting"
 EVALUATOR_NODE = "Evaluator"
 PUSHER_NODE = "Pusher"
 
@@ -223,6 +228,11 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
         **trainer_inputs, **vertex).with_id(TRAINER_NODE)
     # The validator gates training: make the Trainer wait for it.
     trainer.add_upstream_node(example_validator)
+    reference = GradientBoostingReference(
+        examples=example_gen.outputs["examples"],
+        columns=decisions.transform_spec(label), metric=gate.metric).with_id(REFERENCE_NODE)
+    reference.add_upstream_node(transform)  # ready with the Trainer, to run beside it
+    reference.add_upstream_node(example_validator)
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
         baseline_model=latest.outputs["model"], schema=schema_gen.outputs["schema"],
@@ -237,7 +247,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
         higher_is_better=evaluation.METRICS[gate.metric].higher_is_better,
         gate=json.dumps(gate.to_dict())).with_id(PUSHER_NODE)
     components = _up_to([example_gen, statistics_gen, schema_gen, example_validator, transform,
-                         latest, trainer, evaluator, pusher], to_node)
+                         latest, trainer, reference, evaluator, pusher], to_node)
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=config.paths.pipeline_root,

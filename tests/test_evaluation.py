@@ -45,6 +45,24 @@ def _reported(run: PipelineRun, stdout: str) -> tuple[dict, dict, dict]:
     return tfma_metrics, summary, shown
 
 
+def _reference(run: PipelineRun, label: str, tfma_metrics: dict, stdout: str):
+    """The gradient-boosting reference's figures (components/gradient_boosting.py), checked to be
+    on the rows the Evaluator scored and fitted on every labeled train row, and its line."""
+    from components import gradient_boosting
+
+    [uri] = glob.glob(str(run.pipeline_root / "GradientBoosting" / "reference" / "*"))
+    reference = gradient_boosting.read(uri)
+    assert reference.eval_rows == tfma_metrics["weighted_example_count"], reference
+    train = glob.glob(str(run.pipeline_root / "CsvExampleGen" / "examples" / "*" / "Split-train" / "*"))
+    _, labels = eval_examples(train, label)
+    assert reference.train_rows == reference.labeled_train_rows == sum(v is not None for v in labels)
+    model = tfma_metrics[{"auc": "auc", "rmse": "root_mean_squared_error"}[reference.metric]]
+    assert re.search(rf"^Reference: gradient boosting on this split: {reference.metric} "
+                     rf"{reference.value:.4f} \(fit on {reference.train_rows:,} train rows in "
+                     rf"[\d.]+ s\); this model {model:.4f}$", stdout, re.M), stdout
+    return reference
+
+
 def _agree(name: str, served: float, tfma_metrics, summary, shown, tolerance=1e-5):
     assert tfma_metrics[name] == pytest.approx(served, abs=tolerance), (name, served, tfma_metrics)
     assert summary[name] == pytest.approx(served, abs=1e-4 + tolerance), (name, summary)
@@ -117,6 +135,11 @@ def test_binary_metrics_equal_the_served_model(binary_run):
     source = open(page).read()
     assert f"Calibration (positive class '{positive}')" in source
     assert "data-gate-metric='auc'" in source and "Confusion matrix" not in source
+    # Gradient boosting on the same split, scored on the rows the Evaluator scored (the unlabeled
+    # ones in no figure); it learns the sex from the measurements as the model does.
+    reference = _reference(binary_run, "sex", tfma_metrics, out)
+    assert set(reference.metrics) == {"auc", "accuracy", "log_loss"} and reference.value > 0.85
+    assert f"data-reference-metric='auc'>{reference.value:.4f}<" in source
 
 
 def test_the_binary_report_renders_its_calibration_plot(binary_run, tmp_path):
@@ -176,6 +199,8 @@ def test_regression_metrics_equal_the_served_model(regression_run):
     _agree("r_squared", float(r2), tfma_metrics, summary, shown)
     assert re.search(r"^  rmse [\d.]+ vs [\d.]+ for always the mean \(needs at most [\d.]+\)",
                      regression_run.result.stdout, re.M)
+    reference = _reference(regression_run, "body_mass_g", tfma_metrics, regression_run.result.stdout)
+    assert set(reference.metrics) == {"rmse", "mae", "r2"} and reference.metrics["r2"] > 0.7
 
 
 def _evaluate_with_tfma_alone(run: PipelineRun, out, monkeypatch) -> str:

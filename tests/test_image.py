@@ -147,7 +147,7 @@ def test_compiled_pipeline_runs_task_by_task_in_the_image(image, podman_socket, 
     finally:
         os.environ.pop("DOCKER_HOST", None)
     assert [t.task for t in run.tasks if t.succeeded] == [t.task for t in run.tasks]
-    assert len(run.tasks) == 9
+    assert len(run.tasks) == 10
     report = run.report()
     assert report.blessed and report.pushed_to
     [version] = [p for p in (root / "serving").iterdir() if p.name.isdigit()]

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 EXAMPLE = REPO / "examples" / "wide_deep"
 TASKS = ["CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",
-         "Trainer", "LatestPushedModel", "Evaluator", "Pusher"]
+         "GradientBoosting", "Trainer", "LatestPushedModel", "Evaluator", "Pusher"]
 
 
 @pytest.fixture(scope="session")
@@ -42,6 +42,11 @@ def test_kfp_local_runs_every_task_to_a_model_that_serves(kfp_local_run):
     assert re.findall(r"^  (\w+)\s+done\s+[\d.]+s \(start-up [\d.]+s\)$", out, re.M) == TASKS, out
     assert "Blessed: yes" in out and "Baseline: none (first model)" in out
     assert re.search(r"^Eval metrics: .*sparse_categorical_accuracy", out, re.M)
+    # The gradient-boosting reference's task wrote its figures where the report reads them.
+    reference = re.search(r"^Reference: gradient boosting on this split: auc ([\d.]+) \(fit on "
+                          r"[\d,]+ train rows in [\d.]+ s\); this model ([\d.]+)$", out, re.M)
+    assert reference and 0.6 < float(reference.group(1)) <= 1, out
+    assert re.search(rf"^Eval metrics: auc {reference.group(2)}, ", out, re.M)
     # Each task ran in a directory named for it (TFX names carry no comp- prefix), from the
     # executor input kfp.local built, and logged to its own file.
     assert sorted(p.name for p in kfp_local_run.pipeline_dir.iterdir()) == sorted(TASKS)

@@ -33,7 +33,10 @@ def test_spec_parses_has_no_resolver_and_puts_only_the_trainer_on_tpu(compiled):
     spec, platform = _load(compiled["output"])
     assert set(spec.root.dag.tasks) == {
         "CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",
-        "LatestPushedModel", "Trainer", "Evaluator", "Pusher"}
+        "LatestPushedModel", "Trainer", "GradientBoosting", "Evaluator", "Pusher"}
+    # The gradient-boosting reference starts when the Trainer can, beside it.
+    assert {"Transform", "ExampleValidator"} <= set(
+        spec.root.dag.tasks["GradientBoosting"].dependent_tasks)
     executors = _executors(spec)
     assert not [label for label, e in executors.items() if "resolver" in e]
     trainer_label = spec.components["Trainer"].executor_label
@@ -219,7 +222,7 @@ def test_every_variant_loads_in_kfp_and_stand_ins_compile_it_identically(tmp_pat
         loaded = components.load_component_from_file(output)  # KFP's own SDK
         assert loaded.name == "lockstep" and set(loaded.pipeline_spec.root.dag.tasks) == {
             "CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",
-            "LatestPushedModel", "Trainer", "Evaluator", "Pusher"}, name
+            "LatestPushedModel", "Trainer", "GradientBoosting", "Evaluator", "Pusher"}, name
         spec, platform = _load(Path(output))
         trainer_label = spec.components["Trainer"].executor_label
         k8s = json_format.MessageToDict(platform)["platforms"]["kubernetes"][

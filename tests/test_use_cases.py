@@ -236,8 +236,9 @@ def test_the_pipeline_up_to_a_node_is_that_node_and_what_it_needs(tmp_path):
                                                 pipeline_lib.TRANSFORM_NODE]
     # The Trainer needs the validator too (it gates training), and the schema SchemaGen made.
     assert set(ids(pipeline_lib.TRAINER_NODE)) == set(ids(None)) - {
-        pipeline_lib.EVALUATOR_NODE, pipeline_lib.PUSHER_NODE, pipeline_lib.BASELINE_NODE}
-    assert len(ids(None)) == 9
+        pipeline_lib.EVALUATOR_NODE, pipeline_lib.PUSHER_NODE, pipeline_lib.BASELINE_NODE,
+        pipeline_lib.REFERENCE_NODE}
+    assert len(ids(None)) == 10
 
 
 def test_remote_data_goes_through_prepare_and_the_local_run(tmp_path, monkeypatch):

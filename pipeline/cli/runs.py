@@ -34,6 +34,7 @@ def _row(report) -> dict:
         "gate": report.gate.to_dict() if report.gate else None,
         "recall_by_class": report.per_class_recall(),
         "versus_serving": report.versus_serving(),
+        "reference": report.versus_reference(),
         "blessed": report.blessed,
         "pushed_to": report.pushed_to,
         "push_note": report.push_note,

@@ -8,7 +8,8 @@ It reads the run's own artifacts, found through the RunReport (either runner):
 - the training: the scaling plan the Trainer used and its curve (loss, accuracy, learning rate
   by step) from the TensorBoard events it wrote;
 - the evaluation: each gated metric beside its naive baseline (always the majority class, a
-  constant score, the label's mean), metrics overall and per slice, a calibration plot (binary
+  constant score, the label's mean) and scikit-learn's gradient boosting on the same split
+  (components/gradient_boosting.py), metrics overall and per slice, a calibration plot (binary
   label) or a confusion matrix and per-class recall (more classes), the thresholds from TFMA's
   own eval config, the baseline model, blessed or why not, and where the model went.
 
@@ -350,22 +351,32 @@ def _slice_plot(report: RunReport, metric: str) -> str:
 
 
 def _gate_table(report: RunReport) -> str:
-    """Each gated metric: its value, its naive baseline, the bound it had to reach."""
+    """Each gated metric: its value, the gradient-boosting reference's on the same rows (where
+    it ran), its naive baseline, the bound it had to reach."""
+    reference = report.reference
     rows = []
     for bound in report.gate.bounds if report.gate else ():
         value = report.metrics.get(report.gate.tfma_name(bound.metric))
         naive = (f"{bound.baseline:.4f} ({_e(bound.baseline_words)})"
                  if bound.baseline is not None else "not measured")
         need = ("at least " if bound.higher_is_better else "at most ") + f"{bound.value:.4g}"
+        boosted = ""
+        if reference is not None:
+            figure = reference.metrics.get(bound.metric)
+            boosted = (f"<td class=n data-reference-metric='{_e(bound.metric)}'>"
+                       f"{'' if figure is None else _e(value_text(bound.metric, figure))}</td>")
         rows.append(f"<tr><td>{_e(bound.metric)}"
                     f"{' (gating)' if bound.metric == report.gate.metric else ''}</td>"
                     f"<td class=n data-gate-metric='{_e(bound.metric)}'>"
-                    f"{'' if value is None else f'{value:.4f}'}</td><td>{naive}</td>"
+                    f"{'' if value is None else f'{value:.4f}'}</td>{boosted}<td>{naive}</td>"
                     f"<td>{need}{' (eval.bounds)' if bound.explicit else ''}</td></tr>")
     if not rows:
         return ""
+    note = (f"<p class=muted data-reference>{_e(report.reference_line())}</p>"
+            if reference is not None else "")
     return ("<h3>Against the naive baseline</h3><table><tr><th>metric</th><th>model</th>"
-            "<th>naive baseline</th><th>needed</th></tr>" + "".join(rows) + "</table>")
+            + ("<th>gradient boosting</th>" if reference is not None else "")
+            + "<th>naive baseline</th><th>needed</th></tr>" + "".join(rows) + "</table>" + note)
 
 
 def _calibration_plot(report: RunReport) -> str:
