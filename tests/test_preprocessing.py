@@ -47,12 +47,33 @@ def test_numeric_string_and_missing_columns(task):
     assert colors[0] == colors[2] != colors[1] != colors[3]  # red, blue, and missing apart
 
 
+def test_quantile_positions_and_integer_codes():
+    """Each numeric column's place among its quantiles (the model's piecewise-linear encoding):
+    0 when missing, rising with the value, at most QUANTILE_BINS; a missing cell is not a
+    value the quantiles count. An integer column is also a code: one index per value."""
+    rows = _transform(CLASSIFICATION)
+    x = [r[features.position_name("x")] for r in rows]
+    assert x[2] == 0.0  # missing
+    assert 0 < x[0] < x[1] < x[3] <= features.QUANTILE_BINS
+    assert x[3] == features.QUANTILE_BINS  # the largest value is at or past the last edge
+    n = [r[features.position_name("n")] for r in rows]
+    assert n[0] == 0.0 and 0 < n[1] < n[2] < n[3] <= features.QUANTILE_BINS
+    codes = [r[features.code_name("n")] for r in rows]
+    assert len(set(codes)) == 4  # 100, 200, 600 and the missing cell, each its own index
+    assert features.code_name("x") not in rows[0]  # floats are measured, not named
+
+
 def test_label_by_task():
     classes = [r["y_xf"] for r in _transform(CLASSIFICATION)]
     assert classes[0] == classes[2] != classes[1] and classes[3] == -1  # missing: -1, no class
     assert set(classes[:3]) == {0, 1}
+    # An integer label as a value, standardized by the labeled rows' mean (13/3) and standard
+    # deviation (sqrt(32/9)); missing stays NaN.
     values = [r["y_xf"] for r in _transform(REGRESSION)]
-    assert values[:3] == [3.0, 7.0, 3.0] and math.isnan(values[3])  # an integer label as a value
+    std = math.sqrt(32 / 9)
+    assert values[:3] == pytest.approx([(3 - 13 / 3) / std, (7 - 13 / 3) / std,
+                                        (3 - 13 / 3) / std], rel=1e-6)
+    assert math.isnan(values[3])
 
 
 def test_string_vocabularies_are_the_files_tft_vocabulary_writes(tmp_path, monkeypatch):

@@ -42,6 +42,31 @@ def missing_flag_name(key: str) -> str:
     return f"{safe_name(key)}_missing"
 
 
+def position_name(key: str) -> str:
+    """A numeric feature's place among its training values' quantiles (trainer_module/
+    preprocessing.py): 0 up to QUANTILE_BINS, piecewise linear between the quantiles."""
+    return f"{safe_name(key)}_q"
+
+
+# The quantile bins of a numeric feature's position: 48, as in Gorishniy et al. 2022's
+# piecewise-linear encoding. The model expands a position p into the encoding, bin t's share
+# clip(p - t, 0, 1) (trainer_module/model.py).
+QUANTILE_BINS = 48
+
+
+def code_name(key: str) -> str:
+    """An integer column's value as a code (a flight number, a distance that names a route):
+    its index among the column's CODE_TOP_K most frequent values."""
+    return f"{safe_name(key)}_code"
+
+
+def code_vocab_name(key: str) -> str:
+    return f"codes_{safe_name(key)}"
+
+
+CODE_TOP_K = 1024
+
+
 def vocab_name(key: str) -> str:
     return f"vocab_{safe_name(key)}"
 

@@ -1,8 +1,14 @@
 """preprocessing_fn for tf.Transform: generic over any CSV, driven by the inferred schema's types.
 
-- numeric feature x: `x_xf` = z-score with missing filled by the mean (so 0), and `x_missing` 0/1;
+- numeric feature x: `x_xf` = z-score with missing filled by the mean (so 0), `x_missing` 0/1,
+  and `x_q`, its place among the training values' quantiles (features.QUANTILE_BINS bins; 0 to
+  QUANTILE_BINS, linear inside a bin; 0 when missing), from which the built-in model computes
+  the piecewise-linear encoding of Gorishniy et al. 2022 (trainer_module/model.py);
   all numeric columns go through one [batch, n] matrix, so their analyzers are one per statistic,
   not one per column;
+- integer feature i: as a numeric feature, and `i_code`, the index of its value among the
+  column's features.CODE_TOP_K most frequent ones (a flight number, or a distance, names a
+  route: a code the model embeds as it embeds text);
 - string feature s: `s_xf` = vocabulary index with OOV buckets, missing mapped to its own token;
   a near-unique one (hashed): its 1,000 most frequent values, every other value in one of 1,000
   hash buckets;
@@ -16,7 +22,9 @@
 - ids and constants (the spec's `excluded`): left out;
 - label, by the task decided before the run (custom_config, trainer_module/settings.py):
   classification gives classes as a vocabulary index (string or integer labels; -1 when
-  missing); regression gives the value as a float (NaN when missing), integer labels too.
+  missing); regression gives the value as a float, standardized by the training labels' mean
+  and standard deviation (NaN when missing), integer labels too; the served model answers in
+  the label's own units (trainer_module/export.py).
   Rows without a label are dropped in training.
 """
 
@@ -186,6 +194,14 @@ def builtin_features(columns: dict, timestamps=(), orders: dict | None = None,
                     _dense(x, features.MISSING_TOKEN), top_k=features.HASHED_TOP_K,
                     num_oov_buckets=features.HASH_BUCKETS,
                     vocab_filename=features.hashed_vocab_name(key)))
+        elif x.dtype == tf.int64:  # numeric (above), and a code: a value that names a thing
+            outputs[features.code_name(key)] = (
+                tft.experimental.compute_and_apply_approximate_vocabulary(
+                    tf.strings.as_string(_dense(x, 0)) if not isinstance(x, tf.SparseTensor)
+                    else _dense(tf.SparseTensor(x.indices, tf.strings.as_string(x.values),
+                                                x.dense_shape), features.MISSING_TOKEN),
+                    top_k=features.CODE_TOP_K, num_oov_buckets=features.OOV_BUCKETS,
+                    vocab_filename=features.code_vocab_name(key)))
         elif x.dtype == tf.string:
             value = _dense(x, features.MISSING_TOKEN)
             outputs[features.transformed_name(key)] = (
@@ -216,11 +232,33 @@ def builtin_features(columns: dict, timestamps=(), orders: dict | None = None,
         mean = tf.cast(mean, tf.float32)
         centred = present * (values - mean)
         scaled = tf.where(std > 0, centred / tf.where(std > 0, std, 1.0), centred)
-        for key, column, missing in zip(names, tf.unstack(scaled, axis=1),
-                                        tf.unstack(1.0 - present, axis=1)):
+        position = present * _quantile_position(values, present)
+        for key, column, missing, place in zip(names, tf.unstack(scaled, axis=1),
+                                               tf.unstack(1.0 - present, axis=1),
+                                               tf.unstack(position, axis=1)):
             outputs[features.transformed_name(key)] = column
             outputs[features.missing_flag_name(key)] = missing
+            outputs[features.position_name(key)] = place
     return outputs
+
+
+def _quantile_position(values, present):
+    """[batch, n]: each value's place among its column's quantiles, from 0 (at or below the
+    first edge) to QUANTILE_BINS (at or above the last), linear between two edges, a step where
+    two edges are equal (a column of few values: the step sits at the value). One tft.quantiles
+    over the [batch, n] matrix, missing cells as NaN (which it ignores), in the same pass as the
+    sums: no second pass over the data."""
+    bins = features.QUANTILE_BINS
+    edges = tft.quantiles(tf.where(present > 0, values, float("nan")), num_buckets=bins + 1,
+                          epsilon=1.0 / (4 * bins), reduce_instance_dims=False)
+    edges = tf.reshape(edges, [-1, bins])  # [n, bins]: bins + 1 buckets, so bins edges
+    low, high = edges[:, :-1], edges[:, 1:]  # [n, bins - 1]: the bins between two edges
+    width = high - low
+    x = values[:, :, None]
+    inside = tf.clip_by_value((x - low) / tf.where(width > 0, width, 1.0), 0.0, 1.0)
+    share = tf.where(width > 0, inside, tf.cast(x >= high, tf.float32))
+    below = tf.cast(x >= edges[:, :1], tf.float32)  # the first edge: a step into bin 0
+    return below[:, :, 0] + tf.reduce_sum(share, axis=2)
 
 
 def _numeric_matrix(columns: dict) -> tuple[list[str], list, list]:
@@ -264,16 +302,35 @@ def builtin_feature_spec(columns: dict[str, str], timestamps=()) -> dict:
                 continue
             spec[features.transformed_name(name)] = fixed(tf.float32)
             spec[features.missing_flag_name(name)] = fixed(tf.float32)
+            spec[features.position_name(name)] = fixed(tf.float32)
+        if kind == "int" and column not in timestamps:
+            spec[features.code_name(column)] = fixed(tf.int64)
     return spec
+
+
+def _standardized(value):
+    """A regression label's value less the training labels' mean, over their standard deviation
+    (1 for a constant label): the model learns a number of about unit size whatever the units
+    (diamonds' dollars), and the Trainer undoes it in the served signature (label_scaling in
+    trainer_module/build.py). NaN (missing) stays NaN."""
+    present = tf.math.is_finite(value)
+    filled = tf.cast(tf.where(present, value, 0.0), tf.float64)
+    sums = tft.sum(tf.stack([tf.cast(present, tf.float64), filled, filled * filled], axis=1),
+                   reduce_instance_dims=False)
+    count = tf.maximum(sums[0], 1.0)
+    mean = sums[1] / count
+    std = tf.sqrt(tf.maximum(sums[2] / count - mean * mean, 0.0))
+    std = tf.where(std > 1e-12 * tf.maximum(tf.abs(mean), 1.0), std, 1.0)
+    return tf.cast((tf.cast(value, tf.float64) - mean) / std, tf.float32)
 
 
 def _label(y, label: str, task: str):
     """classification: class index by the vocabulary of present labels (-1 when missing);
-    regression: the value as a float (NaN when missing)."""
+    regression: the value as a float, standardized (NaN when missing)."""
     if task == REGRESSION:
         if y.dtype == tf.string:
             raise ValueError(f"label column '{label}' holds text: a regression needs numbers")
-        return _dense(_as_float(y), float("nan"))
+        return _standardized(_dense(_as_float(y), float("nan")))
     present_values = y.values if isinstance(y, tf.SparseTensor) else y
     if y.dtype != tf.string:
         present_values = tf.strings.as_string(present_values)
