@@ -48,8 +48,10 @@ def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> tf.ker
         raise strategy_lib.StrategyError(FLOAT16_ON_TPU)
     with precision.policy(cfg.precision):
         if not cfg.model:
-            built = model_lib.mlp(inputs.numeric, inputs.categorical, inputs.outputs,
-                                  cfg.hidden_units, cfg.l2, cfg.embedding_dim, cfg.seed)
+            built = model_lib.tabular(
+                inputs.numeric, inputs.categorical, inputs.outputs, inputs.task,
+                cfg.hidden_units, cfg.embedding_dim, cfg.ensemble_members, cfg.dropout, cfg.l2,
+                cfg.seed)
         else:
             built = hooks.load(MODEL_KEY, cfg.model, 1)(inputs)
             hooks.check_model(built, inputs)

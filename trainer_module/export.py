@@ -36,6 +36,7 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
     class_names = None
     if task == settings.CLASSIFICATION:
         class_names = tf.constant(tf_transform_output.vocabulary_by_name(features.LABEL_VOCAB))
+    shift, scale = label_scaling(tf_transform_output, label_key, task)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
     def serve(serialized):
@@ -43,8 +44,8 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
         # float32 whatever the layers computed in (trainer.precision; precision.py).
         outputs = tf.cast(model({k: transformed[k] for k in input_names}, training=False),
                           tf.float32)
-        if class_names is None:
-            return {"predictions": outputs}
+        if class_names is None:  # in the label's units
+            return {"predictions": outputs * scale + shift}
         probabilities = tf.nn.softmax(outputs)
         class_ids = tf.argmax(probabilities, axis=-1)
         return {"probabilities": probabilities, "class_ids": class_ids,
@@ -54,6 +55,8 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
     def transform_features(serialized):
         label = model.tft_layer(tf.io.parse_example(serialized, raw_spec))[label_out]
         labeled = tf.math.is_finite(label) if label.dtype.is_floating else label >= 0
+        if class_names is None:  # a regression's label, standardized by Transform: its units
+            label = label * scale + shift
         return {label_out: tf.where(labeled, label, tf.zeros_like(label)),
                 features.EVAL_WEIGHT: tf.cast(labeled, tf.float32)}
 
@@ -61,6 +64,38 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
         "serving_default": serve, "transform_features": transform_features})
     tf.train.Checkpoint(**{_key(v.name): v for v in model.weights}).write(
         os.path.join(path, WEIGHTS))
+
+
+def label_scaling(tf_transform_output: tft.TFTransformOutput, label_key: str,
+                  task: str) -> tuple[float, float]:
+    """(shift, scale) with label = transformed label x scale + shift: Transform standardizes a
+    regression's label (trainer_module/preprocessing.py), and the served model answers in the
+    label's units. Read from the transform graph itself, by transforming labels 0 and 1 (any
+    preprocessing_fn's label is lockstep's own); (0, 1) for a classification."""
+    if task != settings.REGRESSION:
+        return 0.0, 1.0
+    raw_spec = tf_transform_output.raw_feature_spec()
+    records = []
+    for value in (0, 1):
+        example = tf.train.Example()
+        for name, spec in raw_spec.items():
+            needed = isinstance(spec, tf.io.FixedLenFeature) and spec.default_value is None
+            if name != label_key and not needed:
+                continue
+            count = max(int(tf.TensorShape(spec.shape).num_elements() or 1), 1) if needed else 1
+            cell = example.features.feature[name]
+            if spec.dtype == tf.string:
+                cell.bytes_list.value.extend([b""] * count)
+            elif spec.dtype.is_integer:
+                cell.int64_list.value.extend([value if name == label_key else 0] * count)
+            else:
+                cell.float_list.value.extend([float(value) if name == label_key else 0.0] * count)
+        records.append(example.SerializeToString())
+    parsed = tf.io.parse_example(tf.constant(records), raw_spec)
+    zero, one = tf_transform_output.transform_features_layer()(parsed)[
+        features.transformed_name(label_key)].numpy().reshape(-1)[:2]
+    scale = 1.0 / float(one - zero)
+    return float(-zero * scale), scale
 
 
 # The model's weights by name (SavedModel's assets.extra: files a model server leaves alone).

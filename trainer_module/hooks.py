@@ -66,9 +66,14 @@ class ModelInputs:
     def categorical(self) -> dict[str, int]:
         """{int64 feature: vocabulary size including its OOV buckets}, for the features named as
         the built-in preprocessing names them (`<column>_xf` with vocabulary `vocab_<column>`,
-        trainer_module/features.py)."""
+        `<column>_code` with `codes_<column>`, trainer_module/features.py)."""
         found = {}
         for key, spec in sorted(self.feature_spec.items()):
+            if key.endswith("_code") and spec.dtype.is_integer:
+                codes = features.code_vocab_name(key[: -len("_code")])
+                if codes in self.vocabulary_sizes:
+                    found[key] = self.vocabulary_sizes[codes] + features.OOV_BUCKETS
+                continue
             column = key[: -len("_xf")] if key.endswith("_xf") else None
             vocab = features.vocab_name(column) if column else None
             hashed = features.hashed_vocab_name(column) if column else None

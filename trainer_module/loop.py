@@ -89,6 +89,11 @@ class SynchronousLoop:
         return tape.gradient(scaled, self.model.trainable_variables), loss, outputs
 
     def _update_metrics(self, y, outputs):
+        if self.metrics and outputs.shape.rank == 3:
+            # An ensemble's members in training, [batch, k, classes] (trainer_module/model.py):
+            # the mean of their probabilities is the prediction. (Train metrics are a
+            # classifier's: a regression has none.)
+            outputs = tf.reduce_mean(tf.nn.softmax(outputs), axis=1)
         for metric in self.metrics.values():
             metric.update_state(y, outputs)
 

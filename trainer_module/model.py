@@ -1,44 +1,184 @@
-"""The built-in Keras model and loss. The model is built from the transformed features: z-scored numerics and missing flags go in
-as they are, vocabulary indices through small embeddings; dense layers with L2 regularization."""
+"""The built-in Keras model and loss: an MLP with numeric embeddings and an ensemble head, after
+the tabular deep-learning literature that matches gradient boosting with an MLP:
+
+- numeric embeddings (Gorishniy et al. 2022, "On Embeddings for Numerical Features"): each
+  numeric column's piecewise-linear encoding on its training quantiles (PLE), computed here from
+  the position Transform gives it (`<column>_q`, trainer_module/preprocessing.py: bin t's share
+  is clip(position - t, 0, 1)), with its softly clipped z-score and its missing flag, then a
+  linear map of its own and a ReLU: a column whose values name things (a flight's distance, an
+  hour) gets a step where a tree would split, not one slope;
+- text columns as embeddings of their vocabulary index;
+- a TabM-mini ensemble head (Gorishniy et al., ICLR 2025): k members share the backbone (dense
+  layers with dropout), each scales the backbone's input by its own vector (initialized to random
+  signs) and has its own output layer. In training the model returns every member's outputs,
+  [batch, k, outputs], and the loss is the mean of the members' losses (each member learns
+  alone); in inference it returns their mean, [batch, outputs]: the mean of the members'
+  probabilities as log-probabilities (a softmax of them gives the mean), or of their values.
+
+Everything is static-shape and uses no statistics across a batch (no BatchNormalization), so N
+replicas make one device's update (trainer_module/equivalence.py). Under mixed precision the
+layers compute in 16 bits and the members' mean and softmax are taken in float32.
+"""
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from trainer_module import settings
+from trainer_module import features, settings
+
+CLIP = 3.0  # a z-score's soft clip: z / sqrt(1 + (z / CLIP)^2), about z inside +-CLIP
 
 
-def mlp(numeric: list[str], categorical: dict[str, int], outputs: int,
-                hidden_units=(32, 16), l2: float = 1e-4, embedding_dim: int = 4,
-                seed: int = 0) -> tf.keras.Model:
-    """outputs: number of classes (logits), or 1 for regression."""
-    init = lambda i: tf.keras.initializers.GlorotUniform(seed=seed + i)  # noqa: E731
-    reg = tf.keras.regularizers.l2(l2) if l2 else None
+def ensemble_mean(outputs: tf.Tensor, task: str) -> tf.Tensor:
+    """[batch, outputs] from the members' [batch, k, outputs], in float32: the mean of their
+    probabilities as log-probabilities (classification), or the mean of their values."""
+    outputs = tf.cast(outputs, tf.float32)
+    if task == settings.REGRESSION:
+        return tf.reduce_mean(outputs, axis=1)
+    k = tf.cast(tf.shape(outputs)[1], tf.float32)
+    return tf.reduce_logsumexp(tf.nn.log_softmax(outputs), axis=1) - tf.math.log(k)
+
+
+class NumericEmbedding(tf.keras.layers.Layer):
+    """[batch, n, 3] (position, z-score, missing flag of n columns) -> [batch, n * dim]: each
+    column's piecewise-linear encoding over `bins` quantile bins, its softly clipped z-score and
+    its flag, through a linear map of its own, then a ReLU."""
+
+    def __init__(self, bins: int, dim: int, seed: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.bins, self.dim, self.seed = bins, dim, seed
+
+    def build(self, input_shape):
+        n = int(input_shape[1])
+        width = self.bins + 2
+        self.kernel = self.add_weight(
+            "kernel", [n, width, self.dim],
+            initializer=tf.keras.initializers.RandomUniform(
+                -width ** -0.5, width ** -0.5, seed=self.seed))
+        self.bias = self.add_weight(
+            "bias", [n, self.dim], initializer=tf.keras.initializers.RandomUniform(
+                -width ** -0.5, width ** -0.5, seed=self.seed + 1))
+
+    def call(self, x):
+        position, z, missing = x[:, :, 0:1], x[:, :, 1:2], x[:, :, 2:3]
+        steps = tf.range(self.bins, dtype=x.dtype)
+        encoded = tf.concat([tf.clip_by_value(position - steps, 0.0, 1.0),
+                             z * tf.math.rsqrt(1.0 + tf.square(z / CLIP)), missing], axis=2)
+        out = tf.nn.relu(tf.einsum("bnw,nwd->bnd", encoded, tf.cast(self.kernel, x.dtype))
+                         + tf.cast(self.bias, x.dtype))
+        return tf.reshape(out, [-1, out.shape[1] * self.dim])
+
+    def get_config(self):
+        return {**super().get_config(), "bins": self.bins, "dim": self.dim, "seed": self.seed}
+
+
+class EnsembleHead(tf.keras.layers.Layer):
+    """TabM-mini: [batch, features] -> k members' [batch, k, outputs] in training (each member's
+    input scaled by its own vector, the hidden layers shared, an output layer each), their mean
+    (`ensemble_mean`, float32) in inference."""
+
+    def __init__(self, members: int, hidden_units, outputs: int, task: str, dropout: float = 0.0,
+                 l2: float = 0.0, seed: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.members, self.hidden_units = members, list(hidden_units)
+        self.outputs, self.task, self.dropout, self.seed = outputs, task, dropout, seed
+        self.l2 = l2
+
+    def build(self, input_shape):
+        width = int(input_shape[-1])
+        uniform = tf.keras.initializers.RandomUniform(-1.0, 1.0, seed=self.seed)
+        self.scale = self.add_weight(  # random signs: the members start apart
+            "scale", [self.members, width], initializer=lambda shape, dtype=None: tf.where(
+                uniform(shape, dtype) >= 0, 1.0, -1.0))
+        reg = tf.keras.regularizers.l2(self.l2) if self.l2 else None
+        self.hidden = [tf.keras.layers.Dense(units, activation="relu", name=f"dense_{i}",
+                                             kernel_regularizer=reg,
+                                             kernel_initializer=tf.keras.initializers.GlorotUniform(
+                                                 seed=self.seed + 1 + i))
+                       for i, units in enumerate(self.hidden_units)]
+        self.drop = [tf.keras.layers.Dropout(self.dropout, seed=self.seed + 50 + i)
+                     for i in range(len(self.hidden_units))]
+        last = self.hidden_units[-1] if self.hidden_units else width
+        bound = last ** -0.5
+        init = tf.keras.initializers.RandomUniform(-bound, bound, seed=self.seed + 100)
+        self.kernel = self.add_weight("head_kernel", [self.members, last, self.outputs],
+                                      initializer=init)
+        self.bias = self.add_weight("head_bias", [self.members, self.outputs], initializer=init)
+        for layer, units in zip(self.hidden, [width] + self.hidden_units):
+            layer.build([None, self.members, units])
+
+    def call(self, x, training=None):
+        h = x[:, None, :] * tf.cast(self.scale, x.dtype)  # [batch, k, features]
+        for dense, drop in zip(self.hidden, self.drop):
+            h = drop(dense(h), training=training)
+        out = tf.einsum("bkh,kho->bko", h, tf.cast(self.kernel, h.dtype)) + tf.cast(self.bias,
+                                                                                    h.dtype)
+        if training:
+            return tf.cast(out, tf.float32)
+        return ensemble_mean(out, self.task)
+
+    def get_config(self):
+        return {**super().get_config(), "members": self.members,
+                "hidden_units": self.hidden_units, "outputs": self.outputs, "task": self.task,
+                "dropout": self.dropout, "l2": self.l2, "seed": self.seed}
+
+
+def numeric_groups(numeric: list[str]) -> tuple[list[str], list[str]]:
+    """(the columns whose z-score, missing flag and quantile position are all features, by their
+    safe names; the other float features)."""
+    names = set(numeric)
+    grouped = sorted(key[: -len("_q")] for key in numeric if key.endswith("_q")
+                     and f"{key[:-len('_q')]}_xf" in names and f"{key[:-len('_q')]}_missing" in names)
+    taken = {n for column in grouped for n in (f"{column}_q", f"{column}_xf", f"{column}_missing")}
+    return grouped, sorted(names - taken)
+
+
+def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task: str,
+            hidden_units=(256, 256), embedding_dim: int = 16, members: int = 8,
+            dropout: float = 0.1, l2: float = 0.0, seed: int = 0) -> tf.keras.Model:
+    """The built-in model (the module's docstring). outputs: classes (logits in training,
+    log-probabilities in inference), or 1 for a regression. members 1: one MLP."""
     inputs, parts = {}, []
     for key in numeric:
         inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.float32)
-    if numeric:  # one [batch, n] stack, not a layer per column: width costs little to trace and save
-        parts.append(tf.stack([inputs[key] for key in numeric], axis=1))
+    grouped, plain = numeric_groups(numeric)
+    if grouped:
+        stacked = tf.stack([tf.stack([inputs[f"{c}_q"], inputs[f"{c}_xf"], inputs[f"{c}_missing"]],
+                                     axis=1) for c in grouped], axis=1)  # [batch, n, 3]
+        parts.append(NumericEmbedding(features.QUANTILE_BINS, embedding_dim, seed=seed + 200,
+                                      name="numeric_embedding")(stacked))
+    if plain:
+        parts.append(tf.stack([inputs[key] for key in plain], axis=1))
     for i, (key, size) in enumerate(sorted(categorical.items())):
         inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.int64)
-        embedded = tf.keras.layers.Embedding(
-            size, embedding_dim, embeddings_initializer=init(100 + i), name=f"embed_{key}")(inputs[key])
-        parts.append(embedded)
+        parts.append(tf.keras.layers.Embedding(
+            size, embedding_dim, name=f"embed_{key}",
+            embeddings_initializer=tf.keras.initializers.RandomNormal(
+                stddev=embedding_dim ** -0.5, seed=seed + 300 + i))(inputs[key]))
     x = parts[0] if len(parts) == 1 else tf.keras.layers.Concatenate()(parts)
-    for i, units in enumerate(hidden_units):
-        x = tf.keras.layers.Dense(units, activation="relu", kernel_initializer=init(i),
-                                  kernel_regularizer=reg, name=f"dense_{i}")(x)
-    out = tf.keras.layers.Dense(outputs, kernel_initializer=init(len(hidden_units)),
-                                kernel_regularizer=reg, name="logits",
-                                dtype="float32")(x)  # float32 outputs under mixed precision too
+    out = EnsembleHead(max(members, 1), hidden_units, outputs, task, dropout, l2, seed=seed,
+                       name="ensemble")(x)
     return tf.keras.Model(inputs, out)
 
 
 def builtin_loss(task: str):
-    """Per-example losses (reduction NONE): the trainer divides by the *global* batch itself."""
+    """Per-example losses (reduction NONE): the trainer divides by the *global* batch itself.
+    Outputs of an ensemble in training, [batch, k, outputs], give the mean of the members'
+    losses per example."""
     if task == settings.REGRESSION:
-        mse = tf.keras.losses.MeanSquaredError(reduction=tf.keras.losses.Reduction.NONE)
-        return lambda labels, outputs: mse(tf.reshape(labels, [-1, 1]), outputs)
-    xent = tf.keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
-    return xent
+        def squared_error(labels, outputs):
+            outputs = tf.cast(outputs, tf.float32)
+            labels = tf.reshape(tf.cast(labels, tf.float32), [-1] + [1] * (outputs.shape.rank - 1))
+            error = tf.square(outputs - labels)
+            return tf.reduce_mean(tf.reshape(error, [tf.shape(error)[0], -1]), axis=1)
+        return squared_error
+
+    def cross_entropy(labels, outputs):
+        outputs = tf.cast(outputs, tf.float32)
+        labels = tf.cast(tf.reshape(labels, [-1]), tf.int64)
+        if outputs.shape.rank == 3:
+            labels = tf.tile(labels[:, None], [1, tf.shape(outputs)[1]])
+            return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, outputs),
+                                  axis=1)
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels, outputs)
+    return cross_entropy

@@ -7,7 +7,9 @@ tests, benchmarks and the parameter-server trainer's process train one directly
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import sys
 import tempfile
@@ -18,6 +20,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from trainer_module import actions as actions_lib, build, controller as controller_lib
+from trainer_module import early_stopping
 from trainer_module import equivalence, export, input_pipeline, loop, parameter_server
 from trainer_module import precision, resume, scaling, slices, strategy as strategy_lib
 from trainer_module import termination, warmup
@@ -26,12 +29,20 @@ from trainer_module.settings import CLASSIFICATION, PARAMETER_SERVER, TrainerCon
 from trainer_module.summary import Asynchronous, TrainingSummary
 
 
-def _warm_start(model: tf.keras.Model, base_model: str) -> bool:
+def _warm_start(model: tf.keras.Model, base_model: str) -> tuple[bool, str]:
+    """(warm-started, why not): a base model none of whose weights fit this one (another
+    architecture: a model of an earlier lockstep, another hook) is said so, and training starts
+    afresh."""
     if not base_model or not tf.io.gfile.exists(os.path.join(base_model, "saved_model.pb")):
-        return False
+        return False, ""
     matched = export.warm_start(model, base_model)
     logging.info("Warm start from %s: %d of %d weights", base_model, matched, len(model.weights))
-    return matched > 0
+    if matched:
+        return True, ""
+    why = (f"none of the serving model's weights fit this model (another architecture): "
+           f"trained from scratch instead of warm-starting from {base_model}")
+    logging.warning(why)
+    return False, why
 
 
 def _plan(cfg: TrainerConfig, strategy: tf.distribute.Strategy, train_files) -> scaling.Plan:
@@ -52,6 +63,14 @@ def _plan(cfg: TrainerConfig, strategy: tf.distribute.Strategy, train_files) -> 
     for warning in plan.warnings:
         logging.warning(warning)
     return plan
+
+
+def optimizer_for(cfg: TrainerConfig, learning_rate) -> tf.keras.optimizers.Optimizer:
+    """AdamW with trainer.weight_decay (decoupled from the gradient), or Adam without."""
+    if cfg.weight_decay:
+        return tf.keras.optimizers.AdamW(learning_rate=learning_rate,
+                                         weight_decay=cfg.weight_decay)
+    return tf.keras.optimizers.Adam(learning_rate=learning_rate)
 
 
 def train_metrics(task: str) -> dict[str, tf.keras.metrics.Metric]:
@@ -84,12 +103,13 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     task = job.task
     inputs = build.model_inputs(tf_transform_output, job.label, task, cfg)
     loss = build.loss(cfg, task, inputs.outputs)
+    validating = cfg.validation_share > 0 and not asynchronous
     with strategy.scope():
         model = build.model(inputs, strategy)
+        best = early_stopping.BestWeights(model) if validating else None
         schedule = warmup.WarmupSchedule(plan.learning_rate, plan.warmup_steps,
                                          plan.train_steps, plan.decay_steps)
-        optimizer = precision.wrap_optimizer(tf.keras.optimizers.Adam(learning_rate=schedule),
-                                             cfg.precision)
+        optimizer = precision.wrap_optimizer(optimizer_for(cfg, schedule), cfg.precision)
         metrics = train_metrics(task)
         # Asynchronous: made in the scope, so its tables are copied to every worker.
         transform = tf_transform_output.transform_features_layer() if asynchronous else None
@@ -97,7 +117,10 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     checkpoint_dir = resume.checkpoint_dir(job)
     if chief:
         resume.mark(job)
-    train_actions = actions_lib.standard_actions(
+    raw_spec = build.raw_spec(tf_transform_output, job.label)
+    stopping = _early_stopping(job, plan, model, loss, best, raw_spec,
+                               tf_transform_output) if validating else None
+    train_actions = ([stopping] if stopping else []) + actions_lib.standard_actions(
         total_steps=plan.train_steps, global_batch=plan.global_batch, log_every=cfg.log_every,
         summary_dir=actions_lib.summary_dir(job.model_run_dir),
         learning_rate=lambda step: schedule(step))
@@ -106,11 +129,12 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         # Every worker saves (the all-reduce needs them all); only the chief's copy is kept.
         directory=checkpoint_dir if chief else tempfile.mkdtemp(prefix="lockstep-ckpt-"),
         total_steps=plan.train_steps, steps_per_execution=_chunk(cfg, plan),
-        checkpoint_every=cfg.checkpoint_every, actions=[*train_actions, *callbacks])
+        checkpoint_every=cfg.checkpoint_every, actions=[*train_actions, *callbacks],
+        tracked={"best": best} if best else None)
     start = controller.start_step
-    warm = start == 0 and cfg.warm_start and _warm_start(model, job.base_model)
+    warm, cold_because = (_warm_start(model, job.base_model) if start == 0 and cfg.warm_start
+                          else (False, ""))
 
-    raw_spec = build.raw_spec(tf_transform_output, job.label)
     steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, raw_spec,
                        transform or tf_transform_output.transform_features_layer(), start)
     tic = time.perf_counter()
@@ -135,9 +159,26 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     return TrainingSummary(
         plan, dict(logs), eval_metrics, strategy_lib.name(strategy),
         strategy.num_replicas_in_sync, chief=chief, train_seconds=train_seconds,
-        warm_started=bool(warm), model=cfg.model, loss=cfg.loss, verify=verified,
+        warm_started=bool(warm), not_warm_started=cold_because, model=cfg.model, loss=cfg.loss, verify=verified,
         resumed_at=start, unreadable_checkpoints=tuple(controller.unreadable),
+        stopping=stopping.summary(controller.step) if stopping else None,
         asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None)
+
+
+def _early_stopping(job: TrainJob, plan: scaling.Plan, model, loss, best, raw_spec,
+                    tf_transform_output) -> early_stopping.EarlyStopping:
+    """The validation rows' score, every epoch of the fit rows (or a twentieth of the steps)."""
+    cfg = job.trainer
+    validation = input_pipeline.make_dataset_fn(
+        job.train_files, raw_spec, job.label, job.task, EVAL_BATCH, training=False,
+        transform=tf_transform_output.transform_features_layer(),
+        part=input_pipeline.VALIDATION, validation_share=cfg.validation_share)(None).cache()
+    rows = build.train_rows(dataclasses.replace(cfg, train_steps=0, train_examples=0),
+                            job.train_files)
+    per_epoch = math.ceil(rows * (1 - cfg.validation_share) / plan.global_batch) if rows else 0
+    return early_stopping.EarlyStopping(
+        model, best, early_stopping.validation_loss(model, loss, validation),
+        early_stopping.every(plan.train_steps, per_epoch), cfg.patience, steps_per_epoch=per_epoch)
 
 
 def _chunk(cfg: TrainerConfig, plan: scaling.Plan) -> int:
@@ -158,7 +199,8 @@ def _step_loop(job: TrainJob, strategy, plan: scaling.Plan, model, optimizer, lo
     dataset_fn = input_pipeline.make_dataset_fn(
         job.train_files, raw_spec, job.label, job.task, plan.replica_step_batch, training=True,
         seed=None if asynchronous else cfg.seed, skip_steps=0 if asynchronous else start,
-        transform=transform)
+        transform=transform, part=input_pipeline.ALL if asynchronous else input_pipeline.FIT,
+        validation_share=cfg.validation_share)
     if asynchronous:
         return parameter_server.AsynchronousLoop(strategy, model, optimizer, loss, plan.global_batch,
                                              dataset_fn, metrics=metrics,
@@ -218,7 +260,9 @@ def evaluate(model, job: TrainJob, raw_spec, transform, task, plan) -> dict:
 
     for x, y in ds:
         update(x, y)
-    return {name: float(metric.result())}
+    # A regression's labels and outputs are standardized (Transform): the RMSE in the label's units.
+    _, scale = export.label_scaling(tft.TFTransformOutput(job.transform_dir), job.label, task)
+    return {name: float(metric.result()) * (scale if name == "rmse" else 1.0)}
 
 
 def main(argv: list[str]) -> int:
