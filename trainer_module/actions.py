@@ -31,8 +31,9 @@ Logs = dict
 Action = Callable[[int, Logs], None]
 Condition = Callable[[int, Logs], bool]
 
+STOP_TRAINING = "stop_training"  # an action sets logs[STOP_TRAINING]: the Controller stops
 PROGRESS_SECONDS = 1.0  # at most one progress record this often
-NOT_SUMMARIZED = ("steps",)  # log keys that are bookkeeping, not scalars
+NOT_SUMMARIZED = ("steps", STOP_TRAINING)  # log keys that are bookkeeping, not scalars
 
 
 def begin(things: Iterable, step: int) -> None:

@@ -8,8 +8,9 @@ step loop (trainer_module/loop.py) `steps_per_execution` steps at a time, but en
 `checkpoint_every`, so a checkpoint lands exactly there (a killed run resumes from it), and saves
 once more at the last step.
 
-Everything else after a chunk (summaries, log lines, progress, a test's kill) is an action
-(trainer_module/actions.py), run after that chunk's checkpoint is on disk. On multi-worker and TPU
+Everything else after a chunk (summaries, log lines, progress, validation, a test's kill) is an
+action (trainer_module/actions.py), run after that chunk's checkpoint is on disk; an action that
+sets logs[STOP_TRAINING] (early stopping) ends training there, with a checkpoint. On multi-worker and TPU
 strategies each chunk runs inside a tf.distribute PreemptionCheckpointHandler, which saves and
 exits when the machine is about to be taken away; on one machine SIGTERM does the same
 (trainer_module/termination.py): the chunk ends, a checkpoint is saved at its step, and
@@ -34,10 +35,11 @@ StepRunner = Callable[[Callable[[int], dict], int], dict]
 
 
 def make_checkpoint_manager(model, optimizer, directory: str, checkpoint_every: int,
-                            max_to_keep: int = 3) -> tf.train.CheckpointManager:
-    """The model and optimizer's checkpoints in `directory`, at most one per `checkpoint_every`
-    steps of `optimizer.iterations` (with `save(check_interval=True)`)."""
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+                            max_to_keep: int = 3, tracked=None) -> tf.train.CheckpointManager:
+    """The model and optimizer's checkpoints in `directory` (and `tracked`, {name: trackable},
+    saved with them), at most one per `checkpoint_every` steps of `optimizer.iterations` (with
+    `save(check_interval=True)`)."""
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **(tracked or {}))
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep,
                                       step_counter=optimizer.iterations,
                                       checkpoint_interval=max(checkpoint_every, 1))
@@ -73,7 +75,7 @@ class Controller:
                  directory: str, total_steps: int, steps_per_execution: int,
                  checkpoint_every: int, actions: Sequence[actions_lib.Action] = (),
                  restore_from: str | None = None, strategy: tf.distribute.Strategy | None = None,
-                 max_to_keep: int = 3):
+                 max_to_keep: int = 3, tracked=None):
         """Restores the latest checkpoint, if any, and sets `start_step`.
 
         Args:
@@ -82,6 +84,8 @@ class Controller:
             multi-worker non-chief saves to a scratch directory but resumes from the chief's.
           actions: called as action(step, logs) after each chunk, in order (actions.py).
           strategy: decides whether chunks run under a PreemptionCheckpointHandler.
+          tracked: {name: trackable} saved and restored with the model (early_stopping.py's
+            best weights).
         """
         self.global_step = optimizer.iterations
         self.total_steps = total_steps
@@ -89,7 +93,7 @@ class Controller:
         self.checkpoint_every = max(checkpoint_every, 1)
         self.actions = list(actions)
         self._make_manager = lambda: make_checkpoint_manager(
-            model, optimizer, directory, self.checkpoint_every, max_to_keep)
+            model, optimizer, directory, self.checkpoint_every, max_to_keep, tracked)
         self.directory = directory
         self.unreadable: list[str] = []  # checkpoints passed over on restore
         self.manager = self._make_manager()
@@ -158,6 +162,9 @@ class Controller:
                 self.manager.save(checkpoint_number=step, check_interval=step < self.total_steps)
                 for action in self.actions:
                     action(step, logs)
+                if logs.get(actions_lib.STOP_TRAINING):  # an action's word (early stopping)
+                    self.manager.save(checkpoint_number=step, check_interval=False)
+                    break
         actions_lib.end(self.actions, step, logs)
         return logs
 

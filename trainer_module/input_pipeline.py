@@ -73,9 +73,36 @@ def _record_blocks(files: tf.data.Dataset, compression: str, block: int) -> tf.d
         cycle_length=READ_CYCLE, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
-def read_records(files: tf.data.Dataset, compression: str) -> tf.data.Dataset:
-    """The serialized records of these files, READ_CYCLE files at a time in blocks of READ_BLOCK."""
-    return _record_blocks(files, compression, READ_BLOCK).unbatch()
+# The train split's parts: the rows the model fits ("fit") and the validation rows that pick the
+# best checkpoint and stop training (trainer_module/early_stopping.py), carved by a hash of each
+# serialized record (deterministic, the same for any replica count; a repeated row is on one side
+# only, so validation never scores a row the model fitted). "all": the whole split.
+ALL, FIT, VALIDATION = "all", "fit", "validation"
+PART_BUCKETS = 1000
+
+
+def in_validation(records: tf.Tensor, share: float) -> tf.Tensor:
+    """[n] bool: which serialized records are validation rows, `share` of them."""
+    bucket = tf.strings.to_hash_bucket_fast(records, PART_BUCKETS)
+    return bucket < int(round(share * PART_BUCKETS))
+
+
+def _keep(part: str, share: float):
+    """records -> [n] bool mask of the part's records (None: keep all)."""
+    if part == ALL or share <= 0:
+        return None
+    if part == VALIDATION:
+        return lambda records: in_validation(records, share)
+    return lambda records: tf.logical_not(in_validation(records, share))
+
+
+def read_records(files: tf.data.Dataset, compression: str, keep=None) -> tf.data.Dataset:
+    """The serialized records of these files, READ_CYCLE files at a time in blocks of READ_BLOCK
+    (keep: a mask of each block's records to keep, taken a block at a time)."""
+    blocks = _record_blocks(files, compression, READ_BLOCK)
+    if keep is not None:
+        blocks = blocks.map(lambda block: tf.boolean_mask(block, keep(block)))
+    return blocks.unbatch()
 
 
 def count_records(files: list[str], compression: str = "GZIP") -> int:
@@ -96,8 +123,11 @@ def list_files(patterns) -> list[str]:
 def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str,
                     per_replica_batch: int, *, training: bool, seed: int | None = 0,
                     skip_steps: int = 0, shuffle_buffer: int = 10_000, cache: bool | None = None,
-                    chunk_steps: int | None = None, compression: str = "GZIP", transform=None):
+                    chunk_steps: int | None = None, compression: str = "GZIP", transform=None,
+                    part: str = ALL, validation_share: float = 0.0):
     """Returns dataset_fn(input_context) -> per-replica batches of (features, label).
+
+    part: ALL the split's records, or its FIT or VALIDATION part (`validation_share` of them).
 
     skip_steps: global steps already trained (to resume there): each pipeline skips the
     per-replica batches it fed them, one per replica it feeds per step.
@@ -126,11 +156,14 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
         pipelines = ctx.num_input_pipelines if ctx else 1
         pipeline_id = ctx.input_pipeline_id if ctx else 0
         ds = tf.data.Dataset.from_tensor_slices(files)
+        keep = _keep(part, validation_share)
         if len(files) >= pipelines:
             ds = ds.shard(pipelines, pipeline_id)  # file sharding: each pipeline its own files
-            ds = read_records(ds, compression)
+            ds = read_records(ds, compression, keep)
         else:
             ds = tf.data.TFRecordDataset(ds, compression_type=compression)
+            if keep is not None:
+                ds = ds.filter(lambda record: keep(record[None])[0])
             ds = ds.shard(pipelines, pipeline_id)  # element sharding: fewer files than pipelines
         # The unit of batching is what this pipeline feeds one global step (the per-replica
         # batch times the replicas it feeds): the data order is then the same for any replica

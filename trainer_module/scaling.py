@@ -228,6 +228,10 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None =
             examples = cfg.min_train_examples
             budget = (f"trainer.min_train_examples; {cfg.epochs:g} epochs over {train_rows} "
                       "training rows would be fewer")
+        elif cfg.max_train_examples and examples > cfg.max_train_examples:
+            examples = cfg.max_train_examples
+            budget = (f"trainer.max_train_examples; {cfg.epochs:g} epochs over {train_rows} "
+                      "training rows would be more")
         steps = max(math.ceil(examples / global_batch), 1)
     warnings = []
     if on_tpu and per_replica % 8:

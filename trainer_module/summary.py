@@ -105,6 +105,34 @@ class Asynchronous:
 
 
 @dataclasses.dataclass(frozen=True)
+class Stopping:
+    """Early stopping (trainer_module/early_stopping.py): the step training stopped at, the step
+    whose weights were kept, its validation loss and rows, the steps of an epoch of the fit
+    rows, the steps between scores, and whether it stopped before the planned steps."""
+
+    stopped_at: int
+    best_step: int
+    validation_loss: float
+    validation_rows: int
+    steps_per_epoch: int = 0
+    every: int = 0
+    stopped_early: bool = False
+
+    def epochs(self, step: int) -> str:
+        return f" (epoch {step / self.steps_per_epoch:.1f})" if self.steps_per_epoch else ""
+
+    def words(self, planned: int) -> str:
+        """'stopped early at step 900 (epoch 4.2) of 2,000, kept step 600 (epoch 2.8): validation
+        loss 0.0412 on 4,310 rows held out of the train split'."""
+        ran = (f"stopped early at step {self.stopped_at:,}{self.epochs(self.stopped_at)} of "
+               f"{planned:,}" if self.stopped_early else
+               f"ran all {self.stopped_at:,} steps{self.epochs(self.stopped_at)}")
+        return (f"{ran}, kept step {self.best_step:,}{self.epochs(self.best_step)}: validation "
+                f"loss {self.validation_loss:.4g} on {self.validation_rows:,} rows held out of "
+                "the train split")
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainingSummary:
     """One training run: the plan it followed, its last train logs, its eval figures, where it
     ran, and what the user's code and trainer.verify had to do with it."""
@@ -117,6 +145,7 @@ class TrainingSummary:
     chief: bool = True
     train_seconds: float = 0.0
     warm_started: bool = False
+    not_warm_started: str = ""  # trainer.warm_start asked, and why it did not (another model)
     base_model: str = ""
     model: str = ""  # the user's model hook ("": the built-in one)
     loss: str = ""
@@ -126,6 +155,7 @@ class TrainingSummary:
     # checkpoints, which did not read (trainer_module/controller.py).
     resumed_at: int = 0
     unreadable_checkpoints: tuple[str, ...] = ()
+    stopping: Stopping | None = None  # early stopping's account (None: trained every step)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: plain values, the nested records as dicts."""
@@ -151,4 +181,6 @@ class TrainingSummary:
                       "verify": (Verification.from_dict(values["verify"])
                                  if values.get("verify") else None),
                       "asynchronous": (Asynchronous(**_known(Asynchronous, values["asynchronous"]))
-                                       if values.get("asynchronous") else None)})
+                                       if values.get("asynchronous") else None),
+                      "stopping": (Stopping(**_known(Stopping, values["stopping"]))
+                                   if values.get("stopping") else None)})

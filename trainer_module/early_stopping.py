@@ -1,0 +1,127 @@
+"""Training until it stops improving: the validation rows carved from the train split
+(trainer_module/input_pipeline.py, FIT and VALIDATION) score the model every `every` steps; the
+best weights so far are kept, and training stops once `patience` scores in a row did not beat
+the best. At the end the model holds the best weights. The eval split is never used here: it
+stays the gate's unbiased measure.
+
+The best weights, their step and score, and the count since are variables in the Controller's
+checkpoints (`BestWeights`), saved with the model at the same step, so a run killed and resumed
+picks the same checkpoint an uninterrupted run does. The score is the mean per-example loss of
+the model's inference outputs (an ensemble's mean prediction) over every validation row, the
+same number on every replica and worker, so all of them stop at the same step.
+
+An action of the Controller (trainer_module/actions.py): it says stop by setting
+logs[STOP_TRAINING]."""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+from trainer_module.actions import STOP_TRAINING
+from trainer_module.summary import Stopping
+VALIDATION_LOSS = "validation_loss"
+VALIDATIONS = 20  # scores over the planned steps, at most
+PATIENCE = 5  # scores in a row without a new best that stop training
+
+
+def every(total_steps: int, steps_per_epoch: int) -> int:
+    """Steps between two scores: an epoch of the fit rows, or a 1/VALIDATIONS of the planned
+    steps when that is longer (a long run on small data is not scored every few steps)."""
+    return max(1, steps_per_epoch, math.ceil(total_steps / VALIDATIONS))
+
+
+class BestWeights(tf.Module):
+    """The best weights so far, their step and score, and the scores since: variables, made in
+    the strategy's scope, tracked by the Controller's checkpoints."""
+
+    def __init__(self, model: tf.keras.Model):
+        super().__init__(name="best_weights")
+        self.weights = [tf.Variable(v, trainable=False, name=f"best_{i}")
+                        for i, v in enumerate(model.weights)]
+        self.loss = tf.Variable(math.inf, trainable=False, dtype=tf.float64, name="best_loss")
+        self.step = tf.Variable(-1, trainable=False, dtype=tf.int64, name="best_step")
+        self.since = tf.Variable(0, trainable=False, dtype=tf.int64, name="since_best")
+        self.scored = tf.Variable(-1, trainable=False, dtype=tf.int64, name="last_scored")
+
+    def keep(self, model: tf.keras.Model, step: int, loss: float) -> None:
+        for kept, current in zip(self.weights, model.weights):
+            kept.assign(current)
+        self.loss.assign(loss)
+        self.step.assign(step)
+        self.since.assign(0)
+
+    def restore_into(self, model: tf.keras.Model) -> None:
+        for current, kept in zip(model.weights, self.weights):
+            current.assign(kept)
+
+
+def validation_loss(model: tf.keras.Model, per_example_loss, dataset: tf.data.Dataset):
+    """A function () -> the mean per-example loss of model(x, training=False) over `dataset`."""
+
+    @tf.function
+    def batch_loss(x, y):
+        outputs = tf.cast(model(x, training=False), tf.float32)
+        losses = per_example_loss(y, outputs)
+        return tf.reduce_sum(tf.cast(losses, tf.float64)), tf.cast(tf.size(losses), tf.float64)
+
+    def mean() -> float:
+        total, count = 0.0, 0.0
+        for x, y in dataset:
+            batch_total, batch_count = batch_loss(x, y)
+            total += float(batch_total)
+            count += float(batch_count)
+        mean.rows = int(count)
+        return total / count if count else math.nan
+
+    mean.rows = 0
+    return mean
+
+
+class EarlyStopping:
+    """The action: every `every` steps, score; keep the best; stop after `patience` scores
+    without one; at the end, put the best weights back (logs: best_step, validation_loss)."""
+
+    def __init__(self, model: tf.keras.Model, best: BestWeights, score, every_steps: int,
+                 patience: int = PATIENCE, steps_per_epoch: int = 0):
+        self.model, self.best, self.score = model, best, score
+        self.every, self.patience = max(every_steps, 1), patience
+        self.steps_per_epoch = steps_per_epoch
+        self.scores = 0  # scores taken in this process
+        self.stopped_early = False
+
+    def __call__(self, step: int, logs: dict) -> None:
+        if step // self.every <= int(self.best.scored.numpy()) // self.every:
+            return
+        loss = self.score()
+        self.scores += 1
+        self.best.scored.assign(step)
+        logs[VALIDATION_LOSS] = loss
+        if math.isfinite(loss) and loss < float(self.best.loss.numpy()):
+            self.best.keep(self.model, step, loss)
+            return
+        self.best.since.assign_add(1)
+        if int(self.best.since.numpy()) >= self.patience:
+            logs[STOP_TRAINING] = True
+            self.stopped_early = True
+
+    def end(self, step: int, logs: dict) -> None:
+        if step > int(self.best.scored.numpy()):  # the last step, scored too
+            loss = self.score()
+            self.best.scored.assign(step)
+            if math.isfinite(loss) and loss < float(self.best.loss.numpy()):
+                self.best.keep(self.model, step, loss)
+        if int(self.best.step.numpy()) < 0:  # nothing scored (no validation rows): as trained
+            return
+        self.best.restore_into(self.model)
+        logs["best_step"] = int(self.best.step.numpy())
+        logs[VALIDATION_LOSS] = float(self.best.loss.numpy())
+
+    def summary(self, step: int) -> Stopping:
+        """What happened, for the TrainingSummary: where training stopped, which step was kept."""
+        return Stopping(stopped_at=step, best_step=int(self.best.step.numpy()),
+                        validation_loss=float(self.best.loss.numpy()),
+                        validation_rows=getattr(self.score, "rows", 0),
+                        steps_per_epoch=self.steps_per_epoch, every=self.every,
+                        stopped_early=self.stopped_early)
