@@ -120,3 +120,31 @@ def test_sigterm_stops_the_run_naming_the_node_and_records_it_failed(tmp_path):
             str(tmp_path / "mlmd.sqlite"))) as store:
         states = [e.last_known_state for e in store.store.get_executions()]
     assert states == [metadata_store_pb2.Execution.FAILED]
+
+
+def test_this_process_takes_the_node_only_it_runs_first_while_the_worker_can_take_the_other():
+    """The compiled order puts GradientBoosting before the Trainer (both wait for the same
+    nodes): this process's lane takes the Trainer, the worker's the reference; with no worker,
+    the compiled order."""
+    from tfx.proto.orchestration import pipeline_pb2
+
+    ir = pipeline_pb2.Pipeline()
+    for name, upstream in (("Transform", ()), ("GradientBoosting", ("Transform",)),
+                           ("Trainer", ("Transform",)), ("Evaluator", ("Trainer",))):
+        node = ir.nodes.add().pipeline_node
+        node.node_info.id = name
+        node.upstream_nodes.extend(upstream)
+
+    def schedule(worker: bool):
+        found = dag_runner._Schedule(ir)
+        found.worker_lane_open = worker
+        assert found.take(in_process=True) == "Transform"
+        found.finished("Transform", cached=False)
+        return found
+
+    both = schedule(worker=True)
+    assert both.take(in_process=True) == "Trainer"
+    assert both.take(in_process=False) == "GradientBoosting"
+    alone = schedule(worker=False)
+    assert [alone.take(in_process=True), alone.take(in_process=True)] == [
+        "GradientBoosting", "Trainer"]

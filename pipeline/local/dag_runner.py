@@ -125,18 +125,25 @@ class _Schedule:
 
     def take(self, in_process: bool) -> str | None:
         """The first node not started whose upstream nodes have finished (one this lane may
-        run), waiting for one; None once every node has started or one has failed."""
+        run), waiting for one; None once every node has started or one has failed. While the
+        worker's lane is open, this process's lane takes a ready node only it may run first
+        (the Trainer beside the gradient-boosting reference, which the compiled order puts
+        first), leaving the others to the worker."""
         with self._changed:
             while True:
                 if self.error is not None or len(self._started) == len(self.order):
                     return None
-                for node in self.order:
-                    if (node not in self._started and self._upstream[node] <= self._done
-                            and (in_process or node not in IN_PROCESS)):
-                        self._started.add(node)
-                        self._running.add(node)
-                        _log.info("Component %s is running.", node)
-                        return node
+                ready = [node for node in self.order
+                         if node not in self._started and self._upstream[node] <= self._done
+                         and (in_process or node not in IN_PROCESS)]
+                if in_process and self.worker_lane_open:
+                    ready.sort(key=lambda node: node not in IN_PROCESS)  # stable: in order
+                if ready:
+                    node = ready[0]
+                    self._started.add(node)
+                    self._running.add(node)
+                    _log.info("Component %s is running.", node)
+                    return node
                 self._changed.wait()
 
     def finished(self, node: str, cached: bool) -> None:
