@@ -155,13 +155,19 @@ class Controller:
             while step < self.total_steps:
                 logs = self.run_steps(steps.train, self._next_chunk(step))
                 step = self.step
+                # Actions whose state is checkpointed (early stopping's best weights) act before
+                # the save, so a resumed run has what they did at this step.
+                for action in self.actions:
+                    if getattr(action, "before_checkpoint", False):
+                        action(step, logs)
                 if termination.requested():  # SIGTERM: save here, whatever the interval
                     saved = self.manager.save(checkpoint_number=step, check_interval=False)
                     raise termination.Preempted(step, saved)
                 # On a multiple of checkpoint_every (the interval check), and always at the end.
                 self.manager.save(checkpoint_number=step, check_interval=step < self.total_steps)
                 for action in self.actions:
-                    action(step, logs)
+                    if not getattr(action, "before_checkpoint", False):
+                        action(step, logs)
                 if logs.get(actions_lib.STOP_TRAINING):  # an action's word (early stopping)
                     self.manager.save(checkpoint_number=step, check_interval=False)
                     break

@@ -26,6 +26,19 @@ VALIDATIONS = 20  # scores over the planned steps, at most
 PATIENCE = 5  # scores in a row without a new best that stop training
 
 
+# A score is a new best when it is lower by more than this share of the best (or MIN_DELTA, near
+# zero): a model that already separates the rows (a loss of 1e-4) does not train on for gains
+# of a millionth.
+RELATIVE_DELTA, MIN_DELTA = 1e-3, 1e-4
+
+
+def better(loss: float, best: float) -> bool:
+    """Whether `loss` is a new best against `best` (inf before the first score)."""
+    if not math.isfinite(loss):
+        return False
+    return not math.isfinite(best) or loss < best - max(RELATIVE_DELTA * best, MIN_DELTA)
+
+
 def every(total_steps: int, steps_per_epoch: int) -> int:
     """Steps between two scores: an epoch of the fit rows, or a 1/VALIDATIONS of the planned
     steps when that is longer (a long run on small data is not scored every few steps)."""
@@ -83,6 +96,8 @@ class EarlyStopping:
     """The action: every `every` steps, score; keep the best; stop after `patience` scores
     without one; at the end, put the best weights back (logs: best_step, validation_loss)."""
 
+    before_checkpoint = True  # its state is in the checkpoint of the step it scored at
+
     def __init__(self, model: tf.keras.Model, best: BestWeights, score, every_steps: int,
                  patience: int = PATIENCE, steps_per_epoch: int = 0):
         self.model, self.best, self.score = model, best, score
@@ -98,7 +113,7 @@ class EarlyStopping:
         self.scores += 1
         self.best.scored.assign(step)
         logs[VALIDATION_LOSS] = loss
-        if math.isfinite(loss) and loss < float(self.best.loss.numpy()):
+        if better(loss, float(self.best.loss.numpy())):
             self.best.keep(self.model, step, loss)
             return
         self.best.since.assign_add(1)
@@ -110,7 +125,7 @@ class EarlyStopping:
         if step > int(self.best.scored.numpy()):  # the last step, scored too
             loss = self.score()
             self.best.scored.assign(step)
-            if math.isfinite(loss) and loss < float(self.best.loss.numpy()):
+            if better(loss, float(self.best.loss.numpy())):
                 self.best.keep(self.model, step, loss)
         if int(self.best.step.numpy()) < 0:  # nothing scored (no validation rows): as trained
             return

@@ -135,7 +135,7 @@ def numeric_groups(numeric: list[str]) -> tuple[list[str], list[str]]:
 
 def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task: str,
             hidden_units=(256, 256), embedding_dim: int = 16, members: int = 8,
-            dropout: float = 0.1, l2: float = 0.0, seed: int = 0) -> tf.keras.Model:
+            dropout: float = 0.0, l2: float = 0.0, seed: int = 0) -> tf.keras.Model:
     """The built-in model (the module's docstring). outputs: classes (logits in training,
     log-probabilities in inference), or 1 for a regression. members 1: one MLP."""
     inputs, parts = {}, []

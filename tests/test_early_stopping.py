@@ -1,0 +1,140 @@
+"""Early stopping (trainer_module/early_stopping.py), in process on a tiny model under the real
+Controller: scores at their steps, a stop after `patience` scores without a new best, the best
+weights put back at the end, and a run killed and resumed from its checkpoint that stops at the
+same step and keeps the same weights as an uninterrupted one; then on real rows: the validation
+part and the fit part of a split never share a record."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from trainer_module import controller as controller_lib, early_stopping, input_pipeline, loop
+
+from test_controller import GLOBAL_BATCH, Stop, _dataset
+
+
+class Scores:
+    """A score function whose score is a function of the global step (values[step // every],
+    so a resumed run scores as the uninterrupted one did), which remembers the model's first
+    weight each time it scored (to check which weights were kept)."""
+
+    def __init__(self, model, optimizer, values, every):
+        self.model, self.optimizer, self.values, self.every = model, optimizer, list(values), every
+        self.calls, self.seen, self.rows = 0, [], 10
+
+    def __call__(self):
+        index = int(self.optimizer.iterations.numpy()) // self.every - 1
+        self.calls += 1
+        self.seen.append(self.model.weights[0].numpy().copy())
+        return self.values[min(index, len(self.values) - 1)]
+
+
+def _run(tmp_path, values, *, kill_at=None, patience=3, every=2, total=20):
+    """A Controller (20 steps, chunks of 3 ending on multiples of 5) with early stopping every
+    `every` steps, the best weights saved with its checkpoints; kill_at: cut the run at that
+    step, then resume it from its checkpoints in a new Controller, as a new process would."""
+
+    def build(extra=()):
+        with tf.distribute.get_strategy().scope():
+            init = tf.keras.initializers.GlorotUniform
+            model = tf.keras.Sequential([
+                tf.keras.Input(shape=(4,)),
+                tf.keras.layers.Dense(8, activation="relu", kernel_initializer=init(seed=1)),
+                tf.keras.layers.Dense(2, kernel_initializer=init(seed=2))])
+            optimizer = tf.keras.optimizers.Adam(0.05)
+            best = early_stopping.BestWeights(model)
+        scores = Scores(model, optimizer, values, every)
+        stopping = early_stopping.EarlyStopping(model, best, scores, every, patience)
+        controller = controller_lib.Controller(
+            model, optimizer, directory=str(tmp_path), total_steps=total, steps_per_execution=3,
+            checkpoint_every=5, actions=[stopping, *extra], max_to_keep=None,
+            tracked={"best": best})
+        xent = tf.keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
+        trainer = loop.SynchronousLoop(tf.distribute.get_strategy(), model, optimizer, xent,
+                                       GLOBAL_BATCH, _dataset(tf.distribute.get_strategy(),
+                                                              controller.start_step))
+        return {"controller": controller, "trainer": trainer, "model": model,
+                "stopping": stopping, "scores": scores}
+
+    def kill(step, logs):
+        if step >= kill_at:
+            raise Stop()
+
+    run = build([kill] if kill_at is not None else [])
+    try:
+        logs = run["controller"].train(run["trainer"])
+    except Stop:
+        run = build()
+        assert run["controller"].start_step > 0
+        logs = run["controller"].train(run["trainer"])
+    return run, logs
+
+
+def test_a_new_best_must_beat_the_old_by_a_margin():
+    assert early_stopping.better(0.5, math.inf)
+    assert early_stopping.better(0.4, 0.5)
+    assert not early_stopping.better(0.4999, 0.5)  # less than 0.1 %
+    assert not early_stopping.better(0.00005, 0.0001)  # near zero: less than 1e-4
+    assert not early_stopping.better(math.nan, 0.5)
+
+
+def test_training_stops_after_patience_scores_without_a_new_best_and_keeps_the_best(tmp_path):
+    # Scored at the chunk ends past 2, 4, 6, ... (chunks end at 3, 5, 6, 8, 10, ...).
+    holder, logs = _run(tmp_path, [1.0, 0.5, 0.6, 0.7, 0.8, 0.9])
+    controller, scores, model = holder["controller"], holder["scores"], holder["model"]
+    assert holder["stopping"].stopped_early
+    assert scores.calls == 5  # the best, then three without: stopped at the fifth
+    assert controller.step < 20
+    summary = holder["stopping"].summary(controller.step)
+    assert summary.stopped_early and summary.best_step < summary.stopped_at == controller.step
+    assert logs["best_step"] == summary.best_step
+    # The model ends with the weights it had at the best score (the second).
+    np.testing.assert_array_equal(model.weights[0].numpy(), scores.seen[1])
+    assert not np.array_equal(scores.seen[1], scores.seen[-1])
+
+
+def test_a_run_that_keeps_improving_runs_every_step_and_keeps_the_last(tmp_path):
+    holder, logs = _run(tmp_path, [1.0 / (i + 1) for i in range(30)])
+    controller, stopping = holder["controller"], holder["stopping"]
+    assert controller.step == 20 and not stopping.stopped_early
+    assert logs["best_step"] == 20
+
+
+@pytest.mark.parametrize("kill_at", [5, 10])
+def test_a_killed_and_resumed_run_stops_where_an_uninterrupted_one_does(tmp_path, kill_at):
+    values = [1.0, 0.5, 0.6, 0.4, 0.7, 0.8, 0.9, 0.95]
+    whole, _ = _run(tmp_path / "whole", values)
+    resumed, _ = _run(tmp_path / "resumed", values, kill_at=kill_at)
+    want = whole["stopping"].summary(whole["controller"].step)
+    got = resumed["stopping"].summary(resumed["controller"].step)
+    assert (got.stopped_at, got.best_step) == (want.stopped_at, want.best_step)
+    for a, b in zip(whole["model"].get_weights(), resumed["model"].get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_the_validation_part_and_the_fit_part_never_share_a_record(tmp_path):
+    """Real TFRecords, repeated rows among them: each record is in one part, about `share` of
+    them in validation, every copy of a repeated row on the same side."""
+    path = str(tmp_path / "rows.tfrecord.gz")
+    values = [i % 700 for i in range(2000)]  # 700 distinct rows, most of them repeated
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        for v in values:
+            example = tf.train.Example()
+            example.features.feature["v"].int64_list.value.append(v)
+            example.features.feature["y_xf"].int64_list.value.append(v % 3)
+            writer.write(example.SerializeToString())
+    spec = {"v": tf.io.FixedLenFeature([], tf.int64), "y_xf": tf.io.FixedLenFeature([], tf.int64)}
+
+    def part(name):
+        fn = input_pipeline.make_dataset_fn(path, spec, "y", "classification", 256,
+                                            training=False, part=name, validation_share=0.1)
+        return [int(v) for x, _ in fn(None) for v in x["v"].numpy()]
+
+    fit, validation = part(input_pipeline.FIT), part(input_pipeline.VALIDATION)
+    assert len(fit) + len(validation) == len(values)
+    assert not set(fit) & set(validation)
+    assert 0.05 < len(validation) / len(values) < 0.15
+    assert sorted(fit + validation) == sorted(values)
