@@ -44,9 +44,28 @@ def _strategy(replicas):
     return tf.distribute.MirroredStrategy(devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
 
 
+def _mlp(numeric, categorical, outputs, hidden_units, l2, seed=1):
+    """The tests' own small MLP: z-scores and an embedding, dense layers with L2, logits."""
+    init = lambda i: tf.keras.initializers.GlorotUniform(seed=seed + i)  # noqa: E731
+    reg = tf.keras.regularizers.l2(l2) if l2 else None
+    inputs = {key: tf.keras.Input(shape=(), name=key, dtype=tf.float32) for key in numeric}
+    parts = [tf.stack([inputs[key] for key in numeric], axis=1)]
+    for key, size in categorical.items():
+        inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.int64)
+        parts.append(tf.keras.layers.Embedding(size, 4, embeddings_initializer=init(100),
+                                               name=f"embed_{key}")(inputs[key]))
+    x = tf.keras.layers.Concatenate()(parts)
+    for i, units in enumerate(hidden_units):
+        x = tf.keras.layers.Dense(units, activation="relu", kernel_initializer=init(i),
+                                  kernel_regularizer=reg, name=f"dense_{i}")(x)
+    out = tf.keras.layers.Dense(outputs, kernel_initializer=init(9), kernel_regularizer=reg,
+                                name="logits", dtype="float32")(x)
+    return tf.keras.Model(inputs, out)
+
+
 def _model(l2, dtype_policy):
     with precision.policy(dtype_policy):
-        return model_lib.mlp(["a_xf", "b_xf"], {"k_xf": 5}, 3, (8,), l2=l2, seed=1)
+        return _mlp(["a_xf", "b_xf"], {"k_xf": 5}, 3, (8,), l2=l2, seed=1)
 
 
 def _optimizer(kind, dtype_policy):
@@ -335,3 +354,107 @@ def test_each_host_reads_its_own_share_and_every_record_once_an_epoch(tmp_path, 
         read.append(sorted(int(v) for v in np.concatenate(epoch)))
         assert len(set(read[-1])) == share  # its share, once each
     assert sorted(v for host in read for v in host) == list(range(512))
+
+
+# --- The built-in model (trainer_module/model.py): numeric embeddings, an ensemble head, AdamW ---
+
+BUILTIN_SPEC = {**{f"{c}_{s}": tf.io.FixedLenFeature([], tf.float32)
+                   for c in ("a", "b") for s in ("xf", "q", "missing")},
+                "a_code": tf.io.FixedLenFeature([], tf.int64),
+                "k_xf": tf.io.FixedLenFeature([], tf.int64),
+                "y_xf": tf.io.FixedLenFeature([], tf.float32)}
+
+
+@pytest.fixture(scope="module")
+def builtin_records(tmp_path_factory):
+    """Transformed-style features as the built-in preprocessing writes them (z-score, quantile
+    position, missing flag; a code; a text index) and a label that is a class (0 to 2) and, as
+    a float, a value."""
+    path = str(tmp_path_factory.mktemp("builtin") / "train.tfrecord.gz")
+    rng = np.random.default_rng(11)
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        for _ in range(1024):
+            y = int(rng.integers(0, 3))
+            example = tf.train.Example()
+            f = example.features.feature
+            for column, centre in (("a", y), ("b", -y)):
+                missing = rng.random() < 0.1
+                z = 0.0 if missing else rng.normal(centre, 1.0)
+                f[f"{column}_xf"].float_list.value.append(z)
+                f[f"{column}_q"].float_list.value.append(0.0 if missing else float(np.clip(
+                    (z + 3) * 8, 0, 48)))
+                f[f"{column}_missing"].float_list.value.append(float(missing))
+            f["a_code"].int64_list.value.append(int(rng.integers(0, 7)))
+            f["k_xf"].int64_list.value.append(int(rng.integers(0, 5)))
+            f["y_xf"].float_list.value.append(float(y))
+            writer.write(example.SerializeToString())
+    return path
+
+
+def _builtin(task):
+    numeric = sorted(k for k, v in BUILTIN_SPEC.items() if v.dtype == tf.float32 and k != "y_xf")
+    return model_lib.tabular(numeric, {"a_code": 8, "k_xf": 6},
+                             1 if task == settings.REGRESSION else 3, task, (16, 16),
+                             embedding_dim=4, members=4, seed=5)
+
+
+def _adamw():
+    """The run's optimizer (trainer_module/train.py, optimizer_for), as the run makes it."""
+    return tf.keras.optimizers.AdamW(0.01, weight_decay=3e-4)
+
+
+@pytest.mark.parametrize("task", [settings.CLASSIFICATION, settings.REGRESSION])
+@pytest.mark.parametrize("replicas", [2, 4])
+def test_the_builtin_model_on_n_replicas_equals_keras_on_one_device(builtin_records, task,
+                                                                    replicas):
+    """The default model (an ensemble whose members' losses are averaged, trained with AdamW)
+    on N replicas makes the updates Keras `fit` makes on one device on the global batch."""
+    spec = BUILTIN_SPEC  # the label as a float: a class (0 to 2) or a value
+    loss = model_lib.builtin_loss(task)
+
+    def labels_for_task(dataset):
+        if task == settings.CLASSIFICATION:
+            return dataset.map(lambda x, y: (x, tf.cast(y, tf.int64)))
+        return dataset
+
+    def dataset_fn(per_replica):
+        base = input_pipeline.make_dataset_fn(builtin_records, spec, "y", settings.REGRESSION,
+                                              per_replica, training=True, seed=3)
+        return lambda ctx: labels_for_task(base(ctx))
+
+    steps = 6
+    strategy = _strategy(replicas)
+    with strategy.scope():
+        model = _builtin(task)
+        optimizer = _adamw()
+    initial = _weights(model)
+    trainer = loop.SynchronousLoop(
+        strategy, model, optimizer, loss, GLOBAL_BATCH,
+        strategy.distribute_datasets_from_function(dataset_fn(GLOBAL_BATCH // replicas)))
+    trainer.train(steps // 2)
+    trainer.train(steps - steps // 2)
+    assert int(optimizer.iterations.numpy()) == steps
+
+    reference = _builtin(task)
+    reference.set_weights(initial)
+    reference.compile(optimizer=_adamw(), loss=equivalence._MeanOverBatch(loss), jit_compile=False)
+    reference.fit(dataset_fn(GLOBAL_BATCH)(None), steps_per_epoch=steps, epochs=1, verbose=0)
+    moved = max(np.abs(w - i).max() for w, i in zip(_weights(reference), initial) if w.size)
+    assert moved > 1e-3
+    for got, want in zip(_weights(model), _weights(reference)):
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+
+
+def test_the_builtin_model_answers_with_its_members_mean(builtin_records):
+    """Training sees each member ([batch, k, classes]); inference, the mean of their
+    probabilities (as log-probabilities); a regression, the mean of their values."""
+    x, _ = next(iter(input_pipeline.make_dataset_fn(
+        builtin_records, BUILTIN_SPEC, "y", settings.REGRESSION, 32, training=False)(None)))
+    classifier = _builtin(settings.CLASSIFICATION)
+    members = classifier(x, training=True)
+    assert members.shape == (32, 4, 3)
+    mean = tf.reduce_mean(tf.nn.softmax(members), axis=1)
+    np.testing.assert_allclose(tf.exp(classifier(x, training=False)), mean, atol=1e-6)
+    regressor = _builtin(settings.REGRESSION)
+    np.testing.assert_allclose(regressor(x, training=False),
+                               tf.reduce_mean(regressor(x, training=True), axis=1), atol=1e-6)
