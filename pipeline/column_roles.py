@@ -35,15 +35,19 @@ ID_DISTINCT_SHARE = 0.99  # distinct / present values at or above this: every ro
 ID_RANGE_SLACK = 1.5  # an integer id spans at most this times its distinct count (a sequence)
 ID_MIN_VALUES = 20  # fewer present values say nothing about uniqueness
 # A text column with at least this many distinct values, at least this share of its rows
-# distinct (below an id's), is hashed (HASHED) rather than given a vocabulary of them all.
+# distinct (below an id's), is near-unique text (UNIQUE_TEXT): left out, since a model learns
+# its values by heart (each seen in a row or two) and gains nothing on new rows; data.columns
+# may name it "hashed" to keep it (its most frequent values, the rest in hash buckets).
 HASHED_MIN_DISTINCT = 5000
 HASHED_DISTINCT_SHARE = 0.5
-# What a column is to the model: a feature as it is; an id or a constant, left out; a near-unique
-# text feature, hashed (its most frequent values kept, the rest in hash buckets); a timestamp,
-# parsed into its parts (trainer_module/features.py, TIMESTAMP_PARTS). They reach the Transform
-# as TransformSpec's column lists (trainer_module/settings.py).
+# What a column is to the model: a feature as it is; an id or a constant, left out; near-unique
+# text, left out unless data.columns names it hashed (its most frequent values kept, the rest in
+# hash buckets); a timestamp, parsed into its parts (trainer_module/features.py,
+# TIMESTAMP_PARTS). They reach the Transform as TransformSpec's column lists
+# (trainer_module/settings.py).
 FEATURE, ID, CONSTANT, HASHED, TIMESTAMP = "feature", "id", "constant", "hashed", "timestamp"
-ROLES = (FEATURE, ID, CONSTANT, HASHED, TIMESTAMP)
+ROLES = (FEATURE, ID, CONSTANT, HASHED, TIMESTAMP)  # what data.columns may name
+UNIQUE_TEXT = "near-unique text"  # found, never named
 
 
 _ORDER_WORDS = {YMD: "year-month-day", MDY: "month/day/year", DMY: "day/month/year",
@@ -138,13 +142,16 @@ class _Column:
 
     def _hashed(self, kind: str) -> Role | None:
         """A text column of at least HASHED_MIN_DISTINCT values, most of them in one row each
-        (within a batch of rows): too many for a vocabulary, too few repeats to learn each."""
+        (within a batch of rows): too many for a vocabulary, too few repeats to learn each, so
+        left out (UNIQUE_TEXT)."""
         if kind != STRING or self.batch_distinct < max(HASHED_MIN_DISTINCT,
                                                         HASHED_DISTINCT_SHARE * self.present):
             return None
-        return Role(HASHED, f"near-unique text, about {self.batch_distinct} distinct values over "
-                            f"{self.present} rows: its {HASHED_TOP_K} most frequent values kept, "
-                            f"the rest hashed into {HASH_BUCKETS} buckets")
+        return Role(UNIQUE_TEXT, f"about {self.batch_distinct} distinct values over "
+                                 f"{self.present} rows: a model would learn them by heart; "
+                                 "data.columns = {column = \"hashed\"} keeps it, its "
+                                 f"{HASHED_TOP_K} most frequent values and the rest hashed into "
+                                 f"{HASH_BUCKETS} buckets")
 
     def _written_date(self) -> Role | None:
         parts = "parsed into year, month, day, day of week, hour"
@@ -212,7 +219,7 @@ class Profile:
 
 
 def excluded(roles: dict[str, Role]) -> list[str]:
-    return sorted(name for name, r in roles.items() if r.role in (ID, CONSTANT))
+    return sorted(name for name, r in roles.items() if r.role in (ID, CONSTANT, UNIQUE_TEXT))
 
 
 def timestamps(roles: dict[str, Role]) -> list[str]:

@@ -176,18 +176,29 @@ def test_the_order_of_a_written_date_is_read_from_the_data(tmp_path):
         "dmy", "set by data.columns, read day/month/year")
 
 
-def test_a_near_unique_text_column_is_hashed_not_a_vocabulary_of_every_value(tmp_path):
+def test_a_near_unique_text_column_is_left_out_unless_named_hashed(tmp_path):
+    """A model learns near-unique text by heart (each value in a row or two): it is left out by
+    default, with a line that says how to keep it; named "hashed" in data.columns, its most
+    frequent values are kept and the rest hashed."""
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     rows = ["note,city,y"] + [f"free text {i % 9000},c{i % 7},{'ab'[i % 2]}" for i in range(12000)]
     (tmp_path / "d.csv").write_text("\n".join(rows) + "\n")
     data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))
-    assert data.roles["note"].role == "hashed" and data.roles["city"].role == FEATURE
-    assert ("its 1000 most frequent values kept, the rest hashed into 1000 buckets"
-            in data.roles["note"].why)
+    assert data.roles["note"].role == "near-unique text" and data.roles["city"].role == FEATURE
+    assert "a model would learn them by heart" in data.roles["note"].why
     from pipeline import config as config_lib, preflight
 
     config = config_lib.load(None, {"data.path": str(tmp_path / "d.csv"), "data.label": "y"})
     decisions = preflight.decide(config, data)
+    spec = decisions.transform_spec("y")
+    assert spec.hashed == () and "note" in spec.excluded
+    assert any(line.startswith("lockstep: columns left out as near-unique text: 'note' (about ")
+               and 'data.columns = {column = "hashed"} keeps it' in line
+               for line in decisions.column_lines())
+    kept = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""],
+                                       columns={"note": "hashed"}))
+    assert kept.roles["note"].role == "hashed"
+    decisions = preflight.decide(config, kept)
     assert decisions.transform_spec("y").hashed == ("note",)
-    assert any(line.startswith("lockstep: columns hashed: 'note' (near-unique text")
+    assert any(line.startswith("lockstep: columns hashed: 'note' (set by data.columns")
                for line in decisions.column_lines())
