@@ -115,6 +115,8 @@ class _Column:
                 self.distinct.append(unique)
 
     def role(self, kind: str) -> Role:
+        if not self.present:
+            return Role(CONSTANT, "no values, only missing cells")
         if self.constant:
             return Role(CONSTANT, f"one value ({self.first!r}) in every present cell")
         if kind == STRING and self.timestamps:
