@@ -45,3 +45,24 @@ def test_a_warm_start_copies_the_weights_that_still_fit(tmp_path):
     assert not os.path.exists(tmp_path / "old" / (export.WEIGHTS + ".index"))
     fresh = _mlp((8, 6), seed=3)
     assert export.warm_start(fresh, str(tmp_path / "old")) == fitting
+
+
+def test_a_warm_start_from_another_architecture_says_so_and_starts_afresh(tmp_path):
+    """A serving model none of whose weights fit (the 32-16 MLP of an earlier lockstep, say):
+    one line that says so, and the model keeps its own initial weights."""
+    from trainer_module import train
+
+    inputs = {k: tf.keras.Input(shape=(), name=k) for k in ("a_xf", "b_xf")}
+    x = tf.keras.layers.Dense(32, name="dense_0")(tf.stack(list(inputs.values()), axis=1))
+    old = tf.keras.Model(inputs, tf.keras.layers.Dense(3, name="logits")(x))
+    old.save(str(tmp_path / "old"), save_format="tf")
+    tf.train.Checkpoint(**{export._key(v.name): v for v in old.weights}).write(
+        str(tmp_path / "old" / export.WEIGHTS))
+    target = _mlp((8, 6), seed=2)
+    before = _names(target)
+    warm, why = train._warm_start(target, str(tmp_path / "old"))
+    assert not warm
+    assert why.startswith("none of the serving model's weights fit this model (another "
+                          "architecture): trained from scratch")
+    after = _names(target)
+    assert all(np.array_equal(after[n], before[n]) for n in before)
