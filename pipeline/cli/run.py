@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
     run.add_argument("--force", action="store_true",
                      help="run even when no new complete span arrived since the serving model")
     run.add_argument("--emulate-replicas", type=int, help="train on N emulated CPU replicas")
-    run.add_argument("--train-steps", type=int, help="fixed train steps (default: from the example budget)")
+    run.add_argument("--train-steps", type=int, help="at most N train steps (default: from the example budget)")
     run.add_argument("-v", "--verbose", action="store_true", help="log TFX and trainer progress")
     run.add_argument("--lock", help="the run lock (default: <pipeline root>/run.lock); a run that "
                                     "finds it held exits with status 3")
