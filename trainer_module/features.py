@@ -42,10 +42,13 @@ def missing_flag_name(key: str) -> str:
     return f"{safe_name(key)}_missing"
 
 
+POSITION_SUFFIX = "_q"
+
+
 def position_name(key: str) -> str:
     """A numeric feature's place among its training values' quantiles (trainer_module/
     preprocessing.py): 0 up to QUANTILE_BINS, piecewise linear between the quantiles."""
-    return f"{safe_name(key)}_q"
+    return f"{safe_name(key)}{POSITION_SUFFIX}"
 
 
 # The quantile bins of a numeric feature's position: 48, as in Gorishniy et al. 2022's

@@ -123,13 +123,21 @@ class EnsembleHead(tf.keras.layers.Layer):
                 "dropout": self.dropout, "l2": self.l2, "seed": self.seed}
 
 
+def _group(column: str) -> tuple[str, str, str]:
+    """A numeric column's features as the built-in preprocessing names them: its quantile
+    position, its z-score and its missing flag (trainer_module/features.py)."""
+    return (features.position_name(column), features.transformed_name(column),
+            features.missing_flag_name(column))
+
+
 def numeric_groups(numeric: list[str]) -> tuple[list[str], list[str]]:
-    """(the columns whose z-score, missing flag and quantile position are all features, by their
-    safe names; the other float features)."""
+    """(the columns whose position, z-score and missing flag are all among the float features;
+    the other float features, each a number of its own)."""
     names = set(numeric)
-    grouped = sorted(key[: -len("_q")] for key in numeric if key.endswith("_q")
-                     and f"{key[:-len('_q')]}_xf" in names and f"{key[:-len('_q')]}_missing" in names)
-    taken = {n for column in grouped for n in (f"{column}_q", f"{column}_xf", f"{column}_missing")}
+    suffix = features.POSITION_SUFFIX
+    stems = [key[: -len(suffix)] for key in numeric if key.endswith(suffix)]
+    grouped = sorted(stem for stem in stems if set(_group(stem)) <= names)
+    taken = {name for stem in grouped for name in _group(stem)}
     return grouped, sorted(names - taken)
 
 
@@ -143,8 +151,8 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
         inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.float32)
     grouped, plain = numeric_groups(numeric)
     if grouped:
-        stacked = tf.stack([tf.stack([inputs[f"{c}_q"], inputs[f"{c}_xf"], inputs[f"{c}_missing"]],
-                                     axis=1) for c in grouped], axis=1)  # [batch, n, 3]
+        stacked = tf.stack([tf.stack([inputs[name] for name in _group(c)], axis=1)
+                            for c in grouped], axis=1)  # [batch, n, 3]
         parts.append(NumericEmbedding(features.QUANTILE_BINS, embedding_dim, seed=seed + 200,
                                       name="numeric_embedding")(stacked))
     if plain:
