@@ -35,17 +35,22 @@ def _dataset(strategy, skip_steps: int = 0):
     return strategy.experimental_distribute_dataset(ds.skip(skip_steps))
 
 
+def tiny_model():
+    """(model, optimizer): two dense layers on 4 numbers, Adam; make them in a strategy's scope."""
+    init = tf.keras.initializers.GlorotUniform
+    model = tf.keras.Sequential([
+        tf.keras.Input(shape=(4,)),
+        tf.keras.layers.Dense(8, activation="relu", kernel_initializer=init(seed=1)),
+        tf.keras.layers.Dense(2, kernel_initializer=init(seed=2))])
+    return model, tf.keras.optimizers.Adam(0.05)
+
+
 def _controller(directory, *, replicas: int = 1, total: int = 20, every: int = 5, spe: int = 3,
                 actions_=()):
     """A Controller and its Trainer, the Trainer's input skipping what the Controller restored."""
     strategy = _strategy(replicas)
     with strategy.scope():
-        init = tf.keras.initializers.GlorotUniform
-        model = tf.keras.Sequential([
-            tf.keras.Input(shape=(4,)),
-            tf.keras.layers.Dense(8, activation="relu", kernel_initializer=init(seed=1)),
-            tf.keras.layers.Dense(2, kernel_initializer=init(seed=2))])
-        optimizer = tf.keras.optimizers.Adam(0.05)
+        model, optimizer = tiny_model()
         metrics = {"accuracy": tf.keras.metrics.SparseCategoricalAccuracy("train_accuracy")}
     controller = controller_lib.Controller(
         model, optimizer, directory=str(directory), total_steps=total, steps_per_execution=spe,

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from trainer_module import controller as controller_lib, early_stopping, input_pipeline, loop
 
-from test_controller import GLOBAL_BATCH, Stop, _dataset
+from test_controller import GLOBAL_BATCH, Stop, _dataset, tiny_model
 
 
 class Scores:
@@ -38,12 +38,7 @@ def _run(tmp_path, values, *, kill_at=None, patience=3, every=2, total=20):
 
     def build(extra=()):
         with tf.distribute.get_strategy().scope():
-            init = tf.keras.initializers.GlorotUniform
-            model = tf.keras.Sequential([
-                tf.keras.Input(shape=(4,)),
-                tf.keras.layers.Dense(8, activation="relu", kernel_initializer=init(seed=1)),
-                tf.keras.layers.Dense(2, kernel_initializer=init(seed=2))])
-            optimizer = tf.keras.optimizers.Adam(0.05)
+            model, optimizer = tiny_model()
             best = early_stopping.BestWeights(model)
         scores = Scores(model, optimizer, values, every)
         stopping = early_stopping.EarlyStopping(model, best, scores, every, patience)
