@@ -100,8 +100,10 @@ def test_a_malformed_path_is_refused_when_the_config_loads(tmp_path):
 def test_good_hooks_are_checked_and_said(user_code, tmp_path):
     config = _config(tmp_path, 'model = "mine.hooks:model"\nloss = "mine.hooks:loss"')
     lines = preparing.prepare(config).lines()
+    # Penguins' 5 numeric columns (z-score, missing flag, quantile position each), the codes of
+    # its 3 integer columns and its 2 text columns: 20 features.
     assert ("lockstep: your code: trainer.loss = mine.hooks:loss (one loss per example); "
-            "trainer.model = mine.hooks:model ([batch, 3] from 12 transformed features)") in lines
+            "trainer.model = mine.hooks:model ([batch, 3] from 20 transformed features)") in lines
 
 
 def test_the_config_files_directory_is_on_the_path(tmp_path, monkeypatch):
