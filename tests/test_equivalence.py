@@ -35,7 +35,9 @@ def test_builtin_model_makes_one_devices_update(penguins_run, replicas):
         replicas, 3, 32, 32 * replicas)
     assert result.learning_rate == pytest.approx(learning_rate)
     assert result.passed and result.moved > 0
-    assert result.relative < result.tolerance / 10  # float32 sums in another order: ~1e-6
+    # Float32 sums in another order: a few 1e-9 apart (2 replicas: 7.5e-9 of a movement of
+    # 2.7e-4, 2.8e-5 of it: the rate for an ensemble, 0.002 here, moves the weights little).
+    assert result.max_difference < 1e-7 and result.relative < result.tolerance / 3
     assert result.lines() == [
         f"verify: {replicas} replicas x batch 32 = global batch {32 * replicas}, 3 SGD steps at "
         f"learning rate {learning_rate:g}",

@@ -36,7 +36,8 @@ def loss(cfg: TrainerConfig, task: str, outputs: int):
         return model_lib.builtin_loss(task)
     user_loss = hooks.load(LOSS_KEY, cfg.loss, 2)
     hooks.check_loss(user_loss, task, outputs)
-    return user_loss
+    # The built-in model trains an ensemble: the user's loss, per member.
+    return user_loss if cfg.model else model_lib.per_member(user_loss)
 
 
 def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> tf.keras.Model:
