@@ -111,25 +111,28 @@ def test_a_killed_and_resumed_run_stops_where_an_uninterrupted_one_does(tmp_path
 
 
 def test_the_validation_part_and_the_fit_part_never_share_a_record(tmp_path):
-    """Real TFRecords, repeated rows among them: each record is in one part, about `share` of
-    them in validation, every copy of a repeated row on the same side."""
-    path = str(tmp_path / "rows.tfrecord.gz")
-    values = [i % 700 for i in range(2000)]  # 700 distinct rows, most of them repeated
-    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
-        for v in values:
-            example = tf.train.Example()
-            example.features.feature["v"].int64_list.value.append(v)
-            example.features.feature["y_xf"].int64_list.value.append(v % 3)
-            writer.write(example.SerializeToString())
+    """Real TFRecords in two files: each record is in one part, about `share` of them in
+    validation, the same records every time they are read and for any number of input
+    pipelines (replicas, hosts)."""
     spec = {"v": tf.io.FixedLenFeature([], tf.int64), "y_xf": tf.io.FixedLenFeature([], tf.int64)}
+    paths = [str(tmp_path / f"rows-{i}.tfrecord.gz") for i in range(2)]
+    for i, path in enumerate(paths):
+        with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+            for v in range(i * 1000, i * 1000 + 1000):
+                example = tf.train.Example()
+                example.features.feature["v"].int64_list.value.append(v)
+                example.features.feature["y_xf"].int64_list.value.append(v % 3)
+                writer.write(example.SerializeToString())
 
-    def part(name):
-        fn = input_pipeline.make_dataset_fn(path, spec, "y", "classification", 256,
-                                            training=False, part=name, validation_share=0.1)
-        return [int(v) for x, _ in fn(None) for v in x["v"].numpy()]
+    def part(name, pipelines=1):
+        fn = input_pipeline.make_dataset_fn(str(tmp_path / "rows-*"), spec, "y", "classification",
+                                            256, training=False, part=name, validation_share=0.1)
+        return sorted(int(v) for p in range(pipelines) for x, _ in fn(
+            tf.distribute.InputContext(pipelines, p, pipelines)) for v in x["v"].numpy())
 
     fit, validation = part(input_pipeline.FIT), part(input_pipeline.VALIDATION)
-    assert len(fit) + len(validation) == len(values)
-    assert not set(fit) & set(validation)
-    assert 0.05 < len(validation) / len(values) < 0.15
-    assert sorted(fit + validation) == sorted(values)
+    assert len(fit) + len(validation) == 2000 and not set(fit) & set(validation)
+    assert 0.07 < len(validation) / 2000 < 0.13
+    assert part(input_pipeline.VALIDATION) == validation
+    assert part(input_pipeline.VALIDATION, pipelines=2) == validation  # a file per pipeline
+    assert part(input_pipeline.VALIDATION, pipelines=4) == validation  # records shared out

@@ -70,13 +70,15 @@ def label_scaling(tf_transform_output: tft.TFTransformOutput, label_key: str,
                   task: str) -> tuple[float, float]:
     """(shift, scale) with label = transformed label x scale + shift: Transform standardizes a
     regression's label (trainer_module/preprocessing.py), and the served model answers in the
-    label's units. Read from the transform graph itself, by transforming labels 0 and 1 (any
-    preprocessing_fn's label is lockstep's own); (0, 1) for a classification."""
+    label's units. Read from the transform graph itself, by transforming labels 0 and 2^20 (any
+    preprocessing_fn's label is lockstep's own; two points far apart, so that float32 rounding
+    of the two standardized values is a part in 1e7 of their difference, not of 1/std);
+    (0, 1) for a classification."""
     if task != settings.REGRESSION:
         return 0.0, 1.0
     raw_spec = tf_transform_output.raw_feature_spec()
     records = []
-    for value in (0, 1):
+    for value in (0, FAR):
         example = tf.train.Example()
         for name, spec in raw_spec.items():
             needed = isinstance(spec, tf.io.FixedLenFeature) and spec.default_value is None
@@ -92,10 +94,13 @@ def label_scaling(tf_transform_output: tft.TFTransformOutput, label_key: str,
                 cell.float_list.value.extend([float(value) if name == label_key else 0.0] * count)
         records.append(example.SerializeToString())
     parsed = tf.io.parse_example(tf.constant(records), raw_spec)
-    zero, one = tf_transform_output.transform_features_layer()(parsed)[
-        features.transformed_name(label_key)].numpy().reshape(-1)[:2]
-    scale = 1.0 / float(one - zero)
-    return float(-zero * scale), scale
+    zero, far = tf_transform_output.transform_features_layer()(parsed)[
+        features.transformed_name(label_key)].numpy().astype("float64").reshape(-1)[:2]
+    scale = FAR / (far - zero)
+    return float(-zero * scale), float(scale)
+
+
+FAR = 2 ** 20  # exact in float32 and int64
 
 
 # The model's weights by name (SavedModel's assets.extra: files a model server leaves alone).

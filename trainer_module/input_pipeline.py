@@ -66,43 +66,53 @@ READ_BLOCK = 256
 READ_CYCLE = 8
 
 
-def _record_blocks(files: tf.data.Dataset, compression: str, block: int) -> tf.data.Dataset:
-    """Blocks of up to `block` serialized records, READ_CYCLE files read side by side."""
-    return files.interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression_type=compression).batch(block),
-        cycle_length=READ_CYCLE, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-
-
 # The train split's parts: the rows the model fits ("fit") and the validation rows that pick the
 # best checkpoint and stop training (trainer_module/early_stopping.py), carved by a hash of each
-# serialized record (deterministic, the same for any replica count; a repeated row is on one side
-# only, so validation never scores a row the model fitted). "all": the whole split.
+# record's file name and place in its file: the same rows in every run and for any replica
+# count (a hash of the serialized record would not do: a tf.Example's map of features is not
+# serialized in one order).
 ALL, FIT, VALIDATION = "all", "fit", "validation"
 PART_BUCKETS = 1000
 
 
-def in_validation(records: tf.Tensor, share: float) -> tf.Tensor:
-    """[n] bool: which serialized records are validation rows, `share` of them."""
-    bucket = tf.strings.to_hash_bucket_fast(records, PART_BUCKETS)
-    return bucket < int(round(share * PART_BUCKETS))
+def in_validation(names: tf.Tensor, places: tf.Tensor, share: float) -> tf.Tensor:
+    """[n] bool: which records (their file's name, their places in it) are validation rows,
+    `share` of them."""
+    keys = tf.strings.join([names, tf.strings.as_string(places)], ":")
+    return tf.strings.to_hash_bucket_fast(keys, PART_BUCKETS) < int(round(share * PART_BUCKETS))
 
 
 def _keep(part: str, share: float):
-    """records -> [n] bool mask of the part's records (None: keep all)."""
+    """(file name, places) -> [n] bool mask of the part's records (None: keep all)."""
     if part == ALL or share <= 0:
         return None
     if part == VALIDATION:
-        return lambda records: in_validation(records, share)
-    return lambda records: tf.logical_not(in_validation(records, share))
+        return lambda name, places: in_validation(name, places, share)
+    return lambda name, places: tf.logical_not(in_validation(name, places, share))
+
+
+def _record_blocks(files: tf.data.Dataset, compression: str, block: int,
+                   keep=None) -> tf.data.Dataset:
+    """Blocks of up to `block` serialized records, READ_CYCLE files read side by side (keep:
+    which records of a block to keep, from their file's name and places in it)."""
+    return files.interleave(lambda f: _file_blocks(f, compression, block, keep),
+                            cycle_length=READ_CYCLE, num_parallel_calls=tf.data.AUTOTUNE,
+                            deterministic=True)
+
+
+def _file_blocks(file, compression: str, block: int, keep=None) -> tf.data.Dataset:
+    blocks = tf.data.TFRecordDataset(file, compression_type=compression).batch(block)
+    if keep is None:
+        return blocks
+    name = tf.strings.regex_replace(file, r"^.*/", "")
+    return blocks.enumerate().map(lambda i, records: tf.boolean_mask(records, keep(
+        name, i * block + tf.range(tf.size(records, out_type=tf.int64)))))
 
 
 def read_records(files: tf.data.Dataset, compression: str, keep=None) -> tf.data.Dataset:
     """The serialized records of these files, READ_CYCLE files at a time in blocks of READ_BLOCK
-    (keep: a mask of each block's records to keep, taken a block at a time)."""
-    blocks = _record_blocks(files, compression, READ_BLOCK)
-    if keep is not None:
-        blocks = blocks.map(lambda block: tf.boolean_mask(block, keep(block)))
-    return blocks.unbatch()
+    (keep: a mask of each block's records, from their file's name and places in it)."""
+    return _record_blocks(files, compression, READ_BLOCK, keep).unbatch()
 
 
 def count_records(files: list[str], compression: str = "GZIP") -> int:
@@ -161,9 +171,7 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
             ds = ds.shard(pipelines, pipeline_id)  # file sharding: each pipeline its own files
             ds = read_records(ds, compression, keep)
         else:
-            ds = tf.data.TFRecordDataset(ds, compression_type=compression)
-            if keep is not None:
-                ds = ds.filter(lambda record: keep(record[None])[0])
+            ds = ds.flat_map(lambda f: _file_blocks(f, compression, READ_BLOCK, keep)).unbatch()
             ds = ds.shard(pipelines, pipeline_id)  # element sharding: fewer files than pipelines
         # The unit of batching is what this pipeline feeds one global step (the per-replica
         # batch times the replicas it feeds): the data order is then the same for any replica
