@@ -40,6 +40,7 @@ def ensemble_mean(outputs: tf.Tensor, task: str) -> tf.Tensor:
     return tf.reduce_logsumexp(tf.nn.log_softmax(outputs), axis=1) - tf.math.log(k)
 
 
+@tf.keras.utils.register_keras_serializable(package="lockstep")
 class NumericEmbedding(tf.keras.layers.Layer):
     """[batch, n, 3] (position, z-score, missing flag of n columns) -> [batch, n * dim]: each
     column's piecewise-linear encoding over `bins` quantile bins, its softly clipped z-score and
@@ -73,6 +74,7 @@ class NumericEmbedding(tf.keras.layers.Layer):
         return {**super().get_config(), "bins": self.bins, "dim": self.dim, "seed": self.seed}
 
 
+@tf.keras.utils.register_keras_serializable(package="lockstep")
 class EnsembleHead(tf.keras.layers.Layer):
     """TabM-mini: [batch, features] -> k members' [batch, k, outputs] in training (each member's
     input scaled by its own vector, the hidden layers shared, an output layer each), their mean
