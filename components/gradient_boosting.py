@@ -16,8 +16,9 @@ MAX_CATEGORIES values, an ordinal number otherwise; a value unseen in train is m
 
 Rows come from the ExampleGen's columnar copy of each TFRecord file
 (components/columnar_examples.py): no record is decoded, no Python runs per row. Past ROW_CAP
-labeled train rows it fits a random sample of them (the figures say so), on THREADS threads, so
-that it runs beside the Trainer without taking its cores.
+labeled train rows it fits a random sample of them (the figures say so), on one thread (THREADS):
+beside the Trainer it takes one core at most (two OpenMP threads on two busy cores spin: 44 s
+for a 2.7 s fit).
 
 It informs, and never fails a run for what the data is: a split it cannot fit or score (one
 class, no labeled row, no feature with a value) is recorded as not measured, with the reason.
@@ -47,7 +48,7 @@ REFERENCE_FILE = "reference.json"
 # reference takes 5.8 CPU-s (scoring the eval split: 2.5 of them), 100,000 in 4.0 s and 7.4 CPU-s,
 # for the same accuracy (0.9999).
 ROW_CAP = 50_000
-THREADS = 1  # OpenMP threads: the Trainer keeps the other core(s)
+THREADS = 1  # OpenMP threads
 MAX_CATEGORIES = 255  # HistGradientBoosting's max_bins: at most this many categories a column
 SEED = 0
 
@@ -132,11 +133,11 @@ def _codes(column: pa.ChunkedArray, values: pa.Array) -> np.ndarray:
 
 
 def features(train: pa.Table, evaluation: pa.Table, names: list[str]
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """(train matrix, eval matrix, categorical mask, the columns used): numbers as numbers, text
-    as codes by its train values (categorical up to MAX_CATEGORIES values); a column with no
-    value in the train rows is left out."""
-    train_columns, eval_columns, categorical, used = [], [], [], []
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(train matrix, eval matrix, categorical mask): numbers as numbers, text as codes by its
+    train values (categorical up to MAX_CATEGORIES values); a column with no value in the train
+    rows is left out. Raises NotMeasured when none is left."""
+    train_columns, eval_columns, categorical = [], [], []
     for name in names:
         fit = _cells(train.column(name))
         score = (_cells(evaluation.column(name)) if name in evaluation.column_names
@@ -152,24 +153,26 @@ def features(train: pa.Table, evaluation: pa.Table, names: list[str]
             train_columns.append(_numbers(fit))
             eval_columns.append(_numbers(score))
             categorical.append(False)
-        used.append(name)
-    if not used:
+    if not categorical:
         raise NotMeasured("no feature column has a value in the train split")
-    return (np.column_stack(train_columns), np.column_stack(eval_columns),
-            np.array(categorical), used)
+    return np.column_stack(train_columns), np.column_stack(eval_columns), np.array(categorical)
 
 
 def _classes(labels: pa.ChunkedArray) -> pa.Array:
-    """The label's values in the train rows, most frequent first (the label vocabulary's order:
-    ties by value, descending)."""
+    """The label's values in the train rows, most frequent first, as the label vocabulary orders
+    them (a binary label's index 1, the positive class, is the rarer one)."""
     counts = pc.value_counts(labels.drop_null())
-    values, numbers = counts.field("values"), counts.field("counts").to_numpy()
-    if len(values) and _is_text(pa.chunked_array([values])):
-        keys = [v for v in values.to_pylist()]
-    else:
-        keys = values.to_numpy(zero_copy_only=False).tolist()
-    order = sorted(range(len(values)), key=lambda i: (numbers[i], keys[i]), reverse=True)
-    return pc.take(values, pa.array(order, pa.int64()))
+    order = np.argsort(-counts.field("counts").to_numpy(), kind="stable")
+    return pc.take(counts.field("values"), pa.array(order))
+
+
+def _canonical(table: pa.Table) -> pa.Table:
+    """The rows sorted by every column: an order that does not depend on the file of the split
+    each row is in (the ExampleGen's shards differ from run to run), so the same rows give the
+    same sample, the same early-stopping rows and the same figures."""
+    cells = pa.table({name: _cells(table.column(name)) for name in table.column_names})
+    keys = [(name, "ascending") for name in cells.column_names]
+    return table.take(pc.sort_indices(cells, sort_keys=keys))
 
 
 def _sample(labeled: np.ndarray, rows: int) -> np.ndarray:
@@ -203,6 +206,7 @@ def _measure(train, evaluation, label, task, metric, excluded, rows, threads) ->
     if label not in train.column_names:
         raise NotMeasured(f"no label column '{label}' in the train split")
     regression = task == REGRESSION
+    train = _canonical(train)
     truth = _cells(train.column(label))
     if regression:
         if _is_text(truth):
@@ -232,7 +236,7 @@ def _measure(train, evaluation, label, task, metric, excluded, rows, threads) ->
     if not scored.any():
         raise NotMeasured("no labeled eval rows" + ("" if regression else " of a train class"))
     names = [n for n in train.column_names if n != label and n not in set(excluded)]
-    x_train, x_eval, categorical, _ = features(train, evaluation, names)
+    x_train, x_eval, categorical = features(train, evaluation, names)
     x_eval, eval_y = x_eval[scored], eval_y[scored]
     model_class = HistGradientBoostingRegressor if regression else HistGradientBoostingClassifier
     model = model_class(categorical_features=categorical if categorical.any() else None,
