@@ -2,13 +2,13 @@
 
     CsvExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -.
                   `-> Transform -------------------------------------> Trainer -> Evaluator -> Pusher
-                  `-> GradientBoosting (once Transform and the validator are done, beside the Trainer)
+                  `-> GradientBoosting (once the validator is done)
 
 Transform reads the records with the ExampleGen's types-only schema (the types they were encoded
 with), so it runs beside the validation branch (pipeline/local/dag_runner.py locally; KFP runs
 ready tasks side by side by itself); the Trainer waits for both. The gradient-boosting reference
-(components/gradient_boosting.py) waits for them too, so it is ready when the Trainer is and
-runs beside it (locally in the second lane), not beside Transform, which the Trainer waits for."""
+(components/gradient_boosting.py) waits for the validator, then runs beside the end of Transform
+or the Trainer (locally in the second lane, on one thread)."""
 
 from __future__ import annotations
 
@@ -231,8 +231,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
     reference = GradientBoostingReference(
         examples=example_gen.outputs["examples"],
         columns=decisions.transform_spec(label), metric=gate.metric).with_id(REFERENCE_NODE)
-    reference.add_upstream_node(transform)  # ready with the Trainer, to run beside it
-    reference.add_upstream_node(example_validator)
+    reference.add_upstream_node(example_validator)  # on validated data, beside Transform's end
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
         baseline_model=latest.outputs["model"], schema=schema_gen.outputs["schema"],

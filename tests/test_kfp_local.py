@@ -20,8 +20,8 @@ from conftest import REPO, PipelineRun, serving_accuracy
 pytestmark = pytest.mark.slow
 
 EXAMPLE = REPO / "examples" / "wide_deep"
-TASKS = ["CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",
-         "GradientBoosting", "Trainer", "LatestPushedModel", "Evaluator", "Pusher"]
+TASKS = ["CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "GradientBoosting",
+         "Transform", "Trainer", "LatestPushedModel", "Evaluator", "Pusher"]
 
 
 @pytest.fixture(scope="session")

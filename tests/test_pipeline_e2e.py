@@ -130,7 +130,7 @@ def test_the_gradient_boosting_reference_ran_beside_the_trainer_on_the_same_rows
     # The page shows it beside the gate's figure.
     page = re.search(r"^Report: (.*)$", out, re.M).group(1)
     assert f"data-reference-metric='accuracy'>{line.group(1)}<" in open(page).read()
-    # It waited for Transform and the validator, as the Trainer did, and ran while it trained.
+    # It waited for the validator (it fits validated data), and not for the Trainer.
     connection = metadata_store_pb2.ConnectionConfig()
     connection.sqlite.filename_uri = str(penguins_run.pipeline_root / "metadata.sqlite")
     store = metadata_store.MetadataStore(connection)
@@ -141,10 +141,10 @@ def test_the_gradient_boosting_reference_ran_beside_the_trainer_on_the_same_rows
         [node] = [c.name.split(".", 1)[-1] for c in store.get_contexts_by_execution(execution.id)
                   if c.type == "node"]
         times[node] = (execution.create_time_since_epoch, execution.last_update_time_since_epoch)
-    start, end = times["GradientBoosting"]
-    assert start >= max(times["Transform"][1], times["ExampleValidator"][1])
+    start, _ = times["GradientBoosting"]
+    assert start >= times["ExampleValidator"][1]
     if os.cpu_count() > 1:  # the second lane
-        assert start < times["Trainer"][1] and times["Trainer"][0] < end
+        assert start < times["Trainer"][1]
 
 
 def test_two_concurrent_runs_on_one_root_push_once_and_each_reports_its_own(tmp_path):

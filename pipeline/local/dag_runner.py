@@ -7,9 +7,10 @@ uses them) in two lanes: this process, and a worker process started as the run b
 imports TFX while the ExampleGen runs). Each lane takes the first node, in the compiled order,
 whose upstream nodes have finished, so nodes whose inputs are ready run side by side: the
 validation branch (StatisticsGen, SchemaGen, ExampleValidator) beside Transform, each
-single-threaded inside. The Trainer runs in this process (its progress lines, emulated
-replicas). Until the worker is ready, this process takes every node: a cached run never waits
-for it. On one core there is one lane.
+single-threaded inside; then the gradient-boosting reference in the lane the validation branch
+freed, beside the end of Transform (or beside the Trainer, when both are ready at once). The
+Trainer runs in this process (its progress lines, emulated replicas). Until the worker is ready,
+this process takes every node: a cached run never waits for it. On one core there is one lane.
 
 SIGTERM (a `kill`, a scheduler ending the job) stops a run cleanly: while the Trainer trains, it
 saves a checkpoint at the step it reached first (trainer_module/termination.py) and the next run
