@@ -16,28 +16,108 @@ in its own process beside TFMA, and records the verdict on the blessing for the 
 process also scores samples of the train and eval splits, and the blessing records the model's
 metrics on each (components/generalization.py: the generalisation gap the summary shows).
 
+With eval.beat_reference, it also takes the gradient-boosting reference's figures
+(components/gradient_boosting.py) and a model TFMA blessed is not blessed when its gating metric
+falls short of the reference's by more than eval.margin (`ReferenceBound`); the blessing says
+why (REFERENCE_FAILURE_KEY). A reference that was not measured holds nothing back.
+
 `read_metrics` reads its output back (the Pusher records the gating metric, the run report shows
 them all).
 """
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import tempfile
 
+from tfx import types
+from tfx.components.evaluator import constants
 from tfx.components.evaluator.component import Evaluator as _StockEvaluator
 from tfx.components.evaluator import executor as stock_executor
-from tfx.dsl.components.base import executor_spec
+from tfx.dsl.components.base import base_beam_component, executor_spec
+from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
-from tfx.utils import io_utils, path_utils, proto_utils
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
+from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 
-from components import batched_metrics, generalization, serving_check, serving_versions
+from components import batched_metrics, generalization, gradient_boosting, serving_check
+from components import serving_versions
 from components.batched_records import batched_reads
 from components.latest_model import is_found
 from components.memory import objects_frozen
 from components.swapped import swapped
 from trainer_module import autograph_rules, features
+
+
+REFERENCE_KEY = "reference"  # input: the gradient-boosting reference's figures
+REFERENCE_BOUND_KEY = "reference_bound"  # parameter: ReferenceBound as JSON
+REFERENCE_FAILURE_KEY = "reference_failure"  # on the blessing: why the reference held it back
+
+
+@dataclasses.dataclass(frozen=True)
+class ReferenceBound:
+    """eval.beat_reference: the gating metric (`metric`, TFMA's `tfma_name`) must reach the
+    gradient-boosting reference's figure on the same eval split, worse by at most `margin`
+    (a share of the reference's figure where `relative`, as eval.margin is for rmse)."""
+
+    metric: str
+    tfma_name: str
+    higher_is_better: bool
+    margin: float
+    relative: bool = False
+
+    def needed(self, reference: float) -> float:
+        slack = abs(reference) * self.margin if self.relative else self.margin
+        return reference - slack if self.higher_is_better else reference + slack
+
+    def failure(self, model: float | None, reference: gradient_boosting.Reference | None) -> str:
+        """Why the model's figure does not reach the reference's; "" when it does, and when the
+        reference has no figure (not measured: it informs, it holds nothing back)."""
+        if reference is None or reference.value is None or model is None:
+            return ""
+        needed = self.needed(reference.value)
+        if (model >= needed) if self.higher_is_better else (model <= needed):
+            return ""
+        need = "at least" if self.higher_is_better else "at most"
+        share = " of it" if self.relative else ""
+        return (f"{self.metric} {model:.4f}, needs {need} {needed:.4f}: gradient boosting's "
+                f"{reference.value:.4f} on this split, eval.margin {self.margin:g}{share} "
+                "(eval.beat_reference)")
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ReferenceBound":
+        values = json.loads(text)
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(values, dict) or set(values) - names:
+            raise ValueError(f"{REFERENCE_BOUND_KEY}: expected the keys {sorted(names)}, got "
+                             f"{values!r}")
+        return cls(**values)
+
+
+def hold_to_reference(blessing, bound: ReferenceBound, reference_uri: str,
+                      evaluation_uri: str) -> str:
+    """A blessed model whose gating metric falls short of the reference's is not blessed: the
+    blessing's file and property say so, and REFERENCE_FAILURE_KEY why. Returns why ("" when
+    it holds)."""
+    if not blessing.get_int_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY):
+        return ""
+    model = read_metrics(evaluation_uri)[0].get(bound.tfma_name)
+    why = bound.failure(model, gradient_boosting.read(reference_uri))
+    if not why:
+        return ""
+    blessed = os.path.join(blessing.uri, constants.BLESSED_FILE_NAME)
+    if fileio.exists(blessed):
+        fileio.remove(blessed)
+    io_utils.write_string_file(os.path.join(blessing.uri, constants.NOT_BLESSED_FILE_NAME), "")
+    blessing.set_int_custom_property(constants.ARTIFACT_PROPERTY_BLESSED_KEY,
+                                     constants.NOT_BLESSED_VALUE)
+    blessing.set_string_custom_property(REFERENCE_FAILURE_KEY, why)
+    return why
 
 
 class Executor(stock_executor.Executor):
@@ -82,6 +162,12 @@ class Executor(stock_executor.Executor):
                 blessing.set_string_custom_property(generalization.FIGURES_KEY,
                                                     json.dumps(json.load(handle)))
         shutil.rmtree(scratch, ignore_errors=True)
+        bound = exec_properties.get(REFERENCE_BOUND_KEY)
+        if bound and input_dict.get(REFERENCE_KEY):
+            hold_to_reference(blessing, ReferenceBound.from_json(bound),
+                              artifact_utils.get_single_uri(input_dict[REFERENCE_KEY]),
+                              artifact_utils.get_single_uri(
+                                  output_dict[standard_component_specs.EVALUATION_KEY]))
 
     def _needed_columns_schema(self, schemas, eval_config_json: str):
         """A Schema artifact, in this execution's temp dir, of the columns TFMA needs."""
@@ -160,8 +246,36 @@ def needed_columns(schema, eval_config):
     return result
 
 
+class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
+    """TFX's, and the gradient-boosting reference with its bound (eval.beat_reference)."""
+
+    PARAMETERS = {**standard_component_specs.EvaluatorSpec.PARAMETERS,
+                  REFERENCE_BOUND_KEY: ExecutionParameter(type=str, optional=True)}
+    INPUTS = {**standard_component_specs.EvaluatorSpec.INPUTS,
+              REFERENCE_KEY: ChannelParameter(type=standard_artifacts.ModelEvaluation,
+                                              optional=True)}
+
+
 class Evaluator(_StockEvaluator):
+    SPEC_CLASS = EvaluatorSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+
+    def __init__(self, examples: types.BaseChannel, model: types.BaseChannel,
+                 baseline_model: types.BaseChannel, schema: types.BaseChannel, eval_config,
+                 reference: types.BaseChannel | None = None,
+                 reference_bound: ReferenceBound | None = None):
+        """TFX's Evaluator with the arguments lockstep gives it (its spec as TFX's __init__
+        builds it for them), and, for eval.beat_reference, the reference and its bound."""
+        spec = EvaluatorSpec(
+            examples=examples, model=model, baseline_model=baseline_model, schema=schema,
+            eval_config=eval_config, feature_slicing_spec=None,
+            fairness_indicator_thresholds=json_utils.dumps(None),
+            example_splits=json_utils.dumps(None), module_file=None, module_path=None,
+            evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
+            blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+            **({REFERENCE_KEY: reference,
+                REFERENCE_BOUND_KEY: reference_bound.to_json()} if reference_bound else {}))
+        base_beam_component.BaseBeamComponent.__init__(self, spec=spec)
 
 
 def slice_name(slice_key) -> str:

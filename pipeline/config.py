@@ -105,6 +105,11 @@ class EvalConfig:
     # that is not random). Absolute for accuracy, auc and r2; a share of the eval figure for
     # log_loss, rmse and mae. It does not stop the push.
     max_gap: float = 0.05
+    # Gate on the gradient-boosting reference (components/gradient_boosting.py: scikit-learn's
+    # HistGradientBoosting on the same split, in every run's summary): a model whose gating metric
+    # falls short of the reference's by more than `margin` (a share of it for rmse) is not
+    # blessed. false: the reference informs only. A reference not measured holds nothing back.
+    beat_reference: bool = False
     # Columns to slice the evaluation by (e.g. ["island"]): TFMA's metrics for each value, in the
     # run summary and `lockstep runs --json`. Thresholds stay on the whole eval split.
     slices: list[str] = dataclasses.field(default_factory=list)

@@ -79,6 +79,10 @@ class Gate:
     # How much better the model may do on a sample of its train split than on the eval split
     # before the summary names the gap (components/generalization.py; eval.max_gap)
     max_gap: float = 0.05
+    # eval.beat_reference: the gating metric must also reach the gradient-boosting reference's
+    # on the same split, less eval.margin (`margin`; reference_bound)
+    beat_reference: bool = False
+    margin: float = 0.0
 
     @property
     def binary(self) -> bool:
@@ -89,12 +93,22 @@ class Gate:
 
     def to_dict(self) -> dict:
         return {"task": self.task, "metric": self.metric, "classes": list(self.classes),
-                "bounds": [dataclasses.asdict(b) for b in self.bounds], "max_gap": self.max_gap}
+                "bounds": [dataclasses.asdict(b) for b in self.bounds], "max_gap": self.max_gap,
+                "beat_reference": self.beat_reference, "margin": self.margin}
 
     @classmethod
     def from_dict(cls, values: dict) -> "Gate":
         return cls(values["task"], values["metric"], tuple(Bound(**b) for b in values["bounds"]),
-                   tuple(values["classes"]), values.get("max_gap", cls.max_gap))
+                   tuple(values["classes"]), values.get("max_gap", cls.max_gap),
+                   values.get("beat_reference", False), values.get("margin", 0.0))
+
+    def reference_words(self) -> str:
+        """What eval.beat_reference asks, or ""."""
+        if not self.beat_reference:
+            return ""
+        share = " of it" if self.metric in RELATIVE_MARGIN else ""
+        return (f"{self.metric} no worse than gradient boosting's on the same split by more than "
+                f"{self.margin:g}{share} (eval.beat_reference)")
 
 
 def _naive(metric: str, counts: dict[str, int], label_std: float | None
@@ -116,8 +130,11 @@ def _naive(metric: str, counts: dict[str, int], label_std: float | None
     return None, ""
 
 
+RELATIVE_MARGIN = ("rmse",)  # eval.margin is a share of the figure it is taken from
+
+
 def _past(metric: str, baseline: float, margin: float) -> float:
-    if metric == "rmse":
+    if metric in RELATIVE_MARGIN:
         return baseline * (1 - margin)
     return baseline + margin if METRICS[metric].higher_is_better else baseline - margin
 
@@ -162,7 +179,16 @@ def decide(config: EvalConfig, task: str, label_counts: dict[str, int] | None = 
             bounds.append(Bound(name, round(_past(name, baseline, margin), 6), baseline, words,
                                 False))
     return Gate(task, metric, tuple(bounds), tuple(counts) if task == CLASSIFICATION else (),
-                config.max_gap)
+                config.max_gap, config.beat_reference, config.margin)
+
+
+def reference_bound(gate: Gate):
+    """eval.beat_reference's bound for the Evaluator (components/evaluator.py): the gating
+    metric no worse than the gradient-boosting reference's by more than eval.margin."""
+    from components.evaluator import ReferenceBound
+
+    return ReferenceBound(gate.metric, gate.tfma_name(), METRICS[gate.metric].higher_is_better,
+                          gate.margin, relative=gate.metric in RELATIVE_MARGIN)
 
 
 def eval_config(gate: Gate, label: str, slices: list[str], max_regression: float):

@@ -232,12 +232,16 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
         examples=example_gen.outputs["examples"],
         columns=decisions.transform_spec(label), metric=gate.metric).with_id(REFERENCE_NODE)
     reference.add_upstream_node(example_validator)  # on validated data, beside Transform's end
+    beat_reference = {}
+    if gate.beat_reference:
+        beat_reference = {"reference": reference.outputs["reference"],
+                          "reference_bound": evaluation.reference_bound(gate)}
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
         baseline_model=latest.outputs["model"], schema=schema_gen.outputs["schema"],
         eval_config=evaluation.eval_config(gate, label, config.eval.slices,
                                            config.eval.max_regression),
-    ).with_id(EVALUATOR_NODE)
+        **beat_reference).with_id(EVALUATOR_NODE)
     pusher = Pusher(
         model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
         examples=example_gen.outputs["examples"], evaluation=evaluator.outputs["evaluation"],

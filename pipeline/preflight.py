@@ -45,7 +45,8 @@ class Decisions:
 
     def gate_line(self) -> str:
         return ("lockstep: a model is blessed with "
-                + "; ".join(f"{b.metric} {b.words()}" for b in self.gate.bounds)
+                + "; ".join([f"{b.metric} {b.words()}" for b in self.gate.bounds]
+                            + ([self.gate.reference_words()] if self.gate.beat_reference else []))
                 + f" on the eval split (gating metric {self.gate.metric})")
 
 

@@ -206,6 +206,13 @@ def test_regression_metrics_equal_the_served_model(regression_run):
 def _evaluate_with_tfma_alone(run: PipelineRun, out, monkeypatch) -> str:
     """The run's Evaluator again, on its own inputs and properties (ML Metadata's), with TFMA's
     per-example metrics instead of the batched ones; returns the evaluation's directory."""
+    return _evaluate_again(run, out, monkeypatch)["evaluation"][0].uri
+
+
+def _evaluate_again(run: PipelineRun, out, monkeypatch, more_inputs=None,
+                    more_properties=None) -> dict:
+    """The run's Evaluator executor again, on its own inputs and properties (ML Metadata's) and
+    these, with TFMA's per-example metrics; returns its output artifacts."""
     import contextlib
     import os
 
@@ -230,8 +237,10 @@ def _evaluate_with_tfma_alone(run: PipelineRun, out, monkeypatch) -> str:
             artifact = getattr(standard_artifacts, artifact_types[found.type_id])()
             artifact.set_mlmd_artifact(found)
             inputs.setdefault(event.path.steps[0].key, []).append(artifact)
+    inputs.update(more_inputs or {})
     properties = {k: v.string_value for k, v in execution.custom_properties.items()
                   if k in ("eval_config", "example_splits")}
+    properties.update(more_properties or {})
     outputs = {"evaluation": [standard_artifacts.ModelEvaluation()],
                "blessing": [standard_artifacts.ModelBlessing()]}
     for key, [artifact] in outputs.items():
@@ -241,7 +250,7 @@ def _evaluate_with_tfma_alone(run: PipelineRun, out, monkeypatch) -> str:
                         lambda properties: contextlib.nullcontext())
     evaluator.Executor(BaseBeamExecutor.Context(tmp_dir=str(out / "tmp"), unique_id="x")).Do(
         inputs, outputs, properties)
-    return str(out / "evaluation")
+    return outputs
 
 
 def _figures(evaluation: str) -> dict:
@@ -283,3 +292,52 @@ def test_batched_metrics_equal_tfmas_own_per_example_ones(which, request, tmp_pa
     assert {k: (v, tfmas[k]) for k, v in mine.items()
             if not (v == tfmas[k] or abs(v - tfmas[k]) <= 1e-6
                     or (np.isnan(v) and np.isnan(tfmas[k])))} == {}
+
+
+def test_beat_reference_holds_back_a_model_gradient_boosting_beats(binary_run, tmp_path,
+                                                                   monkeypatch):
+    """eval.beat_reference: the Evaluator, given the reference and its bound, does not bless a
+    model TFMA blessed when gradient boosting's figure on the same split is better by more than
+    eval.margin, and says why; within the margin, or not measured, the model stays blessed."""
+    import json
+    import os
+
+    from tfx.types import standard_artifacts
+
+    from components import evaluator, gradient_boosting
+
+    assert "Blessed: yes" in binary_run.result.stdout
+    [uri] = glob.glob(str(binary_run.pipeline_root / "Evaluator" / "evaluation" / "*"))
+    model = evaluator.read_metrics(uri)[0]["auc"]
+
+    def reference(name, figure):
+        artifact = standard_artifacts.ModelEvaluation()
+        artifact.uri = str(tmp_path / name)
+        os.makedirs(artifact.uri)
+        found = gradient_boosting.Reference("auc", {} if figure is None else {"auc": figure},
+                                            280, 280, 60, 0.1, "" if figure else "one class")
+        (tmp_path / name / gradient_boosting.REFERENCE_FILE).write_text(
+            json.dumps(found.to_dict()))
+        return artifact
+
+    bound = evaluator.ReferenceBound("auc", "auc", True, 0.01)
+    outputs = _evaluate_again(binary_run, tmp_path / "held", monkeypatch,
+                              {evaluator.REFERENCE_KEY: [reference("better", model + 0.02)]},
+                              {evaluator.REFERENCE_BOUND_KEY: bound.to_json()})
+    blessing = outputs["blessing"][0]
+    assert blessing.get_int_custom_property("blessed") == 0
+    assert os.listdir(blessing.uri) == ["NOT_BLESSED"]
+    assert blessing.get_string_custom_property(evaluator.REFERENCE_FAILURE_KEY) == (
+        f"auc {model:.4f}, needs at least {model + 0.01:.4f}: gradient boosting's "
+        f"{model + 0.02:.4f} on this split, eval.margin 0.01 (eval.beat_reference)")
+    # The same evaluation, a blessing TFMA gave: within the margin, or no figure, it stays.
+    for name, figure in (("close", model + 0.005), ("unmeasured", None)):
+        kept = standard_artifacts.ModelBlessing()
+        kept.uri = str(tmp_path / f"blessing-{name}")
+        os.makedirs(kept.uri)
+        (tmp_path / f"blessing-{name}" / "BLESSED").write_text("")
+        kept.set_int_custom_property("blessed", 1)
+        assert evaluator.hold_to_reference(kept, bound, reference(name, figure).uri,
+                                           outputs["evaluation"][0].uri) == ""
+        assert kept.get_int_custom_property("blessed") == 1
+        assert os.listdir(kept.uri) == ["BLESSED"]

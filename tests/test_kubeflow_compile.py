@@ -178,7 +178,9 @@ def _variants() -> dict[str, str]:
 
     base = ('[data]\npath = "gs://b/data"\ntask = "classification"\n'
             '[eval]\nbounds = {accuracy = 0.8}\n[paths]\npipeline_root = "gs://b/root"\nserving_dir = "gs://b/serving"\n')
-    variants = {"cpu": base, "gpu": base + '[kubeflow]\ngpus = 2\ngpu_type = "nvidia-l4"\n'}
+    # The GPU variant also gates on the gradient-boosting reference (eval.beat_reference).
+    variants = {"cpu": base, "gpu": base.replace("[eval]\n", "[eval]\nbeat_reference = true\n")
+                + '[kubeflow]\ngpus = 2\ngpu_type = "nvidia-l4"\n'}
     for name, tpu in slices.PRESETS.items():
         if tpu.single_host:
             variants[name] = base + f'[trainer]\ntpu_slice = "{name}"\n'
@@ -224,6 +226,8 @@ def test_every_variant_loads_in_kfp_and_stand_ins_compile_it_identically(tmp_pat
             "CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",
             "LatestPushedModel", "Trainer", "GradientBoosting", "Evaluator", "Pusher"}, name
         spec, platform = _load(Path(output))
+        evaluator_inputs = set(spec.root.dag.tasks["Evaluator"].inputs.artifacts)
+        assert ("reference" in evaluator_inputs) == (name == "gpu"), (name, evaluator_inputs)
         trainer_label = spec.components["Trainer"].executor_label
         k8s = json_format.MessageToDict(platform)["platforms"]["kubernetes"][
             "deploymentSpec"]["executors"] if name != "cpu" else {}

@@ -95,7 +95,9 @@ class RunReport:
             return ""
         model = ("" if versus["model"] is None or versus["value"] is None
                  else f"; this model {value_text(versus['metric'], versus['model'])}")
-        return f"Reference: gradient boosting on this split: {self.reference.words()}{model}"
+        gate = " (the gate: eval.beat_reference)" if self.gate and self.gate.beat_reference else ""
+        return (f"Reference: gradient boosting on this split: {self.reference.words()}{model}"
+                f"{gate}")
 
     @property
     def generalization(self) -> dict:
@@ -321,6 +323,7 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
     """The report of a run whose nodes had these outputs ({node id: its output artifacts})."""
     metrics, blessed, pushed_to, plots, figures = {}, None, None, {}, {}
     failures: list[str] = []
+    held_back: list[str] = []  # eval.beat_reference: the reference's bound, not TFMA's
     slice_metrics: dict[str, dict[str, float]] = {}
     for out in outputs.get(EVALUATOR_NODE, []):
         if out.key == "evaluation":
@@ -329,6 +332,8 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
             failures = _read_failures(out.uri)
         elif out.key == "blessing":
             blessed = bool(int(out.properties.get("blessed", 0)))
+            if out.properties.get(evaluator.REFERENCE_FAILURE_KEY):
+                held_back = [out.properties[evaluator.REFERENCE_FAILURE_KEY]]
             if out.properties.get(generalization.FIGURES_KEY):
                 figures = json.loads(out.properties[generalization.FIGURES_KEY])
     push_note, gate = "", None
@@ -364,7 +369,8 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
         if out.key == "transform_graph" and fs.exists(vocab):
             classes = fs.read_text(vocab).splitlines()
     return RunReport(nodes, metrics, blessed, pushed_to, spans, baseline, training,
-                     failures=failures, slice_metrics=slice_metrics, push_note=push_note,
+                     failures=failures + held_back, slice_metrics=slice_metrics,
+                     push_note=push_note,
                      artifacts={f"{node}.{out.key}": out.uri
                                 for node, outs in outputs.items() for out in outs},
                      gate=gate, classes=classes, plots=plots, analyzed_spans=analyzed,
