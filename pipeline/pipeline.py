@@ -169,7 +169,12 @@ def _up_to(components: list, node: str | None) -> list:
         for upstream_id in upstream - needed:
             needed.add(upstream_id)
             stack.append(by_id[upstream_id])
-    return [c for c in components if c.id in needed]
+    kept = [c for c in components if c.id in needed]
+    for component in kept:  # a node told to wait for a kept one (add_upstream_node) is not kept
+        for downstream in list(component.downstream_nodes):
+            if downstream.id not in needed:
+                component.remove_downstream_node(downstream)
+    return kept
 
 
 def create_pipeline(config: Config, input_base: str, pattern: str, decisions: Decisions,

@@ -10,7 +10,7 @@ import dataclasses
 from components.fs import is_uri
 from pipeline import column_roles, evaluation
 from pipeline.config import Config, ConfigError
-from pipeline.column_roles import CONSTANT, FEATURE, HASHED, ID, TIMESTAMP
+from pipeline.column_roles import CONSTANT, FEATURE, HASHED, ID, TIMESTAMP, UNIQUE_TEXT
 from trainer_module.settings import REGRESSION, TransformSpec
 from trainer_module.features import YMD, hashed_vocab_name, vocab_name
 from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY, PREPROCESSING_KEY, HookError
@@ -33,7 +33,8 @@ class Decisions:
         """What the run says first about the columns: those that are not plain features."""
         lines = []
         for role, verb in ((ID, "left out as ids"), (CONSTANT, "left out as constants"),
-                           (HASHED, "hashed"), (TIMESTAMP, "parsed as timestamps")):
+                           (UNIQUE_TEXT, "left out as near-unique text"), (HASHED, "hashed"),
+                           (TIMESTAMP, "parsed as timestamps")):
             named = [f"'{name}' ({r.why})" for name, r in self.roles.items() if r.role == role]
             if named:
                 lines.append(f"lockstep: columns {verb}: {'; '.join(named)}")

@@ -208,6 +208,10 @@ class RunReport:
                          f"({t.plan.budget or 'budget not recorded'})"
                          + "".join(f", {part}" for part in precision_parts(t))
                          + (f", warm-started from {t.base_model}" if t.warm_started else ""))
+            if t.stopping:
+                lines.append(f"Early stopping: {t.stopping.words(t.plan.train_steps)}")
+            if t.not_warm_started:
+                lines.append(f"Warm start: {t.not_warm_started}")
             if t.resumed_at or t.unreadable_checkpoints:
                 lines.append(resume_line(t))
             if t.asynchronous:
