@@ -136,3 +136,17 @@ def test_the_validation_part_and_the_fit_part_never_share_a_record(tmp_path):
     assert part(input_pipeline.VALIDATION) == validation
     assert part(input_pipeline.VALIDATION, pipelines=2) == validation  # a file per pipeline
     assert part(input_pipeline.VALIDATION, pipelines=4) == validation  # records shared out
+
+
+def test_the_progress_and_log_line_come_at_the_step_training_stopped():
+    """The every-N conditions are true where an action stops training, as at the last step: a
+    run that stops early still shows where it ended."""
+    from trainer_module import actions
+
+    steps, seconds = actions.EveryNSteps(100, final_step=400), actions.EveryNSeconds(60.0, 400)
+    steps.begin(0)
+    seconds.begin(0)
+    assert not steps(10, {}) and not seconds(10, {})  # the first chunk: the clock starts
+    assert not steps(20, {}) and not seconds(20, {})
+    stop = {actions.STOP_TRAINING: True}
+    assert steps(30, stop) and seconds(30, stop)

@@ -71,7 +71,7 @@ class ConditionalAction:
 
 class EveryNSteps:
     """True once at least `n` steps have passed since it was last true (or since training
-    started), and always at `final_step`."""
+    started), and always at `final_step` or where an action stops training."""
 
     def __init__(self, n: int, final_step: int | None = None):
         self.n, self.final_step = max(n, 1), final_step
@@ -81,7 +81,7 @@ class EveryNSteps:
         self.last = step
 
     def __call__(self, step: int, logs: Logs) -> bool:
-        if step - self.last >= self.n or step == self.final_step:
+        if step - self.last >= self.n or step == self.final_step or logs.get(STOP_TRAINING):
             self.last = step
             return True
         return False
@@ -89,7 +89,8 @@ class EveryNSteps:
 
 class EveryNSeconds:
     """True once at least `seconds` have passed since it was last true, counting from the end
-    of the first chunk (which traces the step function), and always at `final_step`."""
+    of the first chunk (which traces the step function), and always at `final_step` or where an
+    action stops training (early stopping)."""
 
     def __init__(self, seconds: float, final_step: int | None = None,
                  clock: Callable[[], float] = time.perf_counter):
@@ -101,10 +102,11 @@ class EveryNSeconds:
 
     def __call__(self, step: int, logs: Logs) -> bool:
         now = self.clock()
+        last = step == self.final_step or bool(logs.get(STOP_TRAINING))
         if self.last is None:
             self.last = now
-            return step == self.final_step
-        if now - self.last >= self.seconds or step == self.final_step:
+            return last
+        if now - self.last >= self.seconds or last:
             self.last = now
             return True
         return False
