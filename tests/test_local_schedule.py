@@ -59,11 +59,33 @@ def test_install_replace_remove(tmp_path, monkeypatch):
     assert (tmp_path / "tab").read_text().splitlines() == ["15 1 * * * /usr/bin/backup"]
 
 
-def test_no_crontab_is_one_line(tmp_path):
+def test_no_crontab_is_one_line_naming_debians_package(tmp_path):
     result = lockstep("schedule", "--local", "--cron", "0 3 * * *", cwd=tmp_path,
                       env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
     assert result.returncode == 2
-    assert result.stderr.strip().endswith("crontab not found: install cron (e.g. apt-get install cron)")
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("lockstep: error: crontab not found: a local schedule needs cron (on "
+                           "Debian or Ubuntu: apt-get install cron, Debian's `cron` package)")
+
+
+def test_print_shows_the_entry_and_installs_nothing(tmp_path):
+    """No crontab on PATH at all: --print needs none, writes no crontab and no log directory."""
+    config = tmp_path / "c.toml"
+    config.write_text(f'[paths]\npipeline_root = "{tmp_path / "root"}"\n')
+    result = lockstep("schedule", "--local", "--cron", "0 3 * * *", "--config", config, "--print",
+                      cwd=tmp_path, env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    said, entry = result.stdout.strip().splitlines()
+    assert said == ("lockstep: local schedule 'lockstep' (machine local time), not installed; "
+                    "`crontab -e` takes this line as it is:")
+    assert entry.startswith(f"0 3 * * * mkdir -p {tmp_path / 'root' / 'logs'} && cd ")
+    assert f"--config {config} >> {tmp_path / 'root' / 'logs' / 'schedule.log'} 2>&1" in entry
+    assert entry.endswith("# lockstep-schedule:lockstep")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]  # nothing made
+    kfp = lockstep("schedule", "--cron", "0 0 3 * * *", "--print", cwd=tmp_path)
+    assert kfp.returncode == 2 and kfp.stderr.strip().endswith("--print goes with --local (the "
+                                                               "crontab entry); a KFP schedule has "
+                                                               "nothing to print before it is made")
 
 
 def test_hostile_names_and_paths_are_refused(tmp_path, monkeypatch):

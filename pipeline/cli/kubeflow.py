@@ -57,6 +57,8 @@ def add_parsers(sub) -> None:
                             "replace it (pause the old, create the new, delete the old)")
     sched.add_argument("--local", action="store_true", help="install a local crontab entry")
     sched.add_argument("--remove", action="store_true", help="with --local: remove the entry")
+    sched.add_argument("--print", action="store_true", dest="print_only",
+                       help="with --local: print the crontab entry, install nothing")
     sched.set_defaults(func=schedule_command)
 
     scheds = sub.add_parser("schedules", help="list, pause, resume or delete recurring runs on KFP")
@@ -106,6 +108,9 @@ def schedule_command(args) -> int:
 
     if args.local:
         return _schedule_local(args)
+    if args.print_only:
+        raise UsageError("--print goes with --local (the crontab entry); a KFP schedule has "
+                         "nothing to print before it is made")
     if not args.cron:
         raise UsageError("--cron is required")
     config = load_config(args, {"paths.pipeline_root": args.pipeline_root})
@@ -132,6 +137,12 @@ def _schedule_local(args) -> int:
         return 0
     if not args.cron:
         raise UsageError("--cron is required")
+    if args.print_only:
+        line = local_schedule.schedule_locally(config, args.config, args.cron, name,
+                                               install=False)
+        print(f"lockstep: local schedule '{name}' (machine local time), not installed; "
+              f"`crontab -e` takes this line as it is:\n{line}")
+        return 0
     line = local_schedule.schedule_locally(config, args.config, args.cron, name)
     print(f"lockstep: installed local schedule '{name}' (machine local time):\n  {line}")
     return 0

@@ -61,7 +61,9 @@ def entry(name: str, cron: str, config: str | None, workdir: str, log: str) -> s
 def _crontab() -> str:
     tool = shutil.which("crontab")
     if not tool:
-        raise ScheduleError("crontab not found: install cron (e.g. apt-get install cron)")
+        raise ScheduleError("crontab not found: a local schedule needs cron (on Debian or Ubuntu: "
+                            "apt-get install cron, Debian's `cron` package); `lockstep schedule "
+                            "--local --print` shows the entry without it")
     return tool
 
 

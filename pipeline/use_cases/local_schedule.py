@@ -13,14 +13,16 @@ from pipeline.config import Config
 
 
 def schedule_locally(config: Config, config_path: str | None, cron: str,
-                     name: str | None = None) -> str:
+                     name: str | None = None, install: bool = True) -> str:
     """Installs (or replaces) the crontab entry `name` (default: the pipeline's name).
 
     Args:
       config_path: the config file the scheduled runs load (None: the defaults).
       cron: 5 fields, in the machine's local time.
+      install: False (`--print`): only make the line; touch neither the crontab nor the disk,
+        and need no crontab.
     Returns:
-      the line installed.
+      the line installed (or that would be).
     Raises:
       ScheduleError: a bad cron, name or path, or no crontab, in one line.
     """
@@ -28,6 +30,8 @@ def schedule_locally(config: Config, config_path: str | None, cron: str,
 
     log = os.path.join(config.paths.pipeline_root, "logs", "schedule.log")
     line = crontab.entry(name or config.pipeline_name, cron, config_path, os.getcwd(), log=log)
+    if not install:
+        return line
     os.makedirs(os.path.dirname(log), exist_ok=True)
     crontab.install(name or config.pipeline_name, line)
     return line
