@@ -124,6 +124,24 @@ def test_compile_errors_are_one_line(tmp_path):
     assert not (tmp_path / "p.yaml").exists()
 
 
+def test_compile_writes_nothing_but_the_spec(tmp_path, monkeypatch):
+    """No probe file in the default runs/ directories (or their nearest parent): a compile runs
+    nothing here. A run's preparation, on the same config, does probe them."""
+    from components import fs
+    from pipeline.use_cases import compiling, preparing
+
+    probed = []
+    monkeypatch.setattr(fs, "probe", probed.append)
+    monkeypatch.chdir(tmp_path)
+    config = config_lib.absolutize(config_lib.load(None))  # runs/pipeline_root, runs/serving
+    assert config.paths.pipeline_root.startswith(str(tmp_path))
+    done = compiling.compile_spec(config, str(tmp_path / "p.yaml"))
+    assert done.compiled is not None and probed == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]
+    preparing.prepare(config)
+    assert probed == [str(tmp_path)] * 2  # the nearest existing parent of each place
+
+
 REGRESSION_GPU = (
     '[data]\npath = "gs://b/data"\nlabel = "body_mass_g"\ntask = "regression"\n'
     'span_pattern = "day={SPAN}/part-*.csv"\nspan_window = 3\n[trainer]\nwarm_start = true\n'

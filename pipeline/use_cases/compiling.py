@@ -4,7 +4,9 @@ seconds; where a stand-in falls short, the same command again in a fresh process
 imports.
 
 It takes the same decisions as a run (preparing.py), reads local data as a run would and no
-remote data. It needs no network or credentials and writes nothing but the spec.
+remote data. It needs no network or credentials and writes nothing but the spec: it probes no
+pipeline root or serving dir (a run does, where it runs; a Kubeflow task probes its own places,
+components/entrypoint.py).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def compile_spec(config: Config, output: str, image: str | None = None, *,
     """
     from pipeline.kubeflow import import_stubs
 
-    decisions = preparing.prepare(config).decisions
+    decisions = preparing.prepare(config, places=False).decisions
     tic = time.perf_counter()
     stubbed = import_stubs.install()
     try:
