@@ -231,7 +231,8 @@ def _merged(obj: Any, values: dict[str, Any], where: str) -> Any:
 
 
 def load(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None = None) -> Config:
-    """Defaults, then the file (TOML or YAML), then the overrides ({'trainer.train_steps': 5})."""
+    """Defaults, then the file (TOML or YAML), then the overrides ({'trainer.train_steps': 5}).
+    A relative path in the file (FILE_PATH_KEYS) is relative to the file's directory."""
     config = Config()
     if path:
         p = Path(path)
@@ -257,6 +258,7 @@ def load(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None
             config = _merged(config, values, "")
         except ConfigError as err:
             raise ConfigError(f"config file {p}: {err}") from None
+        config = _beside(config, values, p.resolve().parent)
         if has_hooks(config):
             # The user's code beside their config imports by name, here and in every process a
             # run starts (Transform, the Trainer, kfp.local's tasks).
@@ -270,6 +272,29 @@ def load(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None
             tree = {part: tree}
         config = _merged(config, tree, "")
     validate(config)
+    return config
+
+
+# The keys that name a local path: a relative one in a config file is relative to that file's
+# directory (as in Cargo's, pyproject's or docker-compose's files), so a config runs the same
+# from any directory; a flag's is relative to the current directory.
+FILE_PATH_KEYS = (("data", "path"), ("paths", "pipeline_root"), ("paths", "serving_dir"),
+                  ("paths", "metadata"))
+
+
+def _beside(config: Config, values: dict[str, Any], directory: Path) -> Config:
+    """The config with the relative local paths the file itself gave (values) resolved against
+    the file's directory; URIs, absolute paths, ~ and the defaults are left as they are."""
+    for section, key in FILE_PATH_KEYS:
+        given = values.get(section)
+        if not isinstance(given, dict) or not (given.get(key) or given.get(key.replace("_", "-"))):
+            continue
+        table = getattr(config, section)
+        value = getattr(table, key)
+        if is_uri(value) or os.path.isabs(os.path.expanduser(value)):
+            continue
+        config = dataclasses.replace(config, **{section: dataclasses.replace(
+            table, **{key: os.path.normpath(os.path.join(directory, value))})})
     return config
 
 
