@@ -89,6 +89,7 @@ def check_hooks(config: Config, decisions: Decisions, data=None) -> list[str]:
 
     if not (config.trainer.model or config.trainer.loss or config.transform.preprocessing_fn):
         return []
+    _load_tensorflow_quietly()  # before the user's code imports it
     trainer = config.trainer
     outputs = 1 if decisions.task == REGRESSION else max(len((data and data.label_counts) or {}), 2)
     checked = []
@@ -110,6 +111,27 @@ def check_hooks(config: Config, decisions: Decisions, data=None) -> list[str]:
     except HookError as err:
         raise ConfigError(str(err)) from None
     return [f"lockstep: your code: {'; '.join(checked)}"]
+
+
+def _load_tensorflow_quietly() -> None:
+    """Imports TensorFlow with fd 2 on /dev/null: its C++ start-up lines ("Unable to register
+    cuFFT factory ...", logged as errors, so TF_CPP_MIN_LOG_LEVEL=2 lets them through) would
+    otherwise come before lockstep's own lines, and before a one-line error about the user's
+    code. A user who asks for TensorFlow's logs (TF_CPP_MIN_LOG_LEVEL 0 or 1) gets them."""
+    import os
+    import sys
+
+    if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") in ("0", "1"):
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(quiet, 2)
+        import tensorflow  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved), os.close(quiet)
 
 
 def _builtin_inputs(config: Config, decisions: Decisions, data, outputs: int):

@@ -1,6 +1,7 @@
 """The command's exit (pipeline/cli `exit_now`): Python's exit without the interpreter's teardown;
 what that exit does for the user still happens."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -39,3 +40,33 @@ def test_the_command_exits_with_its_status(tmp_path):
     assert ok.returncode == 0 and "lockstep" in ok.stdout
     bad = lockstep("plan", "--config", tmp_path / "missing.toml")
     assert bad.returncode != 0 and "missing.toml" in bad.stderr
+
+
+def test_a_bad_flag_is_one_line_naming_where_to_read_the_flags(tmp_path):
+    for argv, line in (
+            (["run", "--bogus"], "lockstep: error: unrecognized arguments: --bogus; see "
+                                 "`lockstep run --help`"),
+            (["plan", "--replicas", "x"], "lockstep: error: argument --replicas: invalid int "
+                                          "value: 'x'; see `lockstep plan --help`"),
+            (["runs", "-n"], "lockstep: error: argument -n/--limit: expected one argument; see "
+                             "`lockstep runs --help`")):
+        bad = lockstep(*argv, cwd=tmp_path)
+        assert bad.returncode == 2 and bad.stdout == ""
+        assert bad.stderr.splitlines() == [line], bad.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_error_about_the_users_code_is_one_line_without_tensorflows_start_up(tmp_path):
+    """The user's module imports TensorFlow; its C++ start-up lines (logged as errors, which
+    TF_CPP_MIN_LOG_LEVEL=2 lets through) must not come before lockstep's line."""
+    (tmp_path / "broken.py").write_text("import tensorflow as tf\n\n\ndef model(a, b, c):\n"
+                                        "    return a\n")
+    config = tmp_path / "c.toml"
+    config.write_text('[trainer]\nmodel = "broken:model"\n[paths]\npipeline_root = "root"\n')
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # the CLI's own
+    bad = lockstep("run", "--config", config, cwd=tmp_path, env=env)
+    assert bad.returncode == 2
+    assert bad.stderr.splitlines() == [
+        "lockstep: error: trainer.model: broken:model(a, b, c) cannot be called with 1 "
+        "argument(s) (missing a required argument: 'b')"], bad.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.py", "c.toml"]

@@ -13,8 +13,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: n
 
 def build_parser() -> argparse.ArgumentParser:
     from pipeline.cli import compile as compile_cmd, kubeflow, plan, report, run, runs, verify
+    from pipeline.cli.usage import Parser
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="lockstep", description="A TFX pipeline with a synchronous data-parallel trainer.")
     sub = parser.add_subparsers(dest="command", required=True)
     run.add_parser(sub)
@@ -61,7 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=DeprecationWarning)
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    try:
+        args, unknown = build_parser().parse_known_args(argv)
+        if unknown:  # named with the command whose flags they are not
+            raise usage.UsageError(f"unrecognized arguments: {' '.join(unknown)}; see "
+                                   f"`lockstep {args.command} --help`")
+    except usage.UsageError as err:  # a bad flag: one line and where to read them, status 2
+        return usage.fail(str(err), usage.status_of(err))
     args.argv = argv
     # TFX's Beam executors parse sys.argv with absl flags (so `-v` would become --verbosity).
     sys.argv = sys.argv[:1]

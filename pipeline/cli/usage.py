@@ -3,11 +3,21 @@ names (pipeline/errors.py) becomes a one-line message and its exit status here, 
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 
 class UsageError(Exception):
     """A bad flag or combination of flags; the message names it."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line (a UsageError, printed by `fail`) ending in
+    where to read the flags, not its usage block: "unrecognized arguments: --bogus; see
+    `lockstep run --help`". Its subcommands' parsers are of this class too."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message}; see `{self.prog} --help`")
 
 
 def status_of(err: BaseException) -> int | None:
