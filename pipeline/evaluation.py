@@ -102,6 +102,12 @@ class Gate:
                    tuple(values["classes"]), values.get("max_gap", cls.max_gap),
                    values.get("beat_reference", False), values.get("margin", 0.0))
 
+    def naive_measured(self) -> bool:
+        """Whether a bound carries a naive figure measured on the data (the whole table, before
+        the split: a class's share, the label's spread), not one true of any data (AUC 0.5)."""
+        return any(not b.explicit and b.baseline is not None and b.metric not in ("auc", "r2")
+                   for b in self.bounds)
+
     def reference_words(self) -> str:
         """What eval.beat_reference asks, or ""."""
         if not self.beat_reference:

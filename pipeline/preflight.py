@@ -48,7 +48,9 @@ class Decisions:
         return ("lockstep: a model is blessed with "
                 + "; ".join([f"{b.metric} {b.words()}" for b in self.gate.bounds]
                             + ([self.gate.reference_words()] if self.gate.beat_reference else []))
-                + f" on the eval split (gating metric {self.gate.metric})")
+                + f" on the eval split (gating metric {self.gate.metric}"
+                + ("; each naive figure in brackets is measured on the whole table, before the "
+                   "split" if self.gate.naive_measured() else "") + ")")
 
 
 def decide(config: Config, data=None) -> Decisions:

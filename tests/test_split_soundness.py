@@ -179,7 +179,9 @@ def test_the_split_rule_is_said_first_and_recorded(run):
     for split, rows in zip(("train", "eval"), counted.groups()):
         [written] = run.pipeline_root.glob(f"CsvExampleGen/examples/*/Split-{split}.rows")
         assert int(written.read_text()) == int(rows), (split, rows)
-    assert re.search(r"^lockstep: skew between train and eval within 0.1: largest label ", out, re.M), out
+    assert re.search(r"^lockstep: skew between train and eval: no column past both bounds "
+                     r"\(data.max_skew 0.1 and 4x what a random split of these sizes gives\); "
+                     r"largest label ", out, re.M), out
     assert f"Split: {words} (never by the label), seed 0, train 4 : eval 1 buckets" in out
     rows = json.loads(lockstep("runs", "--json", "--pipeline-root", run.pipeline_root).stdout)
     assert rows[0]["split"]["rule"]["kind"] == ("group" if run.kind == "numeric" else "position")
@@ -233,6 +235,9 @@ def test_the_label_is_never_a_split_key_and_a_skewed_split_stops_the_run(tmp_pat
                       "label", "--pipeline-root", tmp_path / "root", cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert re.search(r"the train and eval rows differ beyond data.max_skew 0.1: label \(L-inf "
-                     r"0\.\d+ at '(yes|no)'; a random split gives about 0\.0\d+\)", last), last
+    assert re.search(r"the train and eval rows differ past both bounds \(data.max_skew 0.1 and 4x "
+                     r"what a random split of these sizes gives\): label \(L-inf 0\.\d+ at "
+                     r"'(yes|no)'; past 0.1 and 4x the 0\.0\d+ a random split gives\)", last), last
+    # The advice fits a split that already has data.split_by.
+    assert "data.split_by is ['batch']: too few groups" in last and "set data.split_by" not in last
     assert not (tmp_path / "root" / "CsvExampleGen").exists()

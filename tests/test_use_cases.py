@@ -30,14 +30,51 @@ def test_prepare_reads_the_bundled_data_once_and_decides_before_anything_runs(tm
     assert "task classification (" in lines[0]
     assert lines[1].startswith("lockstep: split by row position (never by the label), seed 0, "
                                "train 4 : eval 1 buckets: train ")
-    assert lines[3].startswith("lockstep: skew between train and eval within 0.1: largest "
-                               "species (L-inf ")
+    assert lines[3].startswith("lockstep: skew between train and eval: no column past both "
+                               "bounds (data.max_skew 0.1 and 4x what a random split of these "
+                               "sizes gives); largest species (L-inf ")
     assert prepared.skew.rows["train"] + prepared.skew.rows["eval"] == 344
     assert lines[-1].startswith("lockstep: a model is blessed with ")
+    # 0.4419 is Adelie's share of all 344 rows, not of the eval split's: the line says so.
+    assert "accuracy at least 0.4519 (0.4419 for always 'Adelie')" in lines[-1]
+    assert lines[-1].endswith(" on the eval split (gating metric accuracy; each naive figure in "
+                              "brackets is measured on the whole table, before the split)")
     # Not in spans: no drift to measure, and nothing is ever "nothing new".
     assert preparing.check_drift(prepared).drift is None
     assert preparing.nothing_new(prepared) is None
     assert not (tmp_path / "root").exists()  # preparing writes nothing
+
+
+def test_the_skew_line_names_both_bounds_and_its_advice_fits_the_split():
+    from components import row_split
+    from pipeline import split_check
+
+    near = split_check.Skew("island", "L-inf", 0.130, 0.060, 0.1, "Biscoe")
+    assert not near.beyond  # past data.max_skew, not past 4x chance: no stop, and it says why
+    assert near.words() == ("island (L-inf 0.130 at 'Biscoe'; past 0.1 but within 4x the 0.060 "
+                            "a random split gives)")
+    rule = row_split.SplitRule((4, 1), (), 0)
+    check = split_check.SkewCheck(rule.to_dict(), rule.words(), {"train": 80, "eval": 20},
+                                  {}, (near,), 0.1)
+    split_check.refuse_beyond(check)
+    assert check.lines()[2] == (
+        "lockstep: skew between train and eval: no column past both bounds (data.max_skew 0.1 and "
+        "4x what a random split of these sizes gives); largest " + near.words())
+    far = split_check.Skew("island", "L-inf", 0.330, 0.060, 0.1, "Biscoe")
+    for by, advice in (((), "set data.split_by to a column that groups related rows"),
+                       (("user",), "data.split_by is ['user']: too few groups")):
+        rule = row_split.SplitRule((4, 1), by, 0)
+        check = split_check.SkewCheck(rule.to_dict(), rule.words(), {"train": 80, "eval": 20},
+                                      {}, (far,), 0.1)
+        with pytest.raises(split_check.SkewError) as err:
+            split_check.refuse_beyond(check)
+        assert str(err.value).startswith(
+            "the train and eval rows differ past both bounds (data.max_skew 0.1 and 4x what a "
+            "random split of these sizes gives): island (L-inf 0.330 at 'Biscoe'; past 0.1 and "
+            "4x the 0.060 a random split gives)")
+        assert advice in str(err.value) and str(err.value).endswith(
+            ", or data.max_skew = 0 to skip)")
+        assert ("set data.split_by" in str(err.value)) == (not by)
 
 
 def test_a_bad_label_is_refused_by_prepare_with_the_column_named(tmp_path):

@@ -183,7 +183,10 @@ class RunReport:
         recall = self.per_class_recall()
         if recall:
             lines.append("  recall by class: " + ", ".join(f"{k} {v:.4f}" for k, v in recall.items()))
-        return ["Eval against the naive baseline:"] + lines if lines else []
+        header = ("Eval against the naive baseline (the model on the eval split; the naive "
+                  "figure measured on the whole table, before the split):"
+                  if self.gate.naive_measured() else "Eval against the naive baseline:")
+        return [header] + lines if lines else []
 
     def describe(self, with_nodes: bool = True) -> str:
         lines = [f"Task: {self.task}"] if self.task else []
