@@ -32,7 +32,10 @@ RUN_EXECUTOR_FLAG tells them apart.
 
 A Trainer task stopped by SIGTERM while it trains (its pod evicted, its node preempted) saves a
 checkpoint first (trainer_module/termination.py) and exits with PREEMPTED_STATUS and one line;
-KFP's retry runs the same executor input, so the same ModelRun directory, and resumes there.
+KFP's retry runs the same executor input, so the same ModelRun directory, and resumes there. Any
+task stopped by SIGTERM at another instant (its imports, its executor, the publishing of its
+outputs) exits with the same status and one line naming its executor, within seconds, rather than
+being killed mid-write at the end of the grace period.
 """
 
 from __future__ import annotations
@@ -174,6 +177,22 @@ def beam_worker_args(argv: list[str]) -> bool:
     return any(a.startswith("--provision_endpoint") for a in argv)
 
 
+def _run_executor(argv: list[str]) -> None:
+    """The lean imports, then TFX's entrypoint (or, in a Vertex job, run_executor's)."""
+    prepare(argv[1:])
+    from absl import app
+
+    if RUN_EXECUTOR_FLAG in argv:
+        from tfx.scripts import run_executor
+
+        main_fn, parse = run_executor.main, run_executor.parse_flags
+    else:
+        from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor
+
+        main_fn, parse = kubeflow_v2_run_executor.main, kubeflow_v2_run_executor._parse_flags
+    app.run(main_fn, flags_parser=parse)
+
+
 def main() -> None:
     if beam_worker_args(sys.argv[1:]):
         # The same image serves Beam's workers when built on a Beam SDK image (infra/README.md).
@@ -186,22 +205,15 @@ def main() -> None:
     if refused:
         print(refused, file=sys.stderr, flush=True)
         sys.exit(UNWRITABLE_STATUS)
-    prepare(sys.argv[1:])
-    from absl import app
-
     from trainer_module import termination
 
-    if RUN_EXECUTOR_FLAG in sys.argv:
-        from tfx.scripts import run_executor
-
-        main_fn, parse = run_executor.main, run_executor.parse_flags
-    else:
-        from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor
-
-        main_fn, parse = kubeflow_v2_run_executor.main, kubeflow_v2_run_executor._parse_flags
+    executor = (_executor_class_path(sys.argv[1:]) or "the task").rsplit(".Executor", 1)[0]
+    stopped = (f"stopped by SIGTERM while {executor} ran; nothing it wrote is published: a retry "
+               "runs it again")
     try:
-        app.run(main_fn, flags_parser=parse)
-    except termination.Preempted as err:
+        with termination.stop_on_sigterm(lambda: stopped):
+            _run_executor(sys.argv)
+    except (termination.Preempted, termination.Stopped) as err:
         print(f"lockstep-task: {err}", file=sys.stderr, flush=True)
         sys.exit(termination.PREEMPTED_STATUS)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from trainer_module.termination import PREEMPTED_STATUS, Preempted
+from trainer_module.termination import PREEMPTED_STATUS, Preempted, Stopped
 
 FAILED, INPUT, LOCKED, TIMED_OUT, STOPPED = 1, 2, 3, 4, PREEMPTED_STATUS
 
@@ -36,14 +36,13 @@ def _statuses() -> list[tuple[type[BaseException], int]]:
     return [(ConfigError, INPUT), (CsvError, INPUT), (DriftError, INPUT), (SkewError, INPUT),
             (SpanError, INPUT), (StorageError, INPUT),
             (TrainerConfigError, INPUT), (ScalingError, INPUT), (SliceError, INPUT),
-            (ScheduleError, INPUT), (Locked, LOCKED), (Preempted, STOPPED)]
+            (ScheduleError, INPUT), (Locked, LOCKED), (Preempted, STOPPED),
+            (Stopped, STOPPED)]
 
 
 def _run_statuses() -> list[tuple[type[BaseException], int]]:
     """Errors of modules that load TFX or kfp: looked up only when something was raised."""
     found = [(PipelineFailed, FAILED)]
-    if "pipeline.local.dag_runner" in sys.modules:
-        found.append((sys.modules["pipeline.local.dag_runner"].Stopped, STOPPED))
     for module, name in (("pipeline.kubeflow.client", "KfpError"),
                          ("pipeline.local.kfp_local", "KfpLocalError"),
                          ("components.example_validator", "AnomaliesFound")):

@@ -202,6 +202,25 @@ def test_sigterm_saves_at_the_step_reached_and_the_resumed_run_ends_the_same(tmp
         np.testing.assert_allclose(got, expected, atol=1e-6)
 
 
+def test_sigterm_after_the_last_look_at_the_flag_goes_on_to_the_handler_before(tmp_path):
+    """SIGTERM arrives at the last step, after the Controller looked at the flag for the last
+    time (as the final checkpoint is saved, as early stopping ends training): training ends as
+    planned, its last checkpoint saved, and the stop reaches the handler the process had (the
+    local runner's, which stops the run, naming the Trainer), not dropped."""
+    import signal
+
+    from trainer_module import termination
+
+    def late(step, logs):
+        if step == 20:
+            os.kill(os.getpid(), signal.SIGTERM)
+    controller, trainer, _ = _controller(tmp_path, actions_=[late])
+    with pytest.raises(termination.Stopped, match="^stopped by SIGTERM while Trainer ran$"):
+        with termination.stop_on_sigterm(lambda: "stopped by SIGTERM while Trainer ran"):
+            controller.train(trainer)
+    assert _checkpoint_steps(controller)[-1] == 20 and not termination.requested()
+
+
 @pytest.mark.parametrize("damage", ["zeroed", "truncated", "missing"])
 def test_an_unreadable_last_checkpoint_falls_back_to_the_one_before(tmp_path, caplog, damage):
     def stop(step, logs):

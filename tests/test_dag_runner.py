@@ -19,12 +19,15 @@ from pipeline.local import dag_runner, node_worker
 SECONDS = 2.0
 
 
-def _pipeline(tmp_path, fail: str = "", trainer_last: bool = False):
-    """A -> (B, C) -> D, each sleeping SECONDS; `fail`: the node that raises."""
+def _pipeline(tmp_path, fail: str = "", trainer_last: bool = False, swallow: str = "",
+              seconds: float = SECONDS):
+    """A -> (B, C) -> D, each sleeping `seconds`; `fail`: the node that raises; `swallow`: the
+    node that swallows the first exception raised in it."""
     record = str(tmp_path / "record.jsonl")
 
     def step(name, *upstream):
-        node = Step(name=name, record=record, seconds=SECONDS, fail=int(name == fail))
+        node = Step(name=name, record=record, seconds=seconds, fail=int(name == fail),
+                    swallow=int(name == swallow))
         node = node.with_id("Trainer" if trainer_last and name == "D" else name)
         for up in upstream:
             node.add_upstream_node(up)
@@ -120,6 +123,69 @@ def test_sigterm_stops_the_run_naming_the_node_and_records_it_failed(tmp_path):
             str(tmp_path / "mlmd.sqlite"))) as store:
         states = [e.last_known_state for e in store.store.get_executions()]
     assert states == [metadata_store_pb2.Execution.FAILED]
+
+
+def test_a_stop_that_a_node_swallows_still_stops_the_run_at_the_hand_over(tmp_path):
+    """Code that catches every exception (AutoGraph's fallback, a finalizer) swallows the Stopped
+    that SIGTERM raised in node A: A runs to its end, and the run stops before B or C starts,
+    naming A."""
+    import signal
+    import threading
+
+    ir, _ = dag_runner.compile_run(_pipeline(tmp_path, swallow="A", seconds=1.0))
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    with pytest.raises(dag_runner.Stopped, match=r"^stopped by SIGTERM while A ran; "):
+        dag_runner.run_ir(ir, None)
+    assert sorted(_records(tmp_path)) == ["A"]  # A ended; nothing after it started
+
+
+def test_a_stop_swallowed_inside_a_long_node_comes_again_until_the_run_stops(tmp_path):
+    """A node of 30 s swallows the first Stopped and sleeps on: the signal comes again within
+    REDELIVER_SECONDS and stops it there; its execution is recorded as failed."""
+    import signal
+    import threading
+    import time
+
+    from ml_metadata.proto import metadata_store_pb2
+
+    from trainer_module import termination
+
+    ir, _ = dag_runner.compile_run(_pipeline(tmp_path, swallow="A", seconds=30.0))
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    tic = time.monotonic()
+    with pytest.raises(dag_runner.Stopped, match=r"^stopped by SIGTERM while A ran; "):
+        dag_runner.run_ir(ir, None)
+    assert time.monotonic() - tic < 0.3 + termination.REDELIVER_SECONDS + 1.5
+    assert _records(tmp_path) == {}
+    with metadata.Metadata(metadata.sqlite_metadata_connection_config(
+            str(tmp_path / "mlmd.sqlite"))) as store:
+        states = [e.last_known_state for e in store.store.get_executions()]
+    assert states == [metadata_store_pb2.Execution.FAILED]
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_worker_runs_a_node_names_it_and_records_it_failed(tmp_path):
+    """SIGTERM while B runs in the worker's lane and C in this process: both are named, and both
+    executions are recorded as failed (the worker's, its process killed, by this process)."""
+    import signal
+    import threading
+
+    from ml_metadata.proto import metadata_store_pb2
+
+    ir, _ = dag_runner.compile_run(_pipeline(tmp_path))
+    worker = _ready_worker()
+    threading.Timer(SECONDS + 1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    with pytest.raises(dag_runner.Stopped, match=r"^stopped by SIGTERM while B, C ran; run "
+                                                 r"again: the components that completed are "
+                                                 r"reused$"):
+        dag_runner.run_ir(ir, worker)
+    assert sorted(_records(tmp_path)) == ["A"]
+    with metadata.Metadata(metadata.sqlite_metadata_connection_config(
+            str(tmp_path / "mlmd.sqlite"))) as store:
+        states = sorted(e.last_known_state for e in store.store.get_executions())
+    assert states == sorted([metadata_store_pb2.Execution.COMPLETE,
+                             metadata_store_pb2.Execution.FAILED,
+                             metadata_store_pb2.Execution.FAILED]), states
 
 
 def test_this_process_takes_the_node_only_it_runs_first_while_the_worker_can_take_the_other():

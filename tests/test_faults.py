@@ -297,3 +297,37 @@ def test_a_kubeflow_task_that_cannot_write_its_outputs_stops_before_it_runs(tmp_
         == [str(read_only / "Pusher" / "pushed_model")]
     assert entrypoint.unwritable([entrypoint.INVOCATION_FLAG, json.dumps(executor_input)]) == (
         f"lockstep-task: cannot write {read_only}/Pusher/pushed_model: Read-only file system")
+
+
+def test_a_kubeflow_task_stopped_by_sigterm_outside_training_says_so_with_status_5(tmp_path):
+    """SIGTERM reaches a task (its pod evicted) while it imports, before its executor's work:
+    within seconds it exits with the status for "stopped, run again" and one line naming its
+    executor, rather than being killed at the end of the grace period."""
+    import json
+    import signal
+    import sys
+
+    from components import entrypoint
+    from conftest import REPO
+    from trainer_module import termination
+
+    executor_input = {"inputs": {"parameterValues": {"serving_dir": str(tmp_path / "serving")}},
+                      "outputs": {"artifacts": {"pushed_model": {"artifacts": [
+                          {"uri": str(tmp_path / "root" / "Pusher" / "pushed_model")}]}},
+                          "outputFile": str(tmp_path / "out.json")}}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "components.entrypoint", "--executor_class_path",
+         entrypoint.PUSHER_EXECUTOR, entrypoint.INVOCATION_FLAG, json.dumps(executor_input)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2"})
+    time.sleep(1.5)  # in its imports (TensorFlow, TFX: seconds)
+    assert process.poll() is None
+    tic = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=30)
+    assert time.monotonic() - tic < 5
+    assert process.returncode == termination.PREEMPTED_STATUS, err[-2000:]
+    assert err.strip().splitlines()[-1] == (
+        "lockstep-task: stopped by SIGTERM while components.pusher ran; nothing it wrote is "
+        "published: a retry runs it again")
+    assert not (tmp_path / "out.json").exists()

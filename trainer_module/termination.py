@@ -9,9 +9,18 @@ second), saves a checkpoint at that exact step and raises Preempted. The task or
 with PREEMPTED_STATUS, and its retry resumes from that step to the weights an uninterrupted run
 ends with.
 
-Outside training nothing is worth saving: SIGTERM keeps whatever handler the process had.
-Signals reach Python's main thread only, so the flag is set only where training runs on it (the
-Trainer task, `lockstep run`'s process); elsewhere the block does nothing.
+A SIGTERM that comes after the Controller's last look at the flag (while the last checkpoint is
+saved, or as early stopping ends training) is not dropped: as the block ends, it goes to the
+handler the process had before, which stops whatever runs next.
+
+Outside training nothing is worth saving, but a stop must still be one: `stop_on_sigterm` makes
+SIGTERM raise Stopped, naming what ran, in the main thread. Code that catches every exception
+(AutoGraph's fallback, a finalizer, a library's retry) can swallow one raise; so the stop is also
+a flag the caller checks at each hand-over (`check`), and while the block still runs the signal is
+sent to the main thread again every REDELIVER_SECONDS, until the Stopped gets out.
+
+Signals reach Python's main thread only, so these blocks act only there (the Trainer task,
+`lockstep run`'s process); elsewhere they do nothing.
 """
 
 from __future__ import annotations
@@ -19,13 +28,16 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from typing import Iterator
+from typing import Callable, Iterator
 
 # The exit status of a process stopped by SIGTERM after saving: distinct from a failure (1), so a
 # runner or a person can tell "run again to resume" from "something is wrong".
 PREEMPTED_STATUS = 5
 
 _requested = threading.Event()
+# While a stop_on_sigterm block runs after SIGTERM, the signal is sent again this often, so a
+# Stopped swallowed by code that catches every exception is raised again elsewhere.
+REDELIVER_SECONDS = 2.0
 
 
 class Preempted(Exception):
@@ -35,6 +47,10 @@ class Preempted(Exception):
         super().__init__(f"stopped by SIGTERM at step {step}: a checkpoint was saved there "
                          f"({checkpoint}); run again to resume from it")
         self.step, self.checkpoint = step, checkpoint
+
+
+class Stopped(Exception):
+    """SIGTERM arrived outside training: the message names what ran and what a new run reuses."""
 
 
 def requested() -> bool:
@@ -51,8 +67,63 @@ def checkpoint_on_sigterm() -> Iterator[None]:
         return
     _requested.clear()
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: _requested.set())
+    preempted = False
     try:
         yield
+    except Preempted:
+        preempted = True
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
+        unseen = _requested.is_set() and not preempted
         _requested.clear()
+        if unseen:  # after the Controller's last look: the stop goes on to whatever runs next
+            _deliver(previous)
+
+
+def _deliver(handler) -> None:
+    """SIGTERM, once more, to `handler` (a Python handler: called here; the default: the signal
+    sent again, which ends the process; ignored: nothing)."""
+    if callable(handler):
+        handler(signal.SIGTERM, None)
+    elif handler == signal.SIG_DFL:
+        signal.raise_signal(signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def stop_on_sigterm(describe: Callable[[], str]) -> Iterator[Callable[[], None]]:
+    """While the block runs, SIGTERM raises Stopped(describe()) in the main thread (describe is
+    called then: what runs at that instant) and the handler before it comes back afterwards.
+
+    Yields `check`, which raises that Stopped once SIGTERM has arrived: call it at each
+    hand-over, so a raise swallowed inside a step still stops the work there. Until the block
+    ends, the signal also comes again every REDELIVER_SECONDS. Outside the main thread the block
+    does nothing (check never raises)."""
+    message: list[str] = []
+    ended = threading.Event()
+
+    def check() -> None:
+        if message:
+            raise Stopped(message[0])
+
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    main = threading.main_thread().ident
+
+    def again() -> None:
+        while not ended.wait(REDELIVER_SECONDS):
+            signal.pthread_kill(main, signal.SIGTERM)
+
+    def stop(signum, frame):
+        if not message:
+            message.append(describe())
+            threading.Thread(target=again, daemon=True, name="lockstep-sigterm-again").start()
+        raise Stopped(message[0])
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield check
+    finally:
+        ended.set()
+        signal.signal(signal.SIGTERM, previous)

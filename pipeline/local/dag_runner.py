@@ -14,17 +14,18 @@ this process takes every node: a cached run never waits for it. On one core ther
 
 SIGTERM (a `kill`, a scheduler ending the job) stops a run cleanly: while the Trainer trains, it
 saves a checkpoint at the step it reached first (trainer_module/termination.py) and the next run
-resumes there (trainer_module/resume.py); at any other time the node running is recorded as
-failed in ML Metadata and the run raises Stopped. The next run reuses what completed.
+resumes there (trainer_module/resume.py); at any other time the run raises Stopped, naming the
+nodes that ran, whichever lane they ran in, and their executions are recorded as failed in ML
+Metadata. A stop is never lost: a raise that a node's code swallows is raised again at the next
+hand-over between nodes, and the signal comes again until the run has stopped. The next run
+reuses what completed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import logging
 import os
-import signal
 import threading
 
 from tfx.dsl.compiler import compiler, constants
@@ -35,6 +36,7 @@ from pipeline import pipeline as pipeline_lib
 from pipeline.config import Config
 from pipeline.local import node_worker
 from pipeline.reporting import metadata_store, run_report
+from trainer_module import termination
 
 _log = logging.getLogger(__name__)
 
@@ -44,8 +46,8 @@ _log = logging.getLogger(__name__)
 IN_PROCESS = (pipeline_lib.TRAINER_NODE, pipeline_lib.EVALUATOR_NODE)
 
 
-class Stopped(Exception):
-    """SIGTERM stopped the run between or inside nodes other than the Trainer's training."""
+# SIGTERM stopped the run between or inside nodes other than the Trainer's training.
+Stopped = termination.Stopped
 
 
 class NodeFailed(Exception):
@@ -107,6 +109,31 @@ def run(config: Config, input_base: str, pattern: str, decisions,
     return metadata_store.report(config, run_id)
 
 
+def _record_stopped(ir) -> None:
+    """Every execution of the run that had not ended (the other lane's node, its process killed)
+    recorded as failed in ML Metadata, as the interrupted node's own launcher records it."""
+    from ml_metadata.proto import metadata_store_pb2
+    from tfx.orchestration import metadata
+    from tfx.orchestration.local import runner_utils
+
+    deployment = runner_utils.extract_local_deployment_config(ir)
+    connection = getattr(deployment.metadata_connection_config,
+                         deployment.metadata_connection_config.WhichOneof("connection_config"))
+    run_id = ir.runtime_spec.pipeline_run_id.field_value.string_value
+    unended = (metadata_store_pb2.Execution.NEW, metadata_store_pb2.Execution.RUNNING)
+    with metadata.Metadata(connection) as handle:
+        context = handle.store.get_context_by_type_and_name(
+            constants.PIPELINE_RUN_CONTEXT_TYPE_NAME, run_id)
+        if context is None:
+            return
+        stopped = [e for e in handle.store.get_executions_by_context(context.id)
+                   if e.last_known_state in unended]
+        for execution in stopped:
+            execution.last_known_state = metadata_store_pb2.Execution.FAILED
+        if stopped:
+            handle.store.put_executions(stopped)
+
+
 class _Schedule:
     """Which node runs next, shared by the lanes."""
 
@@ -120,6 +147,7 @@ class _Schedule:
         self._done: set[str] = set()
         self.error: BaseException | None = None
         self.failed_node = ""
+        self.last_node = ""  # the node that finished last (a stop between nodes names it)
         self.over = False  # the run has ended: the worker is being stopped
         self.worker_lane_open = False  # the worker's lane may still finish a node
         self._changed = threading.Condition()
@@ -152,6 +180,7 @@ class _Schedule:
         with self._changed:
             self._running.discard(node)
             self._done.add(node)
+            self.last_node = node
             self._changed.notify_all()
 
     def failed(self, node: str, error: BaseException) -> None:
@@ -215,35 +244,39 @@ def run_ir(ir, worker: node_worker.Worker | None) -> None:
         raise schedule.error
 
 
-@contextlib.contextmanager
 def _stopped_by_sigterm(schedule: "_Schedule"):
-    """While the run lasts, SIGTERM raises Stopped in this (the main) thread, naming what ran;
-    the Trainer's training swaps in its own handler, which saves a checkpoint first."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    """While the run lasts, SIGTERM raises Stopped in this (the main) thread, naming what ran
+    (trainer_module/termination.py); the Trainer's training swaps in its own handler, which
+    saves a checkpoint first. Yields the check made at each hand-over."""
 
-    def stop(signum, frame):
-        running = ", ".join(sorted(schedule.running())) or "no component"
-        raise Stopped(f"stopped by SIGTERM while {running} ran; run again: the components that "
-                      "completed are reused")
+    def stopped() -> str:
+        running = ", ".join(sorted(schedule.running()))
+        where = (f"while {running} ran" if running else
+                 f"after {schedule.last_node} finished, before the next component started"
+                 if schedule.last_node else "as the run started")
+        return f"stopped by SIGTERM {where}; run again: the components that completed are reused"
 
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return termination.stop_on_sigterm(stopped)
 
 
 def _run(ir, worker: node_worker.Worker | None) -> _Schedule:
-    """run_ir's work; the schedule holds the first error and its node."""
+    """run_ir's work; the schedule holds the first error and its node. Stopped: every execution
+    that had not ended is recorded as failed."""
+    try:
+        return _run_lanes(ir, worker)
+    except Stopped:
+        _record_stopped(ir)
+        raise
+
+
+def _run_lanes(ir, worker: node_worker.Worker | None) -> _Schedule:
     schedule = _Schedule(ir)
     if worker is not None:
         schedule.worker_lane_open = True
         threading.Thread(target=_worker_lane, args=(schedule, worker, ir), daemon=True,
                          name="lockstep-worker-lane").start()
     try:
-        with _stopped_by_sigterm(schedule):
+        with _stopped_by_sigterm(schedule) as check:
             while (node := schedule.take(in_process=True)) is not None:
                 if node == pipeline_lib.TRAINER_NODE and pipeline_lib.EVALUATOR_NODE in \
                         schedule.order:  # its TensorFlow imports beside the training
@@ -253,10 +286,13 @@ def _run(ir, worker: node_worker.Worker | None) -> _Schedule:
                 except Stopped:
                     raise
                 except Exception as err:  # noqa: BLE001  raised below, once the other lane is idle
+                    check()  # a Stopped that the node's code wrapped in an error of its own
                     schedule.failed(node, err)
                     break
+                check()  # a Stopped that the node's code swallowed: stop before the next
                 schedule.finished(node, cached)
             schedule.wait_settled()
+            check()
         return schedule
     finally:
         serving_check.discard_prewarmed()

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from pipeline import errors
 from pipeline.config import Config, ConfigError
 from pipeline.use_cases import Say, preparing, quiet, run_history
+from trainer_module import termination
 
 if TYPE_CHECKING:
     from pipeline.local.console import Console
@@ -76,19 +77,31 @@ def run(config: Config, *, orchestrator: str = LOCAL, force: bool = False,
     if orchestrator not in ORCHESTRATORS:
         raise ConfigError(f"orchestrator must be one of {', '.join(ORCHESTRATORS)}, "
                           f"got {orchestrator!r}")
-    prepared = preparing.prepare(config)
-    for line in prepared.lines():
-        say(line)
-    prepared = preparing.check_drift(prepared)
-    if prepared.drift:
-        say(prepared.drift.line())
-    unchanged = None if force else preparing.nothing_new(prepared)
-    if unchanged:
-        return Outcome(unchanged=unchanged)
-    log_file = log_file or log_path(prepared.config)
-    if not verbose:
-        say(f"lockstep: library logs go to {log_file} (-v shows them here)")
-    return _run_prepared(prepared, orchestrator, log_file, verbose, lock)
+    phase = _Phase("while the data were checked, before any component ran; nothing was written")
+    with termination.stop_on_sigterm(phase.stopped):
+        prepared = preparing.prepare(config)
+        for line in prepared.lines():
+            say(line)
+        prepared = preparing.check_drift(prepared)
+        if prepared.drift:
+            say(prepared.drift.line())
+        unchanged = None if force else preparing.nothing_new(prepared)
+        if unchanged:
+            return Outcome(unchanged=unchanged)
+        log_file = log_file or log_path(prepared.config)
+        if not verbose:
+            say(f"lockstep: library logs go to {log_file} (-v shows them here)")
+        return _run_prepared(prepared, orchestrator, log_file, verbose, lock, phase)
+
+
+class _Phase:
+    """What a SIGTERM outside the components stops (LocalDagRunner names the nodes itself)."""
+
+    def __init__(self, now: str):
+        self.now = now
+
+    def stopped(self) -> str:
+        return f"stopped by SIGTERM {self.now}"
 
 
 def log_path(config: Config) -> str:
@@ -98,7 +111,7 @@ def log_path(config: Config) -> str:
 
 
 def _run_prepared(prepared: preparing.Prepared, orchestrator: str, log_file: str, verbose: bool,
-                  lock: str | None) -> Outcome:
+                  lock: str | None, phase: _Phase) -> Outcome:
     """The run itself: the object stores' storage check, the time limit, the lock and the
     console around the orchestrator; then the report's own facts and the page."""
     from absl import logging as absl_logging
@@ -111,6 +124,8 @@ def _run_prepared(prepared: preparing.Prepared, orchestrator: str, log_file: str
     absl_logging.set_verbosity(absl_logging.INFO)  # all of it to the log file (or, -v, here)
     tic = time.perf_counter()
     _watchdog(config.run.timeout_minutes)
+    phase.now = ("while the pipeline ran; run again: the components that completed are "
+                 "reused")
     try:
         with run_lock.hold(lock or run_lock.default_path(config.paths.pipeline_root),
                            config.run.lock_wait_seconds), \
@@ -120,6 +135,8 @@ def _run_prepared(prepared: preparing.Prepared, orchestrator: str, log_file: str
         if errors.status_of(err) is not None:  # the project's own: unchanged
             raise
         raise failure(err, "pipeline run failed", config) from err
+    phase.now = ("while the run's page was written; the run itself completed (what it pushed "
+                 "stays pushed): `lockstep report` writes the page again")
     report.task = prepared.task
     report.drift = prepared.drift.to_dict() if prepared.drift else {}
     report.skew = prepared.skew.to_dict() if prepared.skew else {}
