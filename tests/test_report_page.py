@@ -121,3 +121,52 @@ def test_lockstep_report_rewrites_a_past_run(penguins_run, tmp_path):
     [line] = unwritable.stderr.strip().splitlines()
     assert line.startswith("lockstep: error: the report could not be written: "), line
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([written.name, "a-file"])
+
+
+FIRST_SCREEN_PROBE = """<script>
+const out = {height: window.innerHeight, width: window.innerWidth};
+for (const key of %s) {
+  const el = document.querySelector("[" + key + "]");
+  out[key] = el ? el.getBoundingClientRect().bottom : null;
+}
+document.body.setAttribute("data-measured", JSON.stringify(out));
+</script>"""
+
+
+def test_the_report_opens_with_the_answer_on_the_first_screen(penguins_run, tmp_path):
+    """In a 1280x800 window, before any scrolling: the verdict, the gating metric against its
+    baseline, the gradient-boosting reference, the generalisation line and where the model went;
+    the per-feature statistics come later, folded. Measured by Chromium's own layout (a copy of
+    the page with a probe script; the page itself has none)."""
+    import html
+
+    out = penguins_run.first.stdout
+    source = open(_page_of(out), encoding="utf-8").read()
+    keys = ["data-blessed", "data-answer-gate", "data-answer-reference",
+            "data-answer-generalization", "data-push", "data-features"]
+    probed = tmp_path / "probed.html"
+    probed.write_text(source.replace("</body>", FIRST_SCREEN_PROBE % json.dumps(keys) + "</body>"),
+                      encoding="utf-8")
+    dom = _chromium("--window-size=1280,800", "--hide-scrollbars", "--dump-dom",
+                    f"file://{probed}")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'data-measured="([^"]*)"', dom.stdout)
+    assert found, dom.stdout[-2000:]
+    at = json.loads(html.unescape(found.group(1)))
+    assert 600 < at["height"] <= 800 and at["width"] == 1280, at
+    for key in keys[:-1]:
+        assert at[key] is not None and 0 < at[key] <= at["height"], (key, at)
+    assert at["data-features"] > at["height"], at  # the data's details: after the answer
+    # What the first screen says is what the summary said.
+    gate = re.search(r"^  accuracy ([\d.]+) vs ([\d.]+) for always 'Adelie' \(needs at least "
+                     r"([\d.]+)\)", out, re.M)
+    answer = re.search(r"<p data-answer-gate>(.*?)</p>", source).group(1)
+    assert re.sub("<[^>]+>", "", answer) == (
+        f"accuracy {gate.group(1)} on the eval split (the gating metric) against "
+        f"{gate.group(2)} for always &#x27;Adelie&#x27; (the naive baseline, measured on the "
+        f"whole table); needed at least {float(gate.group(3)):.4g}")
+    for line in ("Reference: gradient boosting", "Generalisation: "):
+        said = re.search(rf"^{line}.*$", out, re.M).group(0)
+        assert html.escape(said) in source.split("</section>")[0], line
+    assert re.search(r"<details data-features><summary>Per feature, on the train split: \d+ ",
+                     source)

@@ -1,6 +1,11 @@
 """The run report: one self-contained HTML page of what a run learned and decided, written at the
 end of every run (`<pipeline root>/reports/<run id>.html`) and by `lockstep report [RUN]`.
 
+It opens with the answer, on the first screen: blessed or not and why, the gating metric on
+the eval split against its naive baseline and what it needed, the gradient-boosting reference,
+the generalisation gap, where the model went. Then the evaluation, the trend, the training, and
+last the data (per-feature statistics folded), the schema, anomalies and the components.
+
 It reads the run's own artifacts, found through the RunReport (either runner):
 - the data: rows per split, and per feature its type, missing share, mean, spread and range or
   vocabulary size, with a histogram (numbers) or its most frequent values (strings), from
@@ -26,6 +31,7 @@ import re
 
 from components import fs
 from pipeline import pipeline as pipeline_lib
+from pipeline import split_check
 from pipeline.reporting.run_report import (RunReport, asynchronous_text, precision_text,
                                            value_text, verify_line)
 
@@ -38,6 +44,8 @@ table{border-collapse:collapse;margin:8px 0} td,th{padding:3px 10px;border-botto
 text-align:left;vertical-align:middle} th{background:#f6f8fa} td.n{text-align:right;font-variant-numeric:tabular-nums}
 .verdict{font-size:16px;padding:8px 12px;border-radius:6px;display:inline-block}
 .yes{background:#dafbe1} .no{background:#ffebe9} .muted{color:#57606a} svg{display:block}
+#answer{border:1px solid #d0d7de;border-radius:6px;padding:4px 14px;margin-top:8px}
+#answer p{margin:6px 0} summary{cursor:pointer;margin:8px 0}
 pre{background:#f6f8fa;padding:8px;overflow-x:auto}
 """
 
@@ -175,7 +183,8 @@ def _skew_table(report: RunReport) -> str:
         + f". Label by split: {label}.</p><p>Skew between train and eval, the label first "
         "(SMD: standardized mean difference of a number; L-infinity over the values' shares for "
         "text and classes; chance: what a random split of these sizes gives, one standard "
-        "deviation; bound: data.max_skew):</p><table><tr><th>column</th><th>measure</th>"
+        "deviation; bound: data.max_skew). A column is beyond only past both the bound and "
+        f"{split_check.CHANCE_SDS:g}x chance:</p><table><tr><th>column</th><th>measure</th>"
         f"<th>score</th><th>chance</th><th>bound</th><th></th></tr>{rows}</table>")
     return "".join(parts)
 
@@ -200,10 +209,13 @@ def _data_section(report: RunReport) -> str:
         f"<tr><td>{_e(s)}</td><td class=n data-rows='{_e(s)}'>{d.num_examples}</td></tr>"
         for s, d in splits.items()) + "</table>")
     train = splits.get("train") or next(iter(splits.values()))
-    parts.append("<p class=muted>Per feature, on the train split.</p><table><tr><th>feature</th>"
+    rows = _feature_rows(train)
+    parts.append(f"<details data-features><summary>Per feature, on the train split: {len(rows)} "
+                 "feature(s), their type, missing share, mean, spread, range or values, and "
+                 "distribution</summary><table><tr><th>feature</th>"
                  "<th>type</th><th>missing</th><th>mean</th><th>std</th><th>range</th>"
-                 "<th>values</th><th>distribution</th></tr>" + "".join(_feature_rows(train))
-                 + "</table>")
+                 "<th>values</th><th>distribution</th></tr>" + "".join(rows)
+                 + "</table></details>")
     return "".join(parts)
 
 
@@ -486,6 +498,57 @@ def _trend_section(report: RunReport, history: list[RunReport]) -> str:
 
 # ------------------------------------------------------------------------------------------ page
 
+def _gate_answer(report: RunReport) -> str:
+    """The gating metric on the eval split against its naive baseline and what it needed:
+    "accuracy 0.9710 on the eval split against 0.4419 for always 'Adelie' (the naive baseline,
+    measured on the whole table); needed at least 0.4519"."""
+    gate = report.gate
+    if not gate:
+        return "<p data-answer-gate class=muted>No gate recorded (the run ended before it).</p>"
+    bound = next((b for b in gate.bounds if b.metric == gate.metric), None)
+    value = report.metrics.get(gate.tfma_name())
+    figure = "not measured" if value is None else f"<b>{_e(value_text(gate.metric, value))}</b>"
+    naive = ""
+    if bound is not None and bound.baseline is not None:
+        where = ", measured on the whole table" if gate.naive_measured() else ""
+        naive = (f" against {bound.baseline:.4f} for {_e(bound.baseline_words)} (the naive "
+                 f"baseline{where})")
+    need = ""
+    if bound is not None:
+        need = (f"; needed {'at least' if bound.higher_is_better else 'at most'} "
+                f"{bound.value:.4g}{' (eval.bounds)' if bound.explicit else ''}")
+    lines = [f"<p data-answer-gate>{_e(gate.metric)} {figure} on the eval split (the gating "
+             f"metric){naive}{need}</p>"]
+    versus = report.versus_serving()
+    if versus and versus["serving"] is not None:
+        lines.append(f"<p data-answer-serving>The serving model on the same rows: "
+                     f"{versus['serving']:.4f} ({versus['model'] - versus['serving']:+.4f})</p>")
+    return "".join(lines)
+
+
+def _answer(report: RunReport) -> str:
+    """What a reader comes for, on the first screen: blessed or not and why, the gating metric
+    against its baseline, the gradient-boosting reference, the generalisation gap, where the
+    model went."""
+    parts = [_verdict(report), _gate_answer(report)]
+    if report.reference_line():
+        parts.append(f"<p data-answer-reference>{_e(report.reference_line())}</p>")
+    else:
+        parts.append("<p data-answer-reference class=muted>Reference: gradient boosting was not "
+                     "measured in this run.</p>")
+    if report.generalization_line():
+        g = report.generalization
+        beyond = "beyond" if g["beyond"] or g["optimistic"] else "within"
+        parts.append(f"<p data-answer-generalization={beyond}>"
+                     f"{_e(report.generalization_line())}</p>")
+    parts.append(_push(report))
+    links = " · ".join(f"<a href='#{k}'>{w}</a>" for k, w in (
+        ("evaluation", "evaluation"), ("training", "training"), ("data", "data"),
+        ("schema", "schema"), ("anomalies", "anomalies"), ("components", "components")))
+    return (f"<section id=answer data-answer>{''.join(parts)}</section>"
+            f"<p class=muted>Below: {links}.</p>")
+
+
 def _verdict(report: RunReport) -> str:
     if report.blessed:
         verdict = "<span class='verdict yes' data-blessed=yes>Blessed</span>"
@@ -495,11 +558,15 @@ def _verdict(report: RunReport) -> str:
                    f"<span data-why>{_e(why)}</span>")
     else:
         verdict = "<span class='verdict no' data-blessed=unknown>No verdict</span>"
+    return f"<p>{verdict}</p>"
+
+
+def _push(report: RunReport) -> str:
     if report.pushed_to:
         push = f"Model pushed to <code data-pushed>{_e(report.pushed_to)}</code>"
     else:
         push = "Model not pushed" + (f": {_e(report.push_note)}" if report.push_note else "")
-    return f"<p>{verdict}</p><p data-push>{push}</p>"
+    return f"<p data-push>{push}</p>"
 
 
 def _components(report: RunReport) -> str:
@@ -518,9 +585,10 @@ def render(report: RunReport, history: list[RunReport] = ()) -> str:
     title = (f"<h1>lockstep run <span data-run-id>{_e(report.run_id)}</span></h1>"
              f"<p class=muted>{_e(started)}{' · task ' + _e(report.task) if report.task else ''}"
              "</p>")
-    sections = [_verdict(report), _components(report), _data_section(report),
-                _schema_section(report), _anomalies_section(report), _training_section(report),
-                _evaluation_section(report), _trend_section(report, list(history))]
+    # The answer first; then how it was reached; the data's statistics and the run's parts last.
+    sections = [_answer(report), _evaluation_section(report), _trend_section(report, list(history)),
+                _training_section(report), _data_section(report), _schema_section(report),
+                _anomalies_section(report), _components(report)]
     return head + title + "".join(sections) + "</body></html>\n"
 
 
