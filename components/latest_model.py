@@ -9,6 +9,10 @@ the same rows; a metric recorded at an old push was measured on other data and c
 It emits that version as a Model artifact. With none pushed yet it emits an empty Model marked `found = 0`, which the
 Evaluator treats as "no baseline" and the Trainer as "no warm start".
 
+A version whose files are no longer what was pushed (their sha256 against its push record: a disk
+fault, a hand edit) is never the baseline: the next older intact version is, and the artifact
+says which versions were passed over and why (PASSED_OVER_KEY), for the run's summary.
+
 Its output depends on the world outside the pipeline, so the runners turn caching off for it.
 """
 
@@ -26,12 +30,23 @@ from components import serving_versions
 
 FOUND_KEY = "found"
 SOURCE_KEY = "pushed_destination"
+PASSED_OVER_KEY = "passed_over"  # newer versions not taken, and why: one line
 
 
-def baseline_version(serving_dir: str) -> str | None:
-    """The serving (newest complete) version under serving_dir, or None."""
-    version = serving_versions.serving_version(serving_dir)
-    return version.path if version else None
+def baseline_version(serving_dir: str) -> tuple[str | None, str]:
+    """(path, passed over): the newest complete version under serving_dir whose files are what
+    was pushed (None: none is), and a line naming the newer ones that are not ("" when none)."""
+    passed = []
+    for version in reversed(serving_versions.versions(serving_dir)):
+        if serving_versions.content_hash(version.path) == version.record.get("sha256"):
+            break
+        passed.append(version.number)
+    else:
+        version = None
+    note = (f"version {', '.join(map(str, passed))} passed over: its files are not what was "
+            "pushed (sha256 against its push record); a model server would serve it: remove it"
+            if passed else "")
+    return (version.path if version else None), note
 
 
 def is_found(model_artifact) -> bool:
@@ -47,7 +62,10 @@ class LatestPushedModelSpec(ComponentSpec):
 class Executor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         model = artifact_utils.get_single_instance(output_dict["model"])
-        source = baseline_version(exec_properties["serving_dir"])
+        source, passed_over = baseline_version(exec_properties["serving_dir"])
+        if passed_over:
+            logging.warning("Serving dir %s: %s", exec_properties["serving_dir"], passed_over)
+            model.set_string_custom_property(PASSED_OVER_KEY, passed_over)
         if source is None:
             logging.info("No pushed model under %s yet.", exec_properties["serving_dir"])
             model.set_int_custom_property(FOUND_KEY, 0)

@@ -16,7 +16,9 @@ copy goes straight to its number and the record is written last; readers here re
 Version numbers are seconds since the epoch (TFX's convention), raised to one more than any
 number ever claimed, and claimed by exclusive create, so they strictly increase and never collide,
 even when an operator removed the newest. A model whose content was pushed once is never pushed
-again, also after its version was removed: a rollback stays rolled back.
+again, also after its version was removed: a rollback stays rolled back. But a version whose files
+no longer hold what was pushed (a disk fault) does not count: the same model is pushed again, as
+a new version, which a server then serves instead.
 """
 
 from __future__ import annotations
@@ -174,11 +176,16 @@ def push(source: str, serving_dir: str, *, model_uri: str = "", metric: dict | N
     entry = _join(ledger, f"{digest}.json")
     with fs.lock(_join(serving_dir, LEDGER, "lock")):  # one push at a time (local disks)
         before = _pushed_before(serving_dir, entry, digest)
+        repushed = ""
         if before is not None:
             where = _join(serving_dir, str(before["version"]))
-            removed = "" if fileio.exists(where) else ", since removed"
-            return PushResult(False, where, f"this model was already pushed as version "
-                                            f"{before['version']}{removed}; not pushed again")
+            if fileio.exists(where) and content_hash(where) != digest:  # damaged since its push
+                repushed = (f"; version {before['version']} no longer held what was pushed "
+                            "(sha256), so this model was pushed again")
+            else:
+                removed = "" if fileio.exists(where) else ", since removed"
+                return PushResult(False, where, f"this model was already pushed as version "
+                                                f"{before['version']}{removed}; not pushed again")
         fs.sweep(serving_dir, TEMP_PREFIX)  # copies left by killed pushes (none in progress)
         number = _claim_version(serving_dir)
         final = _join(serving_dir, str(number))
@@ -193,7 +200,7 @@ def push(source: str, serving_dir: str, *, model_uri: str = "", metric: dict | N
                           json.dumps(record, indent=1, sort_keys=True))
         fs.write_text(entry, json.dumps(record, sort_keys=True))
         removed = retain(serving_dir, keep) if keep else []
-    note = f"pushed as version {number}"
+    note = f"pushed as version {number}{repushed}"
     if removed:
         note += f"; removed old version(s) {', '.join(map(str, removed))} (keep {keep})"
     return PushResult(True, final, note)

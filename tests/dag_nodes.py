@@ -7,8 +7,9 @@ import json
 import os
 import time
 
-from tfx.dsl.component.experimental.annotations import Parameter
+from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
 from tfx.dsl.component.experimental.decorators import component
+from tfx.types import standard_artifacts
 
 
 @component
@@ -28,3 +29,20 @@ def Step(name: Parameter[str], record: Parameter[str], seconds: Parameter[float]
     with open(record, "a") as out:
         out.write(json.dumps({"node": name, "pid": os.getpid(), "start": start,
                               "end": time.time()}) + "\n")
+
+
+@component
+def Produce(text: Parameter[str], out: OutputArtifact[standard_artifacts.Schema]):
+    """Writes `text` as a schema file, and a second file in a subdirectory (as statistics have)."""
+    os.makedirs(os.path.join(out.uri, "Split-train"), exist_ok=True)
+    with open(os.path.join(out.uri, "schema.pbtxt"), "w") as handle:
+        handle.write(text)
+    with open(os.path.join(out.uri, "Split-train", "FeatureStats.pb"), "wb") as handle:
+        handle.write(text.encode() * 100)
+
+
+@component
+def Consume(schema: InputArtifact[standard_artifacts.Schema], record: Parameter[str]):
+    """Appends what it read to `record`."""
+    with open(os.path.join(schema.uri, "schema.pbtxt")) as handle, open(record, "a") as out:
+        out.write(handle.read() + "\n")

@@ -13,7 +13,7 @@ import os
 import pytest
 from tfx.orchestration import metadata, pipeline as tfx_pipeline
 
-from dag_nodes import Step
+from dag_nodes import Consume, Produce, Step
 from pipeline.local import dag_runner, node_worker
 
 SECONDS = 2.0
@@ -186,6 +186,49 @@ def test_sigterm_while_the_worker_runs_a_node_names_it_and_records_it_failed(tmp
     assert states == sorted([metadata_store_pb2.Execution.COMPLETE,
                              metadata_store_pb2.Execution.FAILED,
                              metadata_store_pb2.Execution.FAILED]), states
+
+
+def _produce_consume(tmp_path):
+    produce = Produce(text="feature { name: 'x' }").with_id("SchemaGen")
+    consume = Consume(schema=produce.outputs["out"], record=str(tmp_path / "read.txt"))
+    return tfx_pipeline.Pipeline(
+        pipeline_name="manifests", pipeline_root=str(tmp_path / "root"),
+        components=[produce, consume], enable_cache=True,
+        metadata_connection_config=metadata.sqlite_metadata_connection_config(
+            str(tmp_path / "mlmd.sqlite")))
+
+
+@pytest.mark.parametrize("damaged", ["schema.pbtxt", "Split-train/FeatureStats.pb"])
+def test_a_cached_output_not_what_its_node_wrote_is_named_before_it_is_read(tmp_path, damaged):
+    """Each output of a node that ran gets its files' manifest in ML Metadata; a later run that
+    would reuse it from the cache checks it first: a file with other bytes (or another size, or
+    gone) stops the run naming the node, the output and the file, before its consumer reads it;
+    run again without that node's cache, the run completes on a new output."""
+    from components import integrity
+
+    ir, _ = dag_runner.compile_run(_produce_consume(tmp_path))
+    dag_runner.run_ir(ir, None)
+    [path] = (tmp_path / "root").glob(f"SchemaGen/out/*/{damaged}")
+    content = bytearray(path.read_bytes())
+    content[:4] = b"XXXX"
+    path.write_bytes(bytes(content))
+    ir, _ = dag_runner.compile_run(_produce_consume(tmp_path))
+    with pytest.raises(integrity.CorruptArtifact) as raised:
+        dag_runner.run_ir(ir, None)
+    assert (raised.value.node, raised.value.output, raised.value.path) == (
+        "SchemaGen", "out", str(path))
+    assert str(raised.value).endswith(
+        f"{path} has other bytes than were written (its CRC-32 differs)")
+    assert (tmp_path / "read.txt").read_text().count("\n") == 1  # read once, by the first run
+    path.write_bytes(path.read_bytes()[:-1])
+    ir, _ = dag_runner.compile_run(_produce_consume(tmp_path))
+    with pytest.raises(integrity.CorruptArtifact, match=r"bytes, was written with \d+$"):
+        dag_runner.run_ir(ir, None)
+    ir, _ = dag_runner.compile_run(_produce_consume(tmp_path), uncached=("SchemaGen",))
+    dag_runner.run_ir(ir, None)
+    assert (tmp_path / "read.txt").read_text() == "feature { name: 'x' }\n" * 2
+    ir, _ = dag_runner.compile_run(_produce_consume(tmp_path))
+    dag_runner.run_ir(ir, None)  # the new output, cached and whole
 
 
 def test_this_process_takes_the_node_only_it_runs_first_while_the_worker_can_take_the_other():

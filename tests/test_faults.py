@@ -119,12 +119,29 @@ def test_a_disk_that_fills_mid_run_is_one_line_and_the_next_run_recovers(tmp_pat
     np.testing.assert_allclose(predict(version), predict(clean), atol=1e-6)
 
 
+def _zero(path, at: int = 200) -> None:
+    """64 bytes of `path` overwritten (zeros, or ones where zeros were): a disk fault."""
+    content = bytearray(path.read_bytes())
+    at = min(at, max(len(content) - 64, 0))
+    content[at:at + 64] = bytes(64) if content[at:at + 64] != bytes(64) else b"\xff" * 64
+    path.write_bytes(bytes(content))
+
+
+def _newest(run, pattern: str):
+    """The file matching `pattern` (under the pipeline root) in the newest execution's output."""
+    return max(run.pipeline_root.glob(pattern),
+               key=lambda p: int(p.relative_to(run.pipeline_root).parts[2]))
+
+
 @pytest.mark.slow
-def test_a_corrupt_cached_file_is_named_its_producer_runs_again_and_the_model_is_a_clean_runs(
+def test_each_corrupt_cached_artifact_is_named_its_node_runs_again_and_the_model_is_a_clean_runs(
         tmp_path, penguins_run):
-    """64 bytes zeroed in one TFRecord file of a cached ExampleGen output; the next run changes
-    only the steps, so the Trainer reads that output again: the file is named, the ExampleGen
-    runs again once, not from the cache, and the model pushed is the one a clean run pushes."""
+    """Bytes overwritten in a cached output (a disk fault), one artifact a run: its manifest in
+    ML Metadata (size and CRC-32 of each file, recorded as its node ran) names the file before
+    anything reads it; that node runs again once, not from the cache, and the run completes with
+    the model a clean run pushes. Examples, the Transform graph and the model (the schema and the
+    statistics: tests/test_dag_runner.py); then the serving version the baseline would be: passed
+    over, with a line."""
     import numpy as np
     import tensorflow as tf
 
@@ -133,25 +150,38 @@ def test_a_corrupt_cached_file_is_named_its_producer_runs_again_and_the_model_is
     run = PipelineRun(tmp_path)
     first = run.run("--train-steps", "300")
     assert first.returncode == 0, first.stderr[-2000:]
-    [damaged] = sorted(run.pipeline_root.glob("CsvExampleGen/examples/*/Split-train/*.gz"))[:1]
-    content = bytearray(damaged.read_bytes())
-    content[200:264] = bytes(64)
-    damaged.write_bytes(bytes(content))
-    result = run.run()  # the default steps: a clean run's settings (penguins_run's)
-    assert result.returncode == 0, result.stderr[-2000:]
-    said = [l for l in result.stdout.splitlines() if "is corrupt" in l]
-    assert said == [f"lockstep: Trainer could not read CsvExampleGen's cached output: {damaged} "
-                    "is corrupt (DataLossError after 0 records); running CsvExampleGen again, "
-                    "not from the cache"], result.stdout
-    assert "CsvExampleGen        executed" in result.stdout
-    versions = run.pushed_versions()
-    assert len(versions) == 2
     files = list(penguins_run.pipeline_root.glob("CsvExampleGen/examples/*/Split-eval/*"))
     serialized, _ = eval_examples(files, "species")
     predict = lambda path: tf.saved_model.load(str(path)).signatures["serving_default"](  # noqa: E731
         examples=tf.constant(serialized))["probabilities"].numpy()
-    np.testing.assert_allclose(predict(versions[-1]), predict(penguins_run.pushed_versions()[0]),
-                               atol=1e-6)
+    clean = predict(penguins_run.pushed_versions()[0])
+    for node, output, pattern in (
+            ("CsvExampleGen", "examples", "CsvExampleGen/examples/*/Split-train/*.gz"),
+            ("Transform", "transform_graph",
+             "Transform/transform_graph/*/transform_fn/saved_model.pb"),
+            ("Trainer", "model", "Trainer/model/*/Format-Serving/variables/variables.data-*")):
+        damaged = _newest(run, pattern)
+        _zero(damaged)
+        result = run.run()  # the default steps: a clean run's settings (penguins_run's)
+        assert result.returncode == 0, result.stderr[-2000:]
+        said = [line for line in result.stdout.splitlines() if "not what" in line]
+        assert said == [f"lockstep: {node}'s cached {output} is not what {node} wrote: {damaged} "
+                        "has other bytes than were written (its CRC-32 differs); running "
+                        f"{node} again, not from the cache"], result.stdout
+        assert re.search(rf"^  {node} +executed", result.stdout, re.M), result.stdout
+        np.testing.assert_allclose(predict(run.pushed_versions()[-1]), clean, atol=1e-6)
+
+    # The serving version itself damaged: never the baseline; the one before it is, and the
+    # same model, pushed again, replaces it.
+    [older, newest] = run.pushed_versions()[-2:]
+    _zero(next((newest / "variables").glob("variables.data-*")), at=0)
+    result = run.run()
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (f"Baseline: the serving model, {older}; version {newest.name} passed over: its files "
+            "are not what was pushed (sha256 against its push record); a model server would "
+            "serve it: remove it") in result.stdout, result.stdout
+    assert int(run.pushed_versions()[-1].name) > int(newest.name)
+    np.testing.assert_allclose(predict(run.pushed_versions()[-1]), clean, atol=1e-6)
 
 
 def test_a_span_that_leads_out_of_the_data_root_is_refused(tmp_path):

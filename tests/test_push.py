@@ -207,6 +207,37 @@ def test_the_same_model_is_pushed_once_even_after_its_version_was_removed(tmp_pa
     assert int(os.path.basename(new.destination)) > int(os.path.basename(first.destination))
 
 
+def _damage(version_dir) -> None:
+    [data] = [p for p in (version_dir / "variables").iterdir() if ".data-" in p.name]
+    content = bytearray(data.read_bytes())
+    content[:8] = bytes(8) if content[:8] != bytes(8) else b"\xff" * 8
+    data.write_bytes(bytes(content))
+
+
+def test_a_damaged_version_is_never_the_baseline_and_its_model_is_pushed_again(tmp_path):
+    """The newest version's variables are overwritten after its push (a disk fault): it parses,
+    but its files are not what was pushed. The baseline is the version before it, with a line
+    naming the one passed over; pushing the same model again makes a new version, saying why."""
+    from components import latest_model
+
+    serving = tmp_path / "serving"
+    older = serving_versions.push(_model(tmp_path / "m0", 1.0), str(serving))
+    model = _model(tmp_path / "m1", 2.0)
+    newer = serving_versions.push(model, str(serving))
+    assert latest_model.baseline_version(str(serving)) == (newer.destination, "")
+    _damage(tmp_path / "serving" / os.path.basename(newer.destination))
+    number = os.path.basename(newer.destination)
+    assert latest_model.baseline_version(str(serving)) == (
+        older.destination, f"version {number} passed over: its files are not what was pushed "
+        "(sha256 against its push record); a model server would serve it: remove it")
+    again = serving_versions.push(model, str(serving))
+    assert again.pushed and again.note.endswith(
+        f"; version {number} no longer held what was pushed (sha256), so this model was pushed "
+        "again"), again.note
+    assert latest_model.baseline_version(str(serving)) == (again.destination, "")
+    assert float(tf.saved_model.load(again.destination).scale.numpy()) == 2.0
+
+
 def test_concurrent_pushes_never_share_a_version(tmp_path):
     serving = tmp_path / "serving"
     serving.mkdir()

@@ -34,7 +34,14 @@ class Outcome:
 def launch(ir, node_id: str) -> bool:
     """Runs one node of `ir` (a pipeline_pb2.Pipeline whose run id is set) as TFX's LocalDagRunner
     does: driver, executor and publisher, against the IR's ML Metadata. True when TFX used a
-    cached execution (its state in ML Metadata). Raises what the component raised."""
+    cached execution (its state in ML Metadata). Raises what the component raised.
+
+    Each output of a node that ran gets its manifest (components/integrity.py) in ML Metadata;
+    the outputs of a cached execution are checked against theirs before anything reads them.
+
+    Raises:
+      integrity.CorruptArtifact: a cached output is not what was written (the node runs again,
+        not from the cache: pipeline/use_cases/local_run.py)."""
     from ml_metadata.proto import metadata_store_pb2
     from tfx.orchestration import metadata
     from tfx.orchestration.local import runner_utils
@@ -54,7 +61,33 @@ def launch(ir, node_id: str) -> bool:
         return False
     with metadata.Metadata(connection) as handle:
         [execution] = handle.store.get_executions_by_id([info.execution_id])
-    return execution.last_known_state == metadata_store_pb2.Execution.CACHED
+        cached = execution.last_known_state == metadata_store_pb2.Execution.CACHED
+        _manifests(handle.store, node_id, execution.id, check=cached)
+    return cached
+
+
+def _manifests(store, node_id: str, execution_id: int, check: bool) -> None:
+    """Records each output artifact's manifest, or (check) compares each with the one recorded."""
+    from ml_metadata.proto import metadata_store_pb2
+
+    from components import integrity
+
+    events = [e for e in store.get_events_by_execution_ids([execution_id])
+              if e.type == metadata_store_pb2.Event.OUTPUT]
+    keys = {e.artifact_id: (e.path.steps[0].key if e.path.steps else "output") for e in events}
+    artifacts = store.get_artifacts_by_id(list(keys))
+    recorded = []
+    for artifact in artifacts:
+        if check:
+            manifest = artifact.custom_properties.get(integrity.MANIFEST_KEY)
+            found = manifest and integrity.changed(artifact.uri, manifest.string_value)
+            if found:
+                raise integrity.CorruptArtifact(node_id, keys[artifact.id], artifact.uri, *found)
+        elif (manifest := integrity.manifest(artifact.uri)) is not None:
+            artifact.custom_properties[integrity.MANIFEST_KEY].string_value = manifest
+            recorded.append(artifact)
+    if recorded:
+        store.put_artifacts(recorded)
 
 
 class WorkerDied(RuntimeError):

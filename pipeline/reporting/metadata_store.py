@@ -17,8 +17,13 @@ _STATES = {Execution.COMPLETE: "executed", Execution.CACHED: "cached", Execution
 
 
 def _properties(artifact) -> dict:
+    """An artifact's properties, but its files' manifest (components/integrity.py)."""
+    from components.integrity import MANIFEST_KEY
+
     props = {}
     for name, value in list(artifact.properties.items()) + list(artifact.custom_properties.items()):
+        if name == MANIFEST_KEY:
+            continue
         kind = value.WhichOneof("value")
         props[name] = getattr(value, kind) if kind else None
     return props

@@ -359,6 +359,9 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
     for out in outputs.get(BASELINE_NODE, []):
         if int(out.properties.get(latest_model.FOUND_KEY, 0)):
             baseline = out.properties.get(latest_model.SOURCE_KEY)
+        if out.properties.get(latest_model.PASSED_OVER_KEY):  # a corrupt newer version
+            baseline = (f"{baseline}; " if baseline else "none; ") + \
+                out.properties[latest_model.PASSED_OVER_KEY]
     for out in outputs.get(TRAINER_NODE, []):
         summary = fs.join(out.uri, SUMMARY_FILE)
         if out.key == "model_run" and fs.exists(summary):

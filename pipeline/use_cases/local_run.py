@@ -193,8 +193,9 @@ def run_dag(prepared: preparing.Prepared, console: Console, worker: Worker | Non
             to_node: str | None = None) -> RunReport:
     """The pipeline with LocalDagRunner (pipeline/local/dag_runner.py) on what the ExampleGen
     reads (Prepared.source: local or remote data alike), and once more without the cache for a
-    producer whose cached output does not read (components/integrity.py): its node runs again,
-    saying why on the console.
+    node whose cached output is not what it wrote (its files' manifest, components/integrity.py)
+    or, without a manifest, for the ExampleGen whose cached output does not read: that node runs
+    again, saying why on the console.
 
     Args:
       worker: the second lane's process (dag_runner.run starts one where useful when None).
@@ -202,16 +203,13 @@ def run_dag(prepared: preparing.Prepared, console: Console, worker: Worker | Non
     Returns:
       the run's report, read back from ML Metadata.
     Raises:
-      the node's own error; errors.PipelineFailed: a second read error, naming the file.
+      the node's own error; errors.PipelineFailed: the same node's output corrupt again after it
+      ran anew, naming the file.
     """
-    from components import integrity
-    from pipeline import pipeline as pipeline_lib
     from pipeline.local import dag_runner
-    from pipeline.reporting import metadata_store
 
     config = prepared.config
     input_base, pattern = prepared.source
-    producer = pipeline_lib.EXAMPLE_GEN_NODE
     uncached: tuple[str, ...] = ()
     while True:
         try:
@@ -219,24 +217,40 @@ def run_dag(prepared: preparing.Prepared, console: Console, worker: Worker | Non
                                   to_node=to_node, worker=worker, uncached=uncached)
         except dag_runner.NodeFailed as failed:
             worker = None  # closed by that run; the next starts its own
-            if not integrity.is_read_error(failed.error):
-                raise failed.error from None
-            examples = metadata_store.report(config, failed.run_id).artifacts.get(
-                f"{producer}.examples")
-            found = integrity.corrupt_file(examples) if examples else None
-            if found is None:
+            node, path, line = _corrupt_cache(failed, config)
+            if node in uncached:
                 raise errors.PipelineFailed(
-                    f"{failed.node} could not read its input ({type(failed.error).__name__}), "
-                    f"and every file of {producer}'s output {examples} reads whole") from None
-            path, why = found
-            if uncached:
-                raise errors.PipelineFailed(
-                    f"{producer}'s output is corrupt again after it ran anew: {path} ({why}); "
-                    "check the disk under the pipeline root") from None
-            console.line(f"lockstep: {failed.node} could not read {producer}'s cached output: "
-                         f"{path} is corrupt ({why}); running {producer} again, not from the "
-                         "cache")
-            uncached = (producer,)
+                    f"{node}'s output is corrupt again after it ran anew: {path}; check the disk "
+                    "under the pipeline root") from None
+            console.line(line)
+            uncached += (node,)
+
+
+def _corrupt_cache(failed, config: Config) -> tuple[str, str, str]:
+    """(node, path, line) for a run that failed on a corrupt cached output: the node that made
+    it, the file, what the console says. Raises the failure's own error for any other."""
+    from components import integrity
+    from pipeline import pipeline as pipeline_lib
+    from pipeline.reporting import metadata_store
+
+    error = failed.error
+    if isinstance(error, integrity.CorruptArtifact):
+        return error.node, error.path, (
+            f"lockstep: {error.node}'s cached {error.output} is not what {error.node} wrote: "
+            f"{error.path} {error.why}; running {error.node} again, not from the cache")
+    if not integrity.is_read_error(error):
+        raise error from None
+    producer = pipeline_lib.EXAMPLE_GEN_NODE
+    examples = metadata_store.report(config, failed.run_id).artifacts.get(f"{producer}.examples")
+    found = integrity.corrupt_file(examples) if examples else None
+    if found is None:
+        raise errors.PipelineFailed(
+            f"{failed.node} could not read its input ({type(error).__name__}), and every file "
+            f"of {producer}'s output {examples} reads whole") from None
+    path, why = found
+    return producer, path, (
+        f"lockstep: {failed.node} could not read {producer}'s cached output: {path} is corrupt "
+        f"({why}); running {producer} again, not from the cache")
 
 
 def _watchdog(minutes: float) -> threading.Timer | None:
