@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from conftest import REPO, PipelineRun, serving_accuracy
+from conftest import REPO, PipelineRun, lockstep, serving_accuracy
 
 pytestmark = pytest.mark.slow
 
@@ -67,6 +67,30 @@ def test_kfp_local_runs_every_task_to_a_model_that_serves(kfp_local_run):
     files = (kfp_local_run.pipeline_dir / "CsvExampleGen" / "examples" / "Split-eval").glob("*")
     assert serving_accuracy(version, list(files), label="Status") > 0.75  # always "good": 0.72
     assert "Model: wide_deep.model:build, loss built-in (your code)" in out
+
+
+def test_lockstep_runs_and_report_read_a_kfp_local_root(kfp_local_run, tmp_path):
+    """A kfp-local run keeps no ML Metadata: `lockstep runs` and `lockstep report` read it back
+    from its task directories, with the figures its summary printed."""
+    out = kfp_local_run.result.stdout
+    root = kfp_local_run.pipeline_root
+    assert not (root / "metadata.sqlite").exists()
+    listed = lockstep("runs", "--pipeline-root", root)
+    assert listed.returncode == 0, listed.stderr
+    [line] = listed.stdout.splitlines()
+    pushed = re.search(r"^Model pushed to: (.*)$", out, re.M).group(1)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  \S+/examples/wide_deep/data  10 executed, "
+                        r"0 cached  .*\bauc [\d.]+.*  pushed %s  \(%s\)"
+                        % (re.escape(pushed), re.escape(kfp_local_run.pipeline_dir.name)), line), line
+    [row] = json.loads(lockstep("runs", "--pipeline-root", root, "--json").stdout)
+    summary = dict(re.findall(r"([a-z_]+) (-?[\d.]+)",
+                              re.search(r"^Eval metrics: (.*)$", out, re.M).group(1)))
+    assert {k: f"{v:.4f}" for k, v in row["metrics"].items() if "diff" not in k} == summary
+    assert row["blessed"] is True and row["unfinished"] == {}
+    assert sorted(row["executed"]) == sorted(TASKS)
+    page = lockstep("report", "--pipeline-root", root, "--output", tmp_path)
+    assert page.returncode == 0, page.stderr
+    assert page.stdout.strip() == f"lockstep: wrote {tmp_path / kfp_local_run.pipeline_dir.name}.html"
 
 
 def test_a_failing_task_is_named_in_one_line(kfp_local_run, tmp_path):

@@ -97,6 +97,19 @@ def test_the_report_of_a_run_shows_what_the_summary_says(penguins_run, tmp_path)
     assert "data-final-loss" in dom and "Thresholds (TFMA's eval config)" in dom
 
 
+def test_lockstep_runs_lists_each_slice_as_the_summary_does(penguins_run):
+    out = penguins_run.first.stdout
+    slices = re.search(r"^Eval by slice: (.*)$", out, re.M).group(1)
+    listed = lockstep("runs", "--pipeline-root", penguins_run.pipeline_root, "-n", "100")
+    assert listed.returncode == 0, listed.stderr
+    first = json.loads(lockstep("runs", "--pipeline-root", penguins_run.pipeline_root, "-n",
+                                "100", "--json").stdout)[-1]["run_id"]  # the oldest: the fixture's
+    lines = listed.stdout.splitlines()
+    [at] = [i for i, line in enumerate(lines) if line.endswith(f"({first})")]
+    assert lines[at + 1] == f"  by slice: {slices}", lines[at:at + 2]
+    assert "island=Biscoe n=" in lines[at + 1]
+
+
 def test_lockstep_report_rewrites_a_past_run(penguins_run, tmp_path):
     runs = json.loads(lockstep("runs", "--pipeline-root", penguins_run.pipeline_root,
                                "--json").stdout)

@@ -1,4 +1,5 @@
-"""`lockstep runs`: the pipeline's past runs from ML Metadata, newest first."""
+"""`lockstep runs`: the pipeline's past runs, newest first: local runs from ML Metadata, kfp-local
+runs from their task directories; per slice on a line of its own where the run sliced."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def command(args) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
-        print(f"no runs in {config.metadata_path}")
+        print(run_history.no_runs(config))
         return 0
     for row in rows:
         metric = ", ".join(f"{k} {v:.4f}" for k, v in sorted(row["metrics"].items())
@@ -68,4 +69,19 @@ def command(args) -> int:
             metric += f"  ({versus['metric']} of the serving model on these rows {versus['serving']:.4f})"
         print(f"{row['started']}  {row['data'] or '?'}{span}  {work}  {metric}  {outcome}  "
               f"({row['run_id']})")
+        if row["slice_metrics"]:
+            print(f"  by slice: {_slices(row['slice_metrics'])}")
     return 0
+
+
+def _slices(slice_metrics: dict) -> str:
+    """"island=Biscoe n=30 accuracy 0.9667; ...": the first SLICES_SHOWN slices, as the run's
+    summary shows them (--json has them all)."""
+    from pipeline.reporting.run_report import SLICES_SHOWN
+
+    shown = list(slice_metrics.items())[:SLICES_SHOWN]
+    more = len(slice_metrics) - len(shown)
+    return "; ".join(
+        f"{name} " + ", ".join(f"n={v:.0f}" if k == "example_count" else f"{k} {v:.4f}"
+                               for k, v in sorted(values.items()))
+        for name, values in shown) + (f"; and {more} more (--json)" if more > 0 else "")

@@ -44,6 +44,7 @@ import time
 from typing import Iterator
 
 from components.entrypoint import START_MARKER
+from components.fs import is_uri as fs_is_uri
 from pipeline.reporting import run_report
 
 TASK_LOG = "task.log"
@@ -262,6 +263,50 @@ def run(spec_path: str, pipeline_root: str, arguments: dict | None = None,
     if not records:
         raise TaskFailed(f"no task ran; kfp.local's log: {log_path}")
     return LocalRun(os.path.dirname(records[0].task_dir), records, log_path)
+
+
+def past_runs(pipeline_root: str) -> list[run_report.RunReport]:
+    """The kfp-local runs kept under a pipeline root, newest first (`lockstep runs`, `lockstep
+    report`: such a run keeps no ML Metadata). A run is a `<pipeline>-<time>/` directory whose
+    task directories hold the task's command (TASK_COMMAND); each task is read back from its
+    files: its start (the command's time), its executor's start (the log's START_MARKER), its end
+    (the log's last write), done when its executor wrote its output."""
+    if fs_is_uri(pipeline_root) or not os.path.isdir(pipeline_root):
+        return []
+    reports = []
+    for name in sorted(os.listdir(pipeline_root)):
+        run_dir = os.path.join(pipeline_root, name)
+        tasks = [os.path.join(run_dir, t) for t in sorted(os.listdir(run_dir))
+                 if os.path.isfile(os.path.join(run_dir, t, TASK_COMMAND))] \
+            if os.path.isdir(run_dir) else []
+        if not tasks:
+            continue
+        records = sorted((_record_kept(t) for t in tasks), key=lambda r: r.started_at)
+        report = LocalRun(run_dir, records, "").report()
+        report.started = records[0].started_at
+        report.data = _input_base(records[0].task_dir) or ""
+        reports.append(report)
+    return sorted(reports, key=lambda r: r.started, reverse=True)
+
+
+def _record_kept(task_dir: str) -> TaskRecord:
+    started = os.path.getmtime(os.path.join(task_dir, TASK_COMMAND))
+    log = os.path.join(task_dir, TASK_LOG)
+    ended = os.path.getmtime(log) if os.path.exists(log) else started
+    began = (_do_began(log) if os.path.exists(log) else None) or ended
+    done = os.path.exists(os.path.join(task_dir, EXECUTOR_OUTPUT))
+    return TaskRecord(os.path.basename(task_dir), task_dir, done, max(began - started, 0.0),
+                      max(ended - began, 0.0), started, 0 if done else 1)
+
+
+def _input_base(task_dir: str) -> str | None:
+    """Where the ExampleGen task read (its input_base parameter), if this task has one."""
+    try:
+        with open(os.path.join(task_dir, TASK_COMMAND)) as handle:
+            values = _executor_input(json.load(handle))["inputs"].get("parameterValues", {})
+    except (OSError, ValueError, KeyError):
+        return None
+    return values.get("input_base")
 
 
 def task_outputs(task_dir: str) -> list[run_report.Output]:

@@ -44,10 +44,26 @@ def write_page(report: RunReport, config: Config, log_file: str = os.devnull,
             from pipeline.reporting import page
 
             if history is None:
-                history = metadata_store.history(config, TREND_RUNS)
+                history = _history(config, TREND_RUNS)
             return page.write(report, directory or report_directory(config), history), None
     except Exception as err:  # noqa: BLE001  reported, not raised
         return None, f"{type(err).__name__}: {err}"
+
+
+def _history(config: Config, limit: int | None = None) -> list[RunReport]:
+    """The pipeline root's runs, newest first: LocalDagRunner's from ML Metadata and kfp-local's
+    from their task directories (pipeline/local/kfp_local.py: that runner keeps no ML
+    Metadata)."""
+    from pipeline.local import kfp_local
+    from pipeline.reporting import metadata_store
+
+    runs = metadata_store.history(config, limit) + kfp_local.past_runs(config.paths.pipeline_root)
+    return sorted(runs, key=lambda r: r.started, reverse=True)[:limit]
+
+
+def no_runs(config: Config) -> str:
+    return (f"no runs in {config.metadata_path} (local runs) or under "
+            f"{config.paths.pipeline_root} (kfp-local runs)")
 
 
 def past_run(config: Config, run_id: str | None = None) -> tuple[RunReport, list[RunReport]]:
@@ -58,14 +74,16 @@ def past_run(config: Config, run_id: str | None = None) -> tuple[RunReport, list
     """
     from pipeline.local.console import Console
 
-    if not os.path.exists(config.metadata_path):
-        raise LookupError(f"no runs in {config.metadata_path}")
     with Console(os.devnull):  # TensorFlow's and TFMA's import chatter
-        from pipeline.reporting import metadata_store
-
-        report = metadata_store.report(config, run_id)
-        history = [r for r in metadata_store.history(config) if r.started <= report.started]
-    return report, history[:TREND_RUNS]
+        history = _history(config)
+    if not history:
+        raise LookupError(no_runs(config))
+    report = history[0] if run_id is None else next(
+        (r for r in history if r.run_id == run_id), None)
+    if report is None:
+        raise LookupError(f"no run {run_id!r} in {config.metadata_path} or under "
+                          f"{config.paths.pipeline_root} (lockstep runs lists them)")
+    return report, [r for r in history if r.started <= report.started][:TREND_RUNS]
 
 
 def write_report(config: Config, run_id: str | None = None, directory: str | None = None
@@ -82,10 +100,9 @@ def write_report(config: Config, run_id: str | None = None, directory: str | Non
 
 
 def past_runs(config: Config, limit: int) -> list[RunReport]:
-    """`lockstep runs`: the newest `limit` runs' reports from ML Metadata, newest first."""
+    """`lockstep runs`: the newest `limit` runs' reports, newest first: local runs' from ML
+    Metadata, kfp-local runs' from their task directories."""
     from pipeline.local.console import Console
 
     with Console(os.devnull):  # TFMA's and TensorFlow's import chatter
-        from pipeline.reporting import metadata_store
-
-        return metadata_store.history(config, max(limit, 0))
+        return _history(config, max(limit, 0))
