@@ -38,6 +38,12 @@ def test_an_attempt_resumes_from_the_furthest_earlier_attempt_at_the_same_job(tm
     moved = dataclasses.replace(job, model_run_dir=str(runs / "10"), eval_files=("/e/*",))
     assert resume.job_key(moved) == resume.job_key(job)
     assert resume.job_key(dataclasses.replace(job, transform_dir="/tf/8")) != resume.job_key(job)
+    # Nor where it runs: an attempt on another topology resumes the same job (elastic resume).
+    elsewhere = dataclasses.replace(job, trainer=dataclasses.replace(
+        job.trainer, emulate_replicas=4, tpu_slice="v5e-8", tpu="local"))
+    assert resume.job_key(elsewhere) == resume.job_key(job)
+    assert resume.job_key(dataclasses.replace(job, trainer=dataclasses.replace(
+        job.trainer, accumulation_steps=2))) != resume.job_key(job)
     # What an attempt stopped by SIGTERM parked comes before the siblings (TFX removes a failed
     # execution's ModelRun directory); the state file moves with it.
     stopped = _job(runs / "8", train_steps=400)

@@ -134,8 +134,14 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
                     per_replica_batch: int, *, training: bool, seed: int | None = 0,
                     skip_steps: int = 0, shuffle_buffer: int = 10_000, cache: bool | None = None,
                     chunk_steps: int | None = None, compression: str = "GZIP", transform=None,
-                    part: str = ALL, validation_share: float = 0.0):
+                    part: str = ALL, validation_share: float = 0.0, global_order: bool = False):
     """Returns dataset_fn(input_context) -> per-replica batches of (features, label).
+
+    global_order: with several input pipelines, each reads every record in the one order a
+    single pipeline would, batches it by the global step's batch and keeps its own slice of each
+    (trainer.input_order = "global"): the examples of every global step are then the same for
+    any number of pipelines (an elastic resume on other hosts), at the cost of each reading
+    every record. Without it each reads its own share of the files.
 
     part: ALL the split's records, or its FIT or VALIDATION part (`validation_share` of them).
 
@@ -167,17 +173,22 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
         pipeline_id = ctx.input_pipeline_id if ctx else 0
         ds = tf.data.Dataset.from_tensor_slices(files)
         keep = _keep(part, validation_share)
-        if len(files) >= pipelines:
+        whole = global_order and pipelines > 1  # this pipeline reads the global order
+        if whole:
+            ds = read_records(ds, compression, keep)
+        elif len(files) >= pipelines:
             ds = ds.shard(pipelines, pipeline_id)  # file sharding: each pipeline its own files
             ds = read_records(ds, compression, keep)
         else:
             ds = ds.flat_map(lambda f: _file_blocks(f, compression, READ_BLOCK, keep)).unbatch()
             ds = ds.shard(pipelines, pipeline_id)  # element sharding: fewer files than pipelines
         # The unit of batching is what this pipeline feeds one global step (the per-replica
-        # batch times the replicas it feeds): the data order is then the same for any replica
-        # count, which the one-device equivalence needs; rebatch cuts it per replica.
+        # batch times the replicas it feeds; global_order: the whole global step's): the data
+        # order is then the same for any replica count, which the one-device equivalence and an
+        # elastic resume need; rebatch cuts it per replica.
         replicas_fed = max(ctx.num_replicas_in_sync // pipelines, 1) if ctx else 1
-        unit = per_replica_batch * replicas_fed
+        share = per_replica_batch * replicas_fed  # what this pipeline feeds a global step
+        unit = share * pipelines if whole else share
         if training and cache:
             # Parse once: shuffle the records, parse them chunk_steps steps' worth at a time and
             # keep those in memory; every epoch reshuffles the chunks (the rebatch below cuts
@@ -192,6 +203,10 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
                 ds = ds.shuffle(shuffle_buffer, seed=shuffle_seed).repeat()
             ds = ds.batch(unit)
             ds = ds.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        if whole:  # each global step's batch, then this pipeline's slice of it
+            start = pipeline_id * share
+            ds = ds.rebatch(unit, drop_remainder=True).map(
+                lambda x, y: tf.nest.map_structure(lambda t: t[start:start + share], (x, y)))
         ds = ds.rebatch(per_replica_batch, drop_remainder=training)
         if skip_steps:
             ds = ds.skip(skip_steps * replicas_fed)

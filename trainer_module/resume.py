@@ -15,17 +15,27 @@ an uninterrupted run ends with.
 - A local run killed outright (SIGKILL, a lost machine) had no chance to park: each attempt leaves
   its identity in its ModelRun directory (JOB_KEY_FILE), so the next attempt finds the sibling
   directory of the same job that got furthest.
+
+Elastic resume: where the job runs (the replicas, hosts, TPU slice) is not part of its identity.
+Each checkpoint records the topology it was written on (`TopologyState`, in the checkpoint itself:
+a job's checkpoints may come from several topologies), and a job resumed on another replica count
+keeps that checkpoint's global batch (scaling.make_plan's `keep`: accumulation on fewer
+replicas, a smaller per-replica batch on more), so its learning rate, steps, schedule and place in
+the input are the ones it started with.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 
+from absl import logging
 import tensorflow as tf
 
 from trainer_module.job import TrainJob
+from trainer_module.scaling import Topology
 
 JOB_KEY_FILE = "job_key"
 CHECKPOINTS = "checkpoints"
@@ -36,10 +46,57 @@ def checkpoint_dir(job: TrainJob) -> str:
     return os.path.join(job.model_run_dir, CHECKPOINTS)
 
 
+# Where a job runs, not what it trains to: an attempt on another topology resumes the same job
+# (its global batch kept from the checkpoint, scaling.make_plan's `keep`).
+TOPOLOGY_SETTINGS = ("emulate_replicas", "tpu", "tpu_zone", "tpu_project", "tpu_slice",
+                     "allow_fallback")
+
+
 def job_key(job: TrainJob) -> str:
-    """What decides the weights a job trains to: its inputs and settings, not where it writes."""
-    inputs = dataclasses.replace(job, model_run_dir="", serving_model_dir="", eval_files=())
+    """What decides the weights a job trains to: its inputs and settings, not where it writes
+    nor on how many replicas it runs."""
+    trainer = dataclasses.replace(job.trainer, **{
+        name: type(getattr(job.trainer, name))() for name in TOPOLOGY_SETTINGS})
+    inputs = dataclasses.replace(job, model_run_dir="", serving_model_dir="", eval_files=(),
+                                 trainer=trainer)
     return hashlib.sha256(inputs.to_json().encode()).hexdigest()[:32]
+
+
+TOPOLOGY = "topology"  # the name of TopologyState in the checkpoint
+_TOPOLOGY_KEY = f"{TOPOLOGY}/.ATTRIBUTES/py_state"
+
+
+class TopologyState(tf.train.experimental.PythonState):
+    """The topology a checkpoint is written on, saved in it (track it as TOPOLOGY): it saves
+    `current`, and a restore leaves the checkpoint's in `restored` (None: no checkpoint restored,
+    or one written before checkpoints recorded it)."""
+
+    def __init__(self, current: Topology):
+        self.current = current
+        self.restored: Topology | None = None
+
+    def serialize(self):
+        return json.dumps(dataclasses.asdict(self.current))
+
+    def deserialize(self, string_value):
+        self.restored = _topology(string_value)
+
+
+def _topology(raw) -> Topology:
+    values = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    return Topology(**{f.name: int(values[f.name]) for f in dataclasses.fields(Topology)})
+
+
+def recorded_topology(directory: str) -> Topology | None:
+    """The topology the newest checkpoint in `directory` that records one was written on (None:
+    no checkpoint, or none records it)."""
+    state = tf.train.get_checkpoint_state(directory)
+    for path in reversed(list(state.all_model_checkpoint_paths) if state else []):
+        try:
+            return _topology(tf.train.load_checkpoint(path).get_tensor(_TOPOLOGY_KEY))
+        except Exception as err:  # noqa: BLE001  unreadable or older: the Controller says which
+            logging.info("No topology read from %s (%s)", path, type(err).__name__)
+    return None
 
 
 def parked_dir(job: TrainJob) -> str:

@@ -178,15 +178,52 @@ def default_per_replica_batch(hardware: str, replicas: int, accumulation: int = 
     return batch, reason + "; trainer.per_replica_batch sets it"
 
 
+@dataclasses.dataclass(frozen=True)
+class Topology:
+    """What a checkpoint was written on (trainer_module/resume.py keeps it in the checkpoint): the
+    replicas, hosts and batch split of its global batch, which a resumed job keeps."""
+
+    replicas: int
+    hosts: int
+    per_replica_batch: int
+    accumulation_steps: int
+    global_batch: int
+
+    @classmethod
+    def of(cls, plan: Plan) -> "Topology":
+        return cls(plan.replicas, plan.hosts, plan.per_replica_batch, plan.accumulation_steps,
+                   plan.global_batch)
+
+
+def elastic_split(global_batch: int, replicas: int, largest_batch: int) -> tuple[int, int]:
+    """(per-replica batch, accumulation steps) with which `replicas` make `global_batch`: the
+    fewest micro-batches whose batch is at most `largest_batch` (the per-replica batch the job
+    started with: what a replica's memory held), so 8 replicas of 32 become 4 x 32 x 2, and
+    2 replicas of 32 become 8 x 8 x 1."""
+    if global_batch % replicas:
+        raise ScalingError(f"the global batch {global_batch} of the checkpoint does not divide "
+                           f"over {replicas} replicas: resume on a replica count that divides it")
+    per_replica_step = global_batch // replicas
+    for accumulation in range(1, per_replica_step + 1):
+        if per_replica_step % accumulation == 0 and (
+                per_replica_step // accumulation <= max(largest_batch, 1)):
+            return per_replica_step // accumulation, accumulation
+    return 1, per_replica_step
+
+
 def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None = None,
-              cluster: tuple[int, int] | None = None, hardware: str = "", hosts: int = 1) -> Plan:
+              cluster: tuple[int, int] | None = None, hardware: str = "", hosts: int = 1,
+              keep: Topology | None = None) -> Plan:
     """cfg: a TrainerConfig. replicas: num_replicas_in_sync (per worker, asynchronous).
     train_rows: the training split's rows, needed when the steps come from trainer.epochs, and
     used to fit the default batch to the data. cluster: (workers, parameter servers) of an
     asynchronous run, when not the config's own (trainer.ps_workers, trainer.ps_servers);
     TF_CONFIG's cluster, say. hardware: "tpu", "gpu" or "cpu", what a replica is (default: "tpu"
     when on_tpu, else "cpu"), for the default batch. hosts: the input pipelines that feed the
-    replicas (a multi-host slice's hosts, a multi-worker run's workers)."""
+    replicas (a multi-host slice's hosts, a multi-worker run's workers). keep: the topology of
+    the checkpoint a job resumes from: where this one's global batch would differ, the
+    per-replica batch and accumulation are chosen to make the checkpoint's (elastic_split), so
+    the learning rate, steps and schedule stay the job's."""
     if replicas < 1:
         raise ScalingError(f"replicas must be at least 1, got {replicas}")
     hardware = hardware or ("tpu" if on_tpu else "cpu")
@@ -208,6 +245,11 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None =
                                                               train_rows)
     if per_replica < 1:
         raise ScalingError("trainer.per_replica_batch must be at least 1")
+    if keep and per_replica * replicas * accumulation != keep.global_batch:
+        per_replica, accumulation = elastic_split(keep.global_batch, replicas,
+                                                  keep.per_replica_batch)
+        batch_source = (f"the checkpoint's global batch {keep.global_batch}, written on "
+                        f"{keep.replicas} replicas, kept")
     global_batch = per_replica * replicas * accumulation
     if cfg.train_steps:
         steps, budget = cfg.train_steps, "fixed trainer.train_steps"

@@ -37,6 +37,12 @@ STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "cpu", PARAMETER_SERVER
 FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16 = "float32", "mixed_bfloat16", "mixed_float16"
 PRECISIONS = (FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16)
 LR_SCALINGS = ("sqrt", "linear")  # how the learning rate follows the global batch
+# How several hosts read the training split (trainer_module/input_pipeline.py): each its own share
+# of the files ("sharded"), or every host the one global order, keeping its slice of each global
+# batch ("global": each step's examples are the same for any host count, which an elastic resume
+# on another number of hosts needs; every host reads every record).
+SHARDED, GLOBAL = "sharded", "global"
+INPUT_ORDERS = (SHARDED, GLOBAL)
 # Said where the config asks for it and where `auto` finds a TPU at run time (train.build_model).
 FLOAT16_ON_TPU = ("trainer.precision = mixed_float16 cannot run on a TPU (TPUStrategy refuses loss "
                   "scaling); use mixed_bfloat16, which TPUs compute natively")
@@ -123,6 +129,11 @@ class TrainerConfig:
     # x replicas x accumulation_steps. A small slice reproduces a larger one's global batch,
     # learning rate and steps this way (`lockstep plan --slice v5e-4 --like v5e-16`).
     accumulation_steps: int = _run_parameter(1)
+    # Several hosts (a multi-host slice, several machines): "sharded", each reads its own share
+    # of the files; "global", every host reads the one order and keeps its slice of each global
+    # batch, so a job resumed on another number of hosts trains on the same examples at every
+    # step (docs/training.md, "Elastic resume"). One host reads the global order either way.
+    input_order: str = SHARDED
     # float32 | mixed_bfloat16 (TPUs; runs on CPU) | mixed_float16 (GPUs, with dynamic loss
     # scaling; not on TPU): the layers compute in 16 bits, the variables and outputs stay float32.
     precision: str = FLOAT32
@@ -176,6 +187,9 @@ class TrainerConfig:
         if self.accumulation_steps < 1:
             raise TrainerConfigError(
                 f"trainer.accumulation_steps must be at least 1, got {self.accumulation_steps}")
+        if self.input_order not in INPUT_ORDERS:
+            raise TrainerConfigError(f"trainer.input_order must be sharded or global, got "
+                                     f"{self.input_order!r}")
         if self.lr_scaling not in LR_SCALINGS:
             raise TrainerConfigError(f"trainer.lr_scaling must be sqrt or linear, got "
                                      f"{self.lr_scaling!r}")

@@ -133,6 +133,39 @@ class Stopping:
 
 
 @dataclasses.dataclass(frozen=True)
+class Elastic:
+    """A job resumed on another topology than the one its checkpoint was written on
+    (trainer_module/resume.py): the step, the replicas then and now, and the accumulation that
+    keeps the checkpoint's global batch (and so its learning rate, steps and schedule)."""
+
+    step: int
+    replicas: int
+    was_replicas: int
+    accumulation_steps: int
+    was_accumulation_steps: int
+    global_batch: int
+    per_replica_batch: int = 0
+    hosts: int = 1
+    was_hosts: int = 1
+    # False: the examples of each step from here are not those the old topology would have
+    # read (several hosts each reading a share of the files, and their count changed).
+    same_examples: bool = True
+    # Why the weights may not be those of an uninterrupted run (batch statistics per
+    # micro-batch); "" when they are.
+    caveat: str = ""
+
+    def words(self) -> str:
+        """'resumed at step 12 on 4 replicas (was 8): accumulation 2 keeps global batch 256'."""
+        text = (f"resumed at step {self.step} on {self.replicas} replicas (was "
+                f"{self.was_replicas}): accumulation {self.accumulation_steps} keeps global "
+                f"batch {self.global_batch}")
+        if not self.same_examples:
+            text += (f"; the examples of each step from here are not those {self.was_hosts} "
+                     "hosts would have read (trainer.input_order = \"global\" keeps them)")
+        return text + (f"; {self.caveat}" if self.caveat else "")
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainingSummary:
     """One training run: the plan it followed, its last train logs, its eval figures, where it
     ran, and what the user's code and trainer.verify had to do with it."""
@@ -156,6 +189,12 @@ class TrainingSummary:
     resumed_at: int = 0
     unreadable_checkpoints: tuple[str, ...] = ()
     stopping: Stopping | None = None  # early stopping's account (None: trained every step)
+    elastic: Elastic | None = None  # resumed on another topology (None: the same, or not resumed)
+
+    def resume_words(self) -> str:
+        """The elastic resume's line ('resumed at step S on M replicas (was N): accumulation K
+        keeps global batch G'), "" when the job did not change topology."""
+        return self.elastic.words() if self.elastic else ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: plain values, the nested records as dicts."""
@@ -183,4 +222,6 @@ class TrainingSummary:
                       "asynchronous": (Asynchronous(**_known(Asynchronous, values["asynchronous"]))
                                        if values.get("asynchronous") else None),
                       "stopping": (Stopping(**_known(Stopping, values["stopping"]))
-                                   if values.get("stopping") else None)})
+                                   if values.get("stopping") else None),
+                      "elastic": (Elastic(**_known(Elastic, values["elastic"]))
+                                  if values.get("elastic") else None)})

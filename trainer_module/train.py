@@ -25,8 +25,8 @@ from trainer_module import equivalence, export, input_pipeline, loop, parameter_
 from trainer_module import precision, resume, scaling, slices, strategy as strategy_lib
 from trainer_module import termination, warmup
 from trainer_module.job import TrainJob
-from trainer_module.settings import CLASSIFICATION, PARAMETER_SERVER, TrainerConfig
-from trainer_module.summary import Asynchronous, TrainingSummary
+from trainer_module.settings import CLASSIFICATION, GLOBAL, PARAMETER_SERVER, TrainerConfig
+from trainer_module.summary import Asynchronous, Elastic, TrainingSummary
 
 
 def _warm_start(model: tf.keras.Model, base_model: str) -> tuple[bool, str]:
@@ -45,14 +45,18 @@ def _warm_start(model: tf.keras.Model, base_model: str) -> tuple[bool, str]:
     return False, why
 
 
-def _plan(cfg: TrainerConfig, strategy: tf.distribute.Strategy, train_files) -> scaling.Plan:
-    """The scaling plan for this strategy, printed, with its warnings logged."""
-    train_rows = build.train_rows(cfg, train_files)
-    cluster = (parameter_server.cluster_size(strategy)
-               if parameter_server.is_parameter_server(strategy) else None)
+def _plan(job: TrainJob, strategy: tf.distribute.Strategy) -> scaling.Plan:
+    """The scaling plan for this strategy, printed, with its warnings logged. A synchronous job
+    that resumes from a checkpoint written on another topology keeps its global batch (elastic
+    resume: trainer_module/resume.py)."""
+    cfg = job.trainer
+    train_rows = build.train_rows(cfg, job.train_files)
+    asynchronous = parameter_server.is_parameter_server(strategy)
+    cluster = parameter_server.cluster_size(strategy) if asynchronous else None
+    keep = None if asynchronous else resume.recorded_topology(resume.restore_from(job))
     plan = scaling.make_plan(cfg, strategy.num_replicas_in_sync, strategy_lib.is_tpu(strategy),
                              train_rows, cluster, strategy_lib.hardware(strategy),
-                             hosts=strategy_lib.hosts(strategy))
+                             hosts=strategy_lib.hosts(strategy), keep=keep)
     logging.info("\n%s", plan.describe())
     if cfg.tpu_slice:
         expected = slices.get(cfg.tpu_slice).replicas
@@ -98,7 +102,7 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
                 else strategy_lib.resolve_strategy(cfg))
     verified = _verify(job, strategy_lib.hardware(strategy)) if cfg.verify else None
     asynchronous = parameter_server.is_parameter_server(strategy)
-    plan = _plan(cfg, strategy, job.train_files)
+    plan = _plan(job, strategy)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     task = job.task
     inputs = build.model_inputs(tf_transform_output, job.label, task, cfg)
@@ -114,7 +118,7 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         # Asynchronous: made in the scope, so its tables are copied to every worker.
         transform = tf_transform_output.transform_features_layer() if asynchronous else None
     chief = strategy_lib.is_chief(strategy)
-    checkpoint_dir = resume.checkpoint_dir(job)
+    topology = resume.TopologyState(scaling.Topology.of(plan))  # saved in each checkpoint
     if chief:
         resume.mark(job)
     raw_spec = build.raw_spec(tf_transform_output, job.label)
@@ -127,11 +131,13 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     controller = controller_lib.Controller(
         model, optimizer, restore_from=resume.restore_from(job), strategy=strategy,
         # Every worker saves (the all-reduce needs them all); only the chief's copy is kept.
-        directory=checkpoint_dir if chief else tempfile.mkdtemp(prefix="lockstep-ckpt-"),
+        directory=resume.checkpoint_dir(job) if chief else tempfile.mkdtemp(
+            prefix="lockstep-ckpt-"),
         total_steps=plan.train_steps, steps_per_execution=_chunk(cfg, plan),
         checkpoint_every=cfg.checkpoint_every, actions=[*train_actions, *callbacks],
-        tracked={"best": best} if best else None)
+        tracked={resume.TOPOLOGY: topology, **({"best": best} if best else {})})
     start = controller.start_step
+    elastic = _elastic(job, plan, topology.restored, start, model)
     warm, cold_because = (_warm_start(model, job.base_model) if start == 0 and cfg.warm_start
                           else (False, ""))
 
@@ -161,8 +167,37 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         strategy.num_replicas_in_sync, chief=chief, train_seconds=train_seconds,
         warm_started=bool(warm), not_warm_started=cold_because, model=cfg.model, loss=cfg.loss, verify=verified,
         resumed_at=start, unreadable_checkpoints=tuple(controller.unreadable),
-        stopping=stopping.summary(controller.step) if stopping else None,
+        stopping=stopping.summary(controller.step) if stopping else None, elastic=elastic,
         asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None)
+
+
+def _elastic(job: TrainJob, plan: scaling.Plan, restored: scaling.Topology | None, start: int,
+             model: tf.keras.Model) -> Elastic | None:
+    """The account of a resume on another topology than the checkpoint's (None: the same one, or
+    no checkpoint, or one from before checkpoints recorded it), logged."""
+    if not restored or not start or scaling.Topology.of(plan) == restored:
+        return None
+    if restored.global_batch != plan.global_batch:  # the Controller passed over the newest
+        raise RuntimeError(f"the checkpoint restored at step {start} was written with global "
+                           f"batch {restored.global_batch}, the plan has {plan.global_batch}")
+    normalized = [layer.name for layer in _layers(model)
+                  if isinstance(layer, tf.keras.layers.BatchNormalization)]
+    caveat = (f"batch statistics ({', '.join(normalized[:3])}) now come from micro-batches of "
+              f"{plan.per_replica_batch}, not from {restored.per_replica_batch} rows: the weights "
+              "are not those of an uninterrupted run"
+              if normalized and plan.per_replica_batch != restored.per_replica_batch else "")
+    elastic = Elastic(start, plan.replicas, restored.replicas, plan.accumulation_steps,
+                      restored.accumulation_steps, plan.global_batch, plan.per_replica_batch,
+                      plan.hosts, restored.hosts,
+                      same_examples=(plan.hosts == restored.hosts
+                                     or job.trainer.input_order == GLOBAL), caveat=caveat)
+    logging.info("Elastic resume: %s", elastic.words())
+    return elastic
+
+
+def _layers(model: tf.keras.Model):
+    """Every layer of the model, those inside nested models and layers too."""
+    return [module for module in model.submodules if isinstance(module, tf.keras.layers.Layer)]
 
 
 def _early_stopping(job: TrainJob, plan: scaling.Plan, model, loss, best, raw_spec,
@@ -200,7 +235,7 @@ def _step_loop(job: TrainJob, strategy, plan: scaling.Plan, model, optimizer, lo
         job.train_files, raw_spec, job.label, job.task, plan.replica_step_batch, training=True,
         seed=None if asynchronous else cfg.seed, skip_steps=0 if asynchronous else start,
         transform=transform, part=input_pipeline.ALL if asynchronous else input_pipeline.FIT,
-        validation_share=cfg.validation_share)
+        validation_share=cfg.validation_share, global_order=cfg.input_order == GLOBAL)
     if asynchronous:
         return parameter_server.AsynchronousLoop(strategy, model, optimizer, loss, plan.global_batch,
                                              dataset_fn, metrics=metrics,

@@ -1,0 +1,44 @@
+"""Runs one TrainJob in this process, one worker of a cluster (TF_CONFIG) or alone, for the
+elastic-resume tests: the job stops once every worker has checkpointed at --stop-at.
+
+usage: elastic_worker.py JOB.json RESULT.json [--stop-at STEP]
+Status 0 with the summary in RESULT.json; 3 when stopped at STEP.
+"""
+
+import json
+import os
+import sys
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
+from absl import logging  # noqa: E402
+
+from trainer_module import train  # noqa: E402
+from trainer_module.job import TrainJob  # noqa: E402
+
+logging.set_verbosity(logging.INFO)
+
+
+class Stopped(Exception):
+    pass
+
+
+def main(argv) -> int:
+    with open(argv[1]) as handle:
+        job = TrainJob.from_json(handle.read())
+    stop_at = int(argv[argv.index("--stop-at") + 1]) if "--stop-at" in argv else 0
+
+    def stop(step, logs):  # an action: after the checkpoint at this step is on disk
+        if stop_at and step >= stop_at:
+            raise Stopped(step)
+    try:
+        result = train.train_job(job, callbacks=[stop])
+    except Stopped:
+        return 3
+    with open(argv[2], "w") as handle:
+        json.dump(result.to_dict(), handle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
