@@ -1,0 +1,96 @@
+"""The figures the README and docs/ quote, measured here and printed in one block, so a page and
+the code cannot drift: a page quotes this script's output and names it.
+
+Each `lockstep run` is the real CLI in a fresh process on the bundled penguins data, in a fresh
+directory:
+1. the bundled run from a fresh pipeline root: the summary's `Total` (the pipeline) and the whole
+   process's wall time (start-up and imports too);
+2. the same again on that root, twice: what is cached and what runs again (the baseline lookup
+   finds the model the first run pushed, so the Evaluator scores against it again and the
+   Pusher says it was pushed already), with how many components did each;
+3. with --kfp-local: the compiled spec under kfp.local (each task a process), its `Total`;
+4. the test counts: the whole suite and the fast part (`-m "not slow"`), as pytest collects them.
+
+The machine is named with its cores and load, since a busy machine is slower: quote a figure
+with the machine it came from.
+usage: python benchmarks/figures.py [--kfp-local] [--no-tests]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness import REPO
+
+_TOTAL = re.compile(r"^Total: ([\d.]+)s$", re.M)
+
+
+def _env() -> dict:
+    return dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
+                PYTHONPATH=str(REPO))
+
+
+def lockstep_run(root: Path, *flags: str) -> tuple[float, float, str]:
+    """(the summary's Total, the process's wall seconds, "N executed, M cached") of one
+    `lockstep run`."""
+    command = [sys.executable, "-m", "pipeline.cli", "run", "--pipeline-root",
+               str(root / "pipeline_root"), "--serving-dir", str(root / "serving"), *flags]
+    tic = time.perf_counter()
+    done = subprocess.run(command, cwd=root, env=_env(), capture_output=True, text=True)
+    wall = time.perf_counter() - tic
+    total = _TOTAL.search(done.stdout)
+    if done.returncode or not total:
+        sys.exit(f"failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-3000:]}")
+    executed = len(re.findall(r"^  \w+\s+(?:executed|done)\s", done.stdout, re.M))
+    cached = len(re.findall(r"^  \w+\s+cached\s", done.stdout, re.M))
+    return float(total.group(1)), wall, f"{executed} executed, {cached} cached"
+
+
+def test_count(*marks: str) -> int:
+    """The tests pytest collects (with `-m` marks given)."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                           "-p", "no:cacheprovider", *marks, "tests"],
+                          cwd=REPO, env=_env(), capture_output=True, text=True)
+    found = re.search(r"^(\d+)(?:/\d+)? tests? (?:collected|selected)", done.stdout, re.M)
+    if not found:
+        sys.exit(f"pytest --collect-only said:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kfp-local", action="store_true",
+                        help="also the bundled run under kfp.local (a few minutes)")
+    parser.add_argument("--no-tests", action="store_true", help="skip counting the tests")
+    args = parser.parse_args()
+    lines = []
+    with tempfile.TemporaryDirectory(prefix="lockstep-figures-") as work:
+        for what in ("first run, fresh root", "second run, same root",
+                     "third run, same root"):
+            total, wall, work_done = lockstep_run(Path(work))
+            lines.append(f"bundled data, {what}: Total {total:.1f} s, the process {wall:.1f} s "
+                         f"({work_done})")
+    if args.kfp_local:
+        with tempfile.TemporaryDirectory(prefix="lockstep-figures-") as work:
+            total, wall, _ = lockstep_run(Path(work), "--orchestrator", "kfp-local")
+        lines.append(f"bundled data under kfp-local, fresh root: Total {total:.1f} s, the process "
+                     f"{wall:.1f} s")
+    if not args.no_tests:
+        everything, fast = test_count(), test_count("-m", "not slow")
+        lines.append(f"tests: {everything} ({fast} fast, make test-fast)")
+    load = os.getloadavg()[0]
+    print(f"benchmarks/figures.py on {os.cpu_count()} cores, load {load:.1f} at the end, "
+          f"{time.strftime('%Y-%m-%d')}:")
+    for line in lines:
+        print(f"  {line}")
+
+
+if __name__ == "__main__":
+    main()
