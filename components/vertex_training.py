@@ -18,6 +18,14 @@ component with this executor) runs on a CPU pod of the cluster and:
    from the checkpoints in the ModelRun URI (trainer_module/resume.py). Vertex itself restarts
    the job when a host restarts (`restart_job_on_worker_restart`).
 
+**Fallback slices** (`trainer.fallback_slices = ["v5e-8"]`): when Vertex answers that it has no
+capacity or no quota for the slice (the create refused with RESOURCE_EXHAUSTED, or the job failed
+for want of resources), the task submits the job on the next slice of the list, with the
+accumulation that keeps the first slice's global batch (16 replicas -> 8 with accumulation 2), and
+says so; the Trainer's plan then has the global batch, learning rate and steps it would have had
+on the first slice, and a job resumed from a checkpoint the first slice wrote goes on with them
+(elastic resume, trainer_module/resume.py).
+
 Which slices Vertex custom training can launch is written once here (`launch_refusal`); a slice
 it cannot launch is refused when the pipeline is compiled. The project, region, service account
 and network come from the config's [vertex] table and are run parameters of the pipeline; an API
@@ -41,6 +49,8 @@ from tfx.types.component_spec import ExecutionParameter
 
 from components import entrypoint, fs, trainer
 from trainer_module import slices
+from trainer_module.settings import RUN_PARAMETERS as TRAINER_PARAMETERS
+from trainer_module.settings import RUN_PARAMETERS_KEY, TRAINER_KEY, TrainSpec
 
 _log = logging.getLogger(__name__)
 
@@ -69,7 +79,12 @@ _TERMINAL = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
 
 
 class VertexError(RuntimeError):
-    """The job could not be submitted or did not succeed; one line naming the setting or job."""
+    """The job could not be submitted or did not succeed; one line naming the setting or job.
+    `capacity`: Vertex has no capacity or quota for the slice (a fallback slice may have)."""
+
+    def __init__(self, message: str, capacity: bool = False):
+        super().__init__(message)
+        self.capacity = capacity
 
 
 def launch_refusal(tpu: slices.TpuSlice) -> str:
@@ -141,7 +156,8 @@ def custom_job(settings: VertexSettings, display_name: str, args: list[str]):
     tpu = slices.get(settings.tpu_slice)
     pool = job_types.WorkerPoolSpec(
         machine_spec=machine_resources.MachineSpec(
-            machine_type=_MACHINES[tpu.name.split("-")[0]], tpu_topology=tpu.topology),
+            machine_type=_MACHINES[tpu.name.split("-")[0]] if not tpu.single_host
+            else tpu.machine_type, tpu_topology=tpu.topology),
         replica_count=1,
         container_spec=job_types.ContainerSpec(
             image_uri=settings.image, command=list(entrypoint.COMMAND), args=args,
@@ -191,7 +207,57 @@ def _refused(err: Exception, settings: VertexSettings) -> VertexError:
         about = settings.where()
     name = grpc_name or getattr(status, "name", "") or type(err).__name__
     return VertexError(f"Vertex AI refused the Trainer's job ({about}): {name}: "
-                       f"{message or type(err).__name__}")
+                       f"{message or type(err).__name__}",
+                       capacity=(http == 429 or grpc_name == "RESOURCE_EXHAUSTED"
+                                 or _says_no_capacity(words)))
+
+
+def _says_no_capacity(words: str) -> bool:
+    return any(w in words for w in ("capacity", "stockout", "insufficient", "not enough resources",
+                                    "enough resources available", "quota"))
+
+
+def _no_capacity(job) -> bool:
+    """A job that failed because Vertex had no TPU VMs (or no quota) for its slice."""
+    return job.error.code == 8 or _says_no_capacity((job.error.message or "").lower())  # 8: RESOURCE_EXHAUSTED
+
+
+def fallback_slices(exec_properties: dict[str, Any]) -> list[str]:
+    """trainer.fallback_slices, from the task's custom_config (none when it has no trainer)."""
+    custom = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "{}")
+    return list((custom.get(TRAINER_KEY) or {}).get("fallback_slices") or [])
+
+
+def on_slice(settings: VertexSettings, exec_properties: dict[str, Any],
+             tpu_slice: str) -> tuple[VertexSettings, dict[str, Any], str]:
+    """The job's settings and properties on the fallback `tpu_slice`: the Trainer's slice and
+    accumulation changed so that the global batch is the first slice's (the TrainerConfig's
+    run parameters too, which a run's values would otherwise override); and the line that says
+    so."""
+    first, then = slices.get(settings.tpu_slice), slices.get(tpu_slice)
+    refusal = launch_refusal(then)
+    if refusal:
+        raise VertexError(f"trainer.fallback_slices: {then.name}: {refusal}")
+    custom = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
+    spec = TrainSpec.from_custom_config({**custom, RUN_PARAMETERS_KEY: {
+        name: exec_properties.get(name) for name in TRAINER_PARAMETERS}})
+    steps = spec.trainer.accumulation_steps * first.replicas
+    if steps % then.replicas:
+        raise VertexError(f"trainer.fallback_slices: {then.name} ({then.replicas} replicas) "
+                          f"cannot keep the global batch of {first.name} x "
+                          f"{spec.trainer.accumulation_steps} accumulation")
+    trainer_cfg = dataclasses.replace(spec.trainer, tpu_slice=then.name,
+                                      accumulation_steps=steps // then.replicas)
+    properties = {**exec_properties, TPU_SLICE: then.name,
+                  standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(
+                      dataclasses.replace(spec, trainer=trainer_cfg).to_custom_config()),
+                  **{name: getattr(trainer_cfg, name) for name in TRAINER_PARAMETERS
+                     if exec_properties.get(name) is not None}}
+    words = (f"submitting the Trainer's job on {then.name} ({then.replicas} replicas) with "
+             f"accumulation {trainer_cfg.accumulation_steps}, which keeps the global batch of "
+             f"{first.name} ({first.replicas} replicas x {spec.trainer.accumulation_steps}); "
+             "trainer.fallback_slices")
+    return dataclasses.replace(settings, tpu_slice=then.name), properties, words
 
 
 def _preempted(job) -> bool:
@@ -209,9 +275,17 @@ class Executor(trainer.Executor):
             output_dict[standard_component_specs.MODEL_RUN_KEY])
         record = fs.join(model_run, JOB_RECORD)
         service = client(settings)
-        job = self._earlier_job(service, record, settings)
+        fallbacks = fallback_slices(exec_properties)
+        job, on = self._earlier_job(service, record, settings)
+        first, properties = settings, exec_properties
+        if on and on != settings.tpu_slice and on in fallbacks:  # a retry after a fallback
+            settings, properties, _ = on_slice(first, exec_properties, on)
+            fallbacks = fallbacks[fallbacks.index(on) + 1:]
         attempts = 0
         while job is None or job.state.name != "JOB_STATE_SUCCEEDED":
+            if job is not None and _no_capacity(job) and fallbacks:
+                why, job = f"job {job.name} ended {job.state.name}: {job.error.message}", None
+                settings, properties = self._fall_back(first, exec_properties, fallbacks, why)
             if job is not None:  # it ended without success
                 if not _preempted(job) or attempts >= settings.resubmits:
                     raise VertexError(f"Vertex AI job {job.name} ended {job.state.name}: "
@@ -220,19 +294,35 @@ class Executor(trainer.Executor):
                 _log.warning("Vertex AI job %s was preempted (%s): submitting it again (%d of "
                              "%d); the Trainer resumes from its checkpoints", job.name,
                              job.error.message, attempts, settings.resubmits)
-            job = self._submit(service, settings, record,
-                               container_args(input_dict, output_dict, exec_properties))
+            try:
+                job = self._submit(service, settings, record,
+                                   container_args(input_dict, output_dict, properties))
+            except VertexError as refused:
+                if not (refused.capacity and fallbacks):
+                    raise
+                settings, properties = self._fall_back(first, exec_properties, fallbacks,
+                                                       str(refused))
+                continue
             job = self._wait(service, job.name, settings)
         _log.info("Vertex AI job %s succeeded", job.name)
 
     @staticmethod
+    def _fall_back(first: VertexSettings, exec_properties, fallbacks: list[str], why: str):
+        """The next fallback slice's settings and properties (taken off `fallbacks`), said."""
+        settings, properties, words = on_slice(first, exec_properties, fallbacks.pop(0))
+        _log.warning("No capacity for %s (%s): %s", first.tpu_slice, why, words)
+        return settings, properties
+
+    @staticmethod
     def _earlier_job(service, record: str, settings: VertexSettings):
-        """The job a previous try of this task submitted, waited for to its end, or None."""
+        """The job a previous try of this task submitted, waited for to its end, and the slice
+        it ran on; (None, "") without one."""
         if not fs.exists(record):
-            return None
-        name = json.loads(fs.read_text(record))["name"]
+            return None, ""
+        recorded = json.loads(fs.read_text(record))
+        name = recorded["name"]
         _log.info("Found Vertex AI job %s from an earlier try of this task: waiting for it", name)
-        return Executor._wait(service, name, settings)
+        return Executor._wait(service, name, settings), recorded.get("tpu_slice", "")
 
     @staticmethod
     def _submit(service, settings: VertexSettings, record: str, args: list[str]):
@@ -243,7 +333,7 @@ class Executor(trainer.Executor):
         except Exception as err:  # noqa: BLE001  google.api_core's errors, by status
             raise _refused(err, settings) from None
         fs.makedirs(record.rsplit("/", 1)[0])
-        fs.write_text(record, json.dumps({"name": job.name}))
+        fs.write_text(record, json.dumps({"name": job.name, "tpu_slice": settings.tpu_slice}))
         _log.info("Submitted Vertex AI job %s on %s (%s)", job.name, settings.tpu_slice,
                   settings.where())
         return job

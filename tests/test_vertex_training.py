@@ -135,7 +135,8 @@ def test_the_job_submitted_for_each_slice_vertex_can_launch(tmp_path, name):
     assert paths[0] == ("POST", "/v1/projects/acme/locations/europe-west4/customJobs")
     assert paths[1:] == [("GET", "/v1/projects/acme/locations/europe-west4/customJobs/1")] * 2
     record = json.loads((tmp_path / "model_run" / vertex_training.JOB_RECORD).read_text())
-    assert record == {"name": "projects/acme/locations/europe-west4/customJobs/1"}
+    assert record == {"name": "projects/acme/locations/europe-west4/customJobs/1",
+                      "tpu_slice": name}
 
 
 def test_a_preempted_job_is_submitted_again_and_a_retried_task_waits_for_its_job(tmp_path):
@@ -194,3 +195,83 @@ def test_settings_missing_from_config_and_run_are_named(tmp_path):
                                                           r"\[vertex\] region in the config, or "
                                                           r"run with --param vertex_region=\.\.\.\)$"):
         _run(tmp_path, VertexStandIn(), vertex_region="")
+
+
+def _trainer_config(**trainer) -> str:
+    """A Trainer custom_config as the pipeline writes it (TrainSpec), with these settings."""
+    from trainer_module.settings import TrainerConfig, TrainSpec
+
+    return json.dumps(TrainSpec("species", "classification",
+                                TrainerConfig(strategy="tpu", **trainer)).to_custom_config())
+
+
+def _submitted_trainer(body: dict) -> tuple[str, dict, dict]:
+    """The slice a created job runs on, its Trainer's settings and exec properties."""
+    job = CustomJob.from_json(json.dumps(body))
+    [pool] = job.job_spec.worker_pool_specs
+    args = list(pool.container_spec.args)
+    properties = json.loads(base64.b64decode(args[args.index("--exec-properties-base64") + 1]))
+    custom = json.loads(properties["custom_config"])
+    return pool.machine_spec.tpu_topology, custom["trainer"], properties
+
+
+@pytest.mark.parametrize("refusal", ["create", "job"])
+def test_no_capacity_for_the_slice_falls_back_to_the_next_with_the_accumulation_that_keeps_the_global_batch(
+        tmp_path, caplog, refusal):
+    """trainer.fallback_slices = ["v5e-8"]: Vertex answers the v5e-16 job with no capacity (the
+    create refused, or the job failed for want of TPU VMs); the task submits it on the v5e-8
+    with accumulation 2 (16 replicas x 1 = 8 x 2), the run parameter too, and says so."""
+    from trainer_module import scaling
+    from trainer_module.settings import TrainerConfig
+
+    no_capacity = [{"state": "JOB_STATE_FAILED", "error": {
+        "code": 8, "message": "Resources are insufficient in region: europe-west4"}}]
+    custom = _trainer_config(tpu_slice="v5e-16", fallback_slices=["v5e-8", "v5e-4"])
+    with VertexStandIn() as standin, caplog.at_level("WARNING"):
+        if refusal == "create":
+            standin.fail(429, "RESOURCE_EXHAUSTED", "The zone does not have enough resources "
+                                                    "available to fulfill the request")
+        else:
+            standin.scripts = [no_capacity]
+        _run(tmp_path, standin, custom_config=custom, accumulation_steps=1)
+    first_body, body = standin.creates()  # v5e-16 (refused, or failed), then v5e-8
+    assert _submitted_trainer(first_body)[0] == slices.get("v5e-16").topology
+    assert body["displayName"].startswith("lockstep-trainer-v5e-8-")
+    topology, trainer_cfg, properties = _submitted_trainer(body)
+    assert topology == slices.get("v5e-8").topology
+    assert (trainer_cfg["tpu_slice"], trainer_cfg["accumulation_steps"]) == ("v5e-8", 2)
+    assert properties["accumulation_steps"] == 2  # the run parameter, which would override it
+    # The plan on 8 replicas x 2 has the global batch, rate and steps of 16 replicas.
+    first = scaling.make_plan(TrainerConfig(train_steps=100), 16, on_tpu=True)
+    then = scaling.make_plan(TrainerConfig(train_steps=100, accumulation_steps=2), 8, on_tpu=True)
+    assert (then.global_batch, then.learning_rate) == (first.global_batch, first.learning_rate)
+    said = [r.getMessage() for r in caplog.records if "No capacity" in r.getMessage()]
+    print("\n".join(said))
+    assert len(said) == 1 and said[0].startswith("No capacity for v5e-16 (")
+    assert said[0].endswith("submitting the Trainer's job on v5e-8 (8 replicas) with "
+                            "accumulation 2, which keeps the global batch of v5e-16 (16 replicas "
+                            "x 1); trainer.fallback_slices")
+    record = json.loads((tmp_path / "model_run" / vertex_training.JOB_RECORD).read_text())
+    assert record["tpu_slice"] == "v5e-8"
+
+
+def test_without_fallback_slices_no_capacity_is_the_error_it_was(tmp_path):
+    with VertexStandIn() as standin:
+        standin.fail(429, "RESOURCE_EXHAUSTED", "Quota exceeded for TPU v5 lite pod cores")
+        with pytest.raises(vertex_training.VertexError, match="quota for v5e-16 TPU VMs"):
+            _run(tmp_path, standin, custom_config=_trainer_config(tpu_slice="v5e-16"))
+
+
+@pytest.mark.parametrize("fallbacks, message", [
+    (["v5e-32"], r"v5e-32 \(32 replicas\) cannot keep the global batch of v5e-16 \(16 replicas "
+                 r"x 1\): its replicas must divide 16"),
+    (["v5e-3"], "unknown TPU slice 'v5e-3'"),
+    ([8], 'a slice is a name such as "v5e-8", got 8')])
+def test_a_fallback_slice_that_cannot_keep_the_global_batch_is_refused_in_the_config(
+        fallbacks, message):
+    from trainer_module.settings import TrainerConfig, TrainerConfigError
+
+    with pytest.raises(TrainerConfigError, match=rf"^trainer.fallback_slices: {message}"):
+        TrainerConfig(tpu_slice="v5e-16", fallback_slices=fallbacks).validate()
+    TrainerConfig(tpu_slice="v5e-16", accumulation_steps=2, fallback_slices=["v5e-8", "v5e-4",
+                                                                             "v5e-1"]).validate()

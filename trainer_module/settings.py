@@ -77,6 +77,10 @@ class TrainerConfig:
     # compiled for Kubeflow.
     tpu_slice: str = ""
     allow_fallback: bool = False  # true: a TPU that is not there falls back instead of failing
+    # A multi-host slice's Trainer on Vertex AI: the slices to submit on, in order, when Vertex has
+    # no capacity or quota for tpu_slice, each with the accumulation that keeps tpu_slice's
+    # global batch (components/vertex_training.py; docs/tpu.md).
+    fallback_slices: list[str] = dataclasses.field(default_factory=list)
     emulate_replicas: int = 0  # >1: split the CPU into N logical devices under MirroredStrategy
     # strategy parameter_server without TF_CONFIG: a cluster on loopback of this many workers
     # and parameter servers (with TF_CONFIG, its cluster).
@@ -217,6 +221,27 @@ class TrainerConfig:
                 raise TrainerConfigError(
                     f"trainer.tpu_slice={self.tpu_slice!r} needs trainer.strategy auto or tpu, "
                     f"got {self.strategy!r}")
+        self._validate_fallback_slices()
+
+    def _validate_fallback_slices(self) -> None:
+        """Each a known slice whose replicas divide tpu_slice's global batch (x accumulation)."""
+        if self.fallback_slices and not self.tpu_slice:
+            raise TrainerConfigError("trainer.fallback_slices needs trainer.tpu_slice (the slice "
+                                     "they stand in for)")
+        for name in self.fallback_slices:
+            if not isinstance(name, str):
+                raise TrainerConfigError(f"trainer.fallback_slices: a slice is a name such as "
+                                         f"\"v5e-8\", got {name!r}")
+            try:
+                fallback, first = slices.get(name), slices.get(self.tpu_slice)
+            except slices.SliceError as err:
+                raise TrainerConfigError(f"trainer.fallback_slices: {err}") from None
+            if (first.replicas * self.accumulation_steps) % fallback.replicas:
+                raise TrainerConfigError(
+                    f"trainer.fallback_slices: {name} ({fallback.replicas} replicas) cannot keep "
+                    f"the global batch of {first.name} ({first.replicas} replicas x "
+                    f"{self.accumulation_steps}): its replicas must divide "
+                    f"{first.replicas * self.accumulation_steps}")
 
 
     def _validate_parameter_server(self) -> None:
