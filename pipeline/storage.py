@@ -68,7 +68,9 @@ _OUT_OF_SPACE = re.compile(r"No space left on device|ENOSPC|database or disk is 
                            r"Disk quota exceeded|EDQUOT|RESOURCE_EXHAUSTED.*(space|disk)", re.I)
 
 
-def out_of_space(error_text: str, run_places: list[Place]) -> str:
+def out_of_space(error_text: str, run_places: list[Place],
+                 remedy: str = "free some space and run again: the components that completed "
+                               "are reused, the one that failed runs again") -> str:
     """The line for an error that is a full disk (its text says so, or a local place has less
     than a megabyte left): which place, how much is free, what to do. "" for another error."""
     full = [(p, shutil.disk_usage(_nearest_existing(p)).free) for p in run_places
@@ -78,8 +80,7 @@ def out_of_space(error_text: str, run_places: list[Place]) -> str:
         return ""
     where = (" and ".join(f"the {p.what} {p.path} ({_size(free)} free)" for p, free in full)
              or " and ".join(f"the {p.what} {p.path}" for p in run_places))
-    return (f"out of disk space under {where}; free some space and run again: the components "
-            "that completed are reused, the one that failed runs again")
+    return f"out of disk space under {where}; {remedy}"
 
 
 def _nearest_existing(place: Place) -> str:

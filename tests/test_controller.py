@@ -248,3 +248,31 @@ def test_an_unreadable_last_checkpoint_falls_back_to_the_one_before(tmp_path, ca
     assert _checkpoint_steps(resumed) == [5, 10]
     resumed.train(trainer)
     assert _checkpoint_steps(resumed) == [5, 10, 15, 20]
+
+
+def test_once_sigterm_arrived_a_stop_block_ends_with_stopped_whatever_else_it_ends_with():
+    """SIGTERM's raise in the middle of an import or a library's code can come out as another
+    error (a TypeError), or be swallowed outright: the block ends with the Stopped all the same,
+    the other error as its cause; without a SIGTERM, errors and returns are untouched."""
+    import signal
+
+    from trainer_module import termination
+
+    with pytest.raises(termination.Stopped, match="^stopped by SIGTERM while A ran$") as raised:
+        with termination.stop_on_sigterm(lambda: "stopped by SIGTERM while A ran"):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+            except termination.Stopped:
+                raise TypeError("unsupported callable") from None
+    assert isinstance(raised.value.__cause__, TypeError)
+    with pytest.raises(termination.Stopped):
+        with termination.stop_on_sigterm(lambda: "stopped by SIGTERM while B ran"):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+            except Exception:  # noqa: BLE001  swallowed, as code that catches everything does
+                pass
+    with pytest.raises(TypeError):
+        with termination.stop_on_sigterm(lambda: "never"):
+            raise TypeError("its own")
+    with termination.stop_on_sigterm(lambda: "never") as check:
+        check()

@@ -72,51 +72,67 @@ def test_a_disk_too_small_for_the_run_is_refused_with_what_it_needs(tmp_path, mo
     assert list(small.iterdir()) == []
 
 
+def _fill(disk) -> None:
+    """Every byte left on the file system, taken by one file."""
+    with open(disk / "filler", "wb") as filler:
+        try:
+            while True:
+                filler.write(b"\0" * (1 << 20))
+                filler.flush()
+        except OSError:
+            pass
+
+
 @pytest.mark.slow
-def test_a_disk_that_fills_mid_run_is_one_line_and_the_next_run_recovers(tmp_path, mount,
-                                                                          penguins_run):
-    """The disk fills as StatisticsGen and Transform start (ExampleGen done): one line naming
-    the place; space freed, the next run reuses ExampleGen's complete output and pushes the
-    model a clean run pushes (the shared run's, the same predictions)."""
-    import numpy as np
-    import tensorflow as tf
+def test_a_disk_that_fills_at_each_stage_is_one_line_and_the_next_run_recovers(tmp_path, mount,
+                                                                               penguins_run):
+    """The disk under the pipeline root and the serving dir fills as the ExampleGen writes, as
+    Transform does, as the Trainer trains (its next checkpoint), as the Evaluator and the Pusher
+    start, and as the run's page is written: each time one line naming the node and the place;
+    space freed, the next run reuses what completed, and the model pushed in the end is the one
+    a clean run pushes (the shared run's, the same predictions)."""
+    from conftest import PipelineRun
+    from test_stops import Run, _complete_versions, _same_model_as
 
-    from conftest import LOCKSTEP, REPO, eval_examples
-
-    disk = mount("size=140m")
-    args = LOCKSTEP + ["run", "--pipeline-root", str(disk / "root"), "--serving-dir",
-                       str(disk / "serving")]
-    env = dict(__import__("os").environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-    process = subprocess.Popen(args, cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
-    for line in process.stdout:
-        if "CsvExampleGen" in line and "executed" in line:
-            with open(disk / "filler", "wb") as filler:  # every byte that is left
-                try:
-                    while True:
-                        filler.write(b"\0" * (1 << 20))
-                        filler.flush()
-                except OSError:
-                    pass
-            break
-    process.stdout.read()
-    assert process.wait(timeout=300) == 1
-    [line] = process.stderr.read().strip().splitlines()[-1:]
-    assert line.startswith(f"lockstep: error: pipeline run failed: out of disk space under the "
-                           f"pipeline root {disk}/root (0 bytes free)"), line
-    assert "free some space and run again" in line
+    disk, serving = mount("size=140m"), mount("size=70m")  # the serving dir needs 64 MB
+    run = PipelineRun(tmp_path)
+    run.pipeline_root, run.serving_dir = disk / "root", serving / "serving"
+    failed = re.compile(r"lockstep: error: pipeline run failed in (\w+): out of disk space under "
+                        r"the (pipeline root|serving dir) (\S+)[^;]*; free some space and run "
+                        r"again: the components that completed are reused")
+    beside = {"Transform": ("Transform", "StatisticsGen", "SchemaGen", "ExampleValidator")}
+    for node, when, full in (("CsvExampleGen", r"Component CsvExampleGen is running\.", disk),
+                             ("Transform", r"Component Transform is running\.", disk),
+                             ("Trainer", r"^  Trainer +step \d+/", disk),
+                             ("Evaluator", r"Component Evaluator is running\.", disk),
+                             # The push is quick: its disk is filled as the Evaluator runs.
+                             ("Pusher", r"Component Evaluator is running\.", serving)):
+        started = Run(run)
+        if when.startswith("^"):  # a progress line, on stdout
+            started.log_file()
+            assert any(re.match(when, line) for line in started.process.stdout)
+        else:
+            assert started.wait_for_log(when), started.process.communicate()[1][-2000:]
+        _fill(full)
+        out, err = started.process.communicate(timeout=300)
+        assert started.process.returncode == 1, (node, out[-2000:], err[-2000:])
+        line = err.strip().splitlines()[-1]
+        said = failed.match(line)  # Transform runs beside the validation branch: either fails
+        assert said and said.group(1) in beside.get(node, (node,)), (node, line)
+        assert said.group(3) == str(run.serving_dir if full == serving else run.pipeline_root)
+        assert _complete_versions(run) == []
+        (full / "filler").unlink()
+    started = Run(run)  # the page: written after the push
+    assert started.wait_for_log(r"Component Pusher is finished\.")
+    _fill(disk)
+    out, err = started.process.communicate(timeout=300)
+    assert started.process.returncode == 0, err[-2000:]
+    assert re.search(r"^lockstep: the run report could not be written: out of disk space under "
+                     rf"the pipeline root {disk}/root[^;]*; free some space, then `lockstep "
+                     r"report` writes it$", out, re.M), out
     (disk / "filler").unlink()
-    result = lockstep("run", "--pipeline-root", disk / "root", "--serving-dir", disk / "serving",
-                      cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "CsvExampleGen        cached" in result.stdout
-    [version] = [p for p in (disk / "serving").iterdir() if p.name.isdigit()]
-    [clean] = penguins_run.pushed_versions()[:1]
-    files = list(penguins_run.pipeline_root.glob("CsvExampleGen/examples/*/Split-eval/*"))
-    serialized, _ = eval_examples(files, "species")
-    predict = lambda path: tf.saved_model.load(str(path)).signatures["serving_default"](  # noqa: E731
-        examples=tf.constant(serialized))["probabilities"].numpy()
-    np.testing.assert_allclose(predict(version), predict(clean), atol=1e-6)
+    [version] = _complete_versions(run)
+    _same_model_as(version, penguins_run.pushed_versions()[0])
 
 
 def _zero(path, at: int = 200) -> None:

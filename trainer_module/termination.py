@@ -97,8 +97,10 @@ def stop_on_sigterm(describe: Callable[[], str]) -> Iterator[Callable[[], None]]
 
     Yields `check`, which raises that Stopped once SIGTERM has arrived: call it at each
     hand-over, so a raise swallowed inside a step still stops the work there. Until the block
-    ends, the signal also comes again every REDELIVER_SECONDS. Outside the main thread the block
-    does nothing (check never raises)."""
+    ends, the signal also comes again every REDELIVER_SECONDS. Once SIGTERM has arrived, the block
+    ends with that Stopped whatever else it ends with: an error that the raise caused (in the
+    middle of an import, inside a library) or none at all. Outside the main thread the block does
+    nothing (check never raises)."""
     message: list[str] = []
     ended = threading.Event()
 
@@ -124,6 +126,13 @@ def stop_on_sigterm(describe: Callable[[], str]) -> Iterator[Callable[[], None]]
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         yield check
+        check()  # a raise swallowed after the last hand-over
+    except Stopped:
+        raise
+    except BaseException as err:  # what a raise in the middle of an import or a library became
+        if message:
+            raise Stopped(message[0]) from err
+        raise
     finally:
         ended.set()
         signal.signal(signal.SIGTERM, previous)

@@ -141,14 +141,23 @@ def _run_prepared(prepared: preparing.Prepared, orchestrator: str, log_file: str
     report.drift = prepared.drift.to_dict() if prepared.drift else {}
     report.skew = prepared.skew.to_dict() if prepared.skew else {}
     page, page_error = run_history.write_page(report, config, log_file)
+    if page_error:
+        from pipeline import storage
+
+        page_error = storage.out_of_space(page_error, storage.places(
+            config.paths.pipeline_root, config.paths.serving_dir, 0),
+            remedy="free some space, then `lockstep report` writes it") or page_error
     return Outcome(report, page, page_error, time.perf_counter() - tic)
 
 
 def failure(err: Exception, what: str, config: Config | None = None) -> errors.PipelineFailed:
     """A failure inside a run that is not one of the project's own errors, in one line: what
-    failed, the error's type and its last line; a full disk says which place and what to do."""
+    failed (in which node, for LocalDagRunner's), the error's type and its last line; a full
+    disk says which place and what to do."""
     lines = str(err).strip().splitlines()
     last = lines[-1] if lines else ""
+    if getattr(err, "lockstep_node", ""):
+        what = f"{what} in {err.lockstep_node}"
     if config is not None:
         from pipeline import storage
 
@@ -234,6 +243,10 @@ def _corrupt_cache(failed, config: Config) -> tuple[str, str, str]:
     from pipeline.reporting import metadata_store
 
     error = failed.error
+    try:  # the failure's line names the node (`failure`)
+        error.lockstep_node = failed.node
+    except AttributeError:
+        pass
     if isinstance(error, integrity.CorruptArtifact):
         return error.node, error.path, (
             f"lockstep: {error.node}'s cached {error.output} is not what {error.node} wrote: "
