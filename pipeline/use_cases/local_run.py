@@ -66,7 +66,7 @@ def run(config: Config, *, orchestrator: str = LOCAL, force: bool = False,
       log_file: where library logs go (default: log_path(config)).
       lock: the run lock (default: <pipeline root>/run.lock).
       say: called with each line before the run starts: the data check's, the drift's, and
-        (not verbose) where the library logs go.
+        (not verbose, once the lock is held) where the library logs go.
     Returns:
       the Outcome: with no report when there was nothing new to run.
     Raises:
@@ -89,9 +89,7 @@ def run(config: Config, *, orchestrator: str = LOCAL, force: bool = False,
         if unchanged:
             return Outcome(unchanged=unchanged)
         log_file = log_file or log_path(prepared.config)
-        if not verbose:
-            say(f"lockstep: library logs go to {log_file} (-v shows them here)")
-        return _run_prepared(prepared, orchestrator, log_file, verbose, lock, phase)
+        return _run_prepared(prepared, orchestrator, log_file, verbose, lock, phase, say)
 
 
 class _Phase:
@@ -111,9 +109,10 @@ def log_path(config: Config) -> str:
 
 
 def _run_prepared(prepared: preparing.Prepared, orchestrator: str, log_file: str, verbose: bool,
-                  lock: str | None, phase: _Phase) -> Outcome:
-    """The run itself: the object stores' storage check, the time limit, the lock and the
-    console around the orchestrator; then the report's own facts and the page."""
+                  lock: str | None, phase: _Phase, say: Say) -> Outcome:
+    """The run itself: the object stores' storage check, the time limit, the lock, where the
+    library logs go (said once the lock is held: a run refused keeps no log) and the console
+    around the orchestrator; then the report's own facts and the page."""
     from absl import logging as absl_logging
 
     from pipeline.local import run_lock
@@ -128,9 +127,11 @@ def _run_prepared(prepared: preparing.Prepared, orchestrator: str, log_file: str
                  "reused")
     try:
         with run_lock.hold(lock or run_lock.default_path(config.paths.pipeline_root),
-                           config.run.lock_wait_seconds), \
-                Console(log_file, verbose) as console:
-            report = _orchestrate(prepared, orchestrator, console)
+                           config.run.lock_wait_seconds):
+            if not verbose:
+                say(f"lockstep: library logs go to {log_file} (-v shows them here)")
+            with Console(log_file, verbose) as console:
+                report = _orchestrate(prepared, orchestrator, console)
     except Exception as err:  # noqa: BLE001  a component failed: its error, whatever it is
         if errors.status_of(err) is not None:  # the project's own: unchanged
             raise
