@@ -9,7 +9,8 @@ which open-source KFP cannot run. Here:
   (components/csv_example_gen.py `shard_prefix`), and its key is the span's identity (a digest of
   its files, column types, missing tokens and split: equal keys, equal records);
 - the cache lives at a fixed place (`analyzer_cache_dir`, under the pipeline root): LATEST there
-  names the newest run's cache, which TFX's executor has filled with every span of its window (the
+  names the newest run's cache (and LATEST.files what its files were when written: a cache damaged
+  since is passed over, saying so, and every span analyzed anew), which TFX's executor has filled with every span of its window (the
   ones it read from the previous cache, copied, and the ones it analyzed). This run reads it and
   points LATEST at its own once it has finished. A run that fails leaves LATEST as it was.
 tf.Transform decides per dataset whether its cache holds every analyzer the preprocessing_fn has
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import uuid
 
+from absl import logging
 from tensorflow_transform.beam import analyzer_cache
 from tfx.components.transform import component as transform_component
 from tfx.components.transform import executor as transform_executor
@@ -32,6 +34,7 @@ from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
+from components import integrity
 from components.batched_records import batched_reads
 from components.csv_example_gen import SPAN_DATASETS_KEY, shard_prefix
 from components.swapped import swapped
@@ -40,24 +43,45 @@ CACHE_DIR_KEY = "lockstep_analyzer_cache_dir"  # in custom_config; removed befor
 LATEST_FILE = "LATEST"
 ANALYZED_SPANS_KEY = "analyzed_spans"  # on the transform graph: spans analyzed in this run
 CACHED_SPANS_KEY = "cached_spans"  # ... and spans whose analysis came from the cache
+CACHE_PASSED_OVER_KEY = "analyzer_cache_passed_over"  # ... and why no cache was read, if damaged
+MANIFEST_FILE = "LATEST.files"  # the latest cache's files, as Transform wrote them
 
 
-def latest_cache(cache_dir: str) -> str | None:
-    """The newest complete cache under cache_dir, or None."""
+def latest_cache(cache_dir: str) -> tuple[str | None, str]:
+    """(the newest complete cache under cache_dir or None, why it was passed over or ""): a
+    cache whose files are not what Transform wrote (its manifest, components/integrity.py) is
+    passed over, and this run analyzes every span anew."""
     pointer = f"{cache_dir}/{LATEST_FILE}"
     if not fileio.exists(pointer):
-        return None
+        return None, ""
     with fileio.open(pointer) as handle:
         uri = handle.read().strip()
-    return uri if uri and fileio.isdir(uri) else None
+    if not (uri and fileio.isdir(uri)):
+        return None, ""
+    record = f"{cache_dir}/{MANIFEST_FILE}"
+    if fileio.exists(record):
+        with fileio.open(record) as handle:
+            written = json.loads(handle.read())
+        found = (written.get("uri") == uri and written.get("files")
+                 and integrity.changed(uri, written["files"]))
+        if found:
+            return None, f"its analyzer cache {uri} passed over: {found[0]} {found[1]}"
+    return uri, ""
 
 
 def _point_latest(cache_dir: str, uri: str) -> None:
     fileio.makedirs(cache_dir)
-    temp = f"{cache_dir}/.{LATEST_FILE}-{uuid.uuid4().hex}"
+    files = integrity.manifest(uri)
+    if files is not None:  # first: a pointer never names a cache without its record
+        _write_atomically(cache_dir, MANIFEST_FILE, json.dumps({"uri": uri, "files": files}))
+    _write_atomically(cache_dir, LATEST_FILE, uri)
+
+
+def _write_atomically(directory: str, name: str, text: str) -> None:
+    temp = f"{directory}/.{name}-{uuid.uuid4().hex}"
     with fileio.open(temp, "w") as out:
-        out.write(uri)
-    fileio.rename(temp, f"{cache_dir}/{LATEST_FILE}", overwrite=True)
+        out.write(text)
+    fileio.rename(temp, f"{directory}/{name}", overwrite=True)
 
 
 class _SpanProcessor(transform_executor.TransformProcessor):
@@ -134,11 +158,16 @@ class Executor(transform_executor.Executor):
         if not (cache_dir and span_keys and cache_out):
             output_dict.pop(standard_component_specs.UPDATED_ANALYZER_CACHE_KEY, None)
             return super().Do(input_dict, output_dict, exec_properties)
-        processor = _SpanProcessor(span_keys, latest_cache(cache_dir))
+        cache, passed_over = latest_cache(cache_dir)
+        if passed_over:
+            logging.warning("Transform: %s; analyzing every span anew", passed_over)
+        processor = _SpanProcessor(span_keys, cache)
         with _processor(processor):
             super().Do(input_dict, output_dict, exec_properties)
         graph = artifact_utils.get_single_instance(
             output_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])
+        if passed_over:
+            graph.set_string_custom_property(CACHE_PASSED_OVER_KEY, passed_over)
         cached = sorted(span for span, key in span_keys.items()
                         if analyzer_cache.DatasetKey(key).key in processor.from_cache)
         graph.set_string_custom_property(CACHED_SPANS_KEY, ",".join(map(str, cached)))

@@ -1,8 +1,9 @@
 """Transform's analyzer cache across spans (components/transform.py): the analysis of a window
-whose older spans come from the cache equals tf.Transform's full analysis of the same window, and
-no cache is written without spans. Runs the real CsvExampleGen and Transform executors."""
+whose older spans come from the cache equals tf.Transform's full analysis of the same window, no
+cache is written without spans, and a damaged cache is passed over, saying so. Runs the real CsvExampleGen and Transform executors."""
 
 import importlib.util
+import types
 
 import pytest
 
@@ -31,3 +32,22 @@ def test_an_incremental_analysis_equals_the_full_one(tmp_path):
     assert [name[:9] for name in cached] == ["span00002", "span00003"]
     # The full analysis (no cache dir) wrote no cache.
     assert not (tmp_path / "transform-2-full" / "cache").exists()
+
+    # Bytes overwritten in the latest cache after Transform wrote it: the next Transform reads
+    # no cache (its files are not what LATEST.files recorded), says why on its graph (the run's
+    # summary shows it), analyzes every span of its window, and equals the full analysis.
+    damaged = sorted(p for p in (tmp_path / "transform-2" / "cache").rglob("*") if p.is_file())[0]
+    content = bytearray(damaged.read_bytes())
+    content[:8] = bytes(8) if content[:8] != bytes(8) else b"\xff" * 8
+    damaged.write_bytes(bytes(content))
+    examples = bench.ingest(tmp_path / "data", 2, tmp_path / "examples-3")
+    schema = bench.infer_schema(examples, tmp_path / "schema-3")
+    _, graph = bench.transform(examples, schema, tmp_path / "transform-3",
+                               str(tmp_path / "analyzer_cache"))
+    assert graph.get_string_custom_property("analyzer_cache_passed_over") == (
+        f"its analyzer cache {tmp_path / 'transform-2' / 'cache'} passed over: {damaged} has "
+        "other bytes than were written (its CRC-32 differs)")
+    assert graph.get_string_custom_property("cached_spans") == ""
+    assert graph.get_string_custom_property("analyzed_spans") == "2,3"
+    full = types.SimpleNamespace(uri=str(tmp_path / "transform-2-full" / "graph"))
+    assert bench.largest_difference(graph, full, examples) == 0.0

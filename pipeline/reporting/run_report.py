@@ -65,6 +65,7 @@ class RunReport:
     # Transform's analysis of a span window: the spans it analyzed and those from its cache
     analyzed_spans: list[int] = dataclasses.field(default_factory=list)
     cached_spans: list[int] = dataclasses.field(default_factory=list)
+    cache_passed_over: str = ""  # why Transform read no analyzer cache (a damaged one)
     drift: dict = dataclasses.field(default_factory=dict)  # preflight.DriftCheck.to_dict()
     # The ExampleGen's split rule (components/row_split.py, SplitRule.to_dict), from its output
     split_rule: dict = dataclasses.field(default_factory=dict)
@@ -202,7 +203,9 @@ class RunReport:
             if self.analyzed_spans or self.cached_spans:
                 analysis = (f" (Transform analyzed {_span_list(self.analyzed_spans) or 'nothing'}"
                             + (f"; {_span_list(self.cached_spans)} from its analyzer cache"
-                               if self.cached_spans else "") + ")")
+                               if self.cached_spans else "")
+                            + (f"; {self.cache_passed_over}" if self.cache_passed_over else "")
+                            + ")")
             lines.append("Data: span " + ", ".join(map(str, self.spans)) + analysis)
         if self.training:
             t = self.training
@@ -370,11 +373,12 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
     for out in outputs.get(REFERENCE_NODE, []):
         if out.key == "reference":
             reference = gradient_boosting.read(out.uri)
-    classes, analyzed, cached = [], [], []
+    classes, analyzed, cached, cache_passed_over = [], [], [], ""
     for out in outputs.get(TRANSFORM_NODE, []):
         if out.key == "transform_graph":
             analyzed = _ints(out.properties.get(transform.ANALYZED_SPANS_KEY))
             cached = _ints(out.properties.get(transform.CACHED_SPANS_KEY))
+            cache_passed_over = out.properties.get(transform.CACHE_PASSED_OVER_KEY) or ""
         vocab = fs.join(out.uri, "transform_fn", "assets", features.LABEL_VOCAB)
         if out.key == "transform_graph" and fs.exists(vocab):
             classes = fs.read_text(vocab).splitlines()
@@ -384,7 +388,8 @@ def build(nodes: list[NodeReport], outputs: dict[str, list[Output]]) -> RunRepor
                      artifacts={f"{node}.{out.key}": out.uri
                                 for node, outs in outputs.items() for out in outs},
                      gate=gate, classes=classes, plots=plots, analyzed_spans=analyzed,
-                     cached_spans=cached, split_rule=split_rule, figures=figures,
+                     cached_spans=cached, cache_passed_over=cache_passed_over,
+                     split_rule=split_rule, figures=figures,
                      reference=reference)
 
 
