@@ -22,10 +22,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def _collect_tensorflow_garbage():
-    """Frees each test's garbage in cycles (traced functions holding tf.data iterators) on the
-    main thread, between tests, as the Trainer does at its end (components/memory.py). Left to a
-    later collection, it can be freed on a tf.data thread that runs Python, whose iterator's
-    teardown then waits on threads of its own: a hang, seen in test_synchronous_training."""
+    """Frees each test's garbage in cycles (traced functions holding tf.data iterators) between
+    tests, as the Trainer does at its end (components/memory.py), so that no test pays for an
+    earlier one's. A synchronous strategy's input frees at once since loop.py quiets its
+    per-device iterators (trainer_module/strategy.py, quiet_device_iterators; before, a
+    collection here waited minutes on their autotuning threads, and once for good:
+    tests/test_input_teardown.py)."""
     yield
     gc.collect()
 LOCKSTEP = [sys.executable, "-m", "pipeline.cli"]

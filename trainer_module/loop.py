@@ -23,9 +23,10 @@ from typing import Callable, Mapping
 
 import tensorflow as tf
 
-from trainer_module import autograph_rules, precision
+from trainer_module import autograph_rules, precision, strategy as strategy_lib
 
 autograph_rules.install()  # tf_keras unconverted in the traced step (its docstring says why)
+strategy_lib.quiet_device_iterators()  # freeing the input takes no minutes (its docstring says why)
 
 
 class NonFiniteLoss(RuntimeError):
