@@ -271,6 +271,12 @@ def test_once_sigterm_arrived_a_stop_block_ends_with_stopped_whatever_else_it_en
                 os.kill(os.getpid(), signal.SIGTERM)
             except Exception:  # noqa: BLE001  swallowed, as code that catches everything does
                 pass
+    with pytest.raises(termination.Stopped, match="^stopped by SIGTERM while C ran$"):
+        with termination.stop_on_sigterm(lambda: "stopped by SIGTERM while C ran"):
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+            except termination.Stopped as err:  # as Keras re-raises it, naming the layer
+                raise termination.Stopped(f"Exception encountered when calling layer: {err}")
     with pytest.raises(TypeError):
         with termination.stop_on_sigterm(lambda: "never"):
             raise TypeError("its own")

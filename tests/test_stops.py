@@ -79,8 +79,8 @@ class Run:
             self.process.kill()
             self.process.wait()
         seconds = time.monotonic() - tic
-        out, err = self.process.communicate()
-        lines = err.strip().splitlines()
+        out, self.err = self.process.communicate()
+        lines = self.err.strip().splitlines()
         return self.process.returncode, seconds, lines[-1] if lines else ""
 
 
@@ -165,7 +165,8 @@ def test_sigterm_at_random_instants_is_never_lost_and_an_eviction_leaves_no_part
         if evicting:
             assert status in (STOPPED_STATUS, -signal.SIGKILL), outcomes
         else:
-            assert status == STOPPED_STATUS and "stopped by SIGTERM" in line, outcomes
+            assert status == STOPPED_STATUS and "stopped by SIGTERM" in line, (
+                outcomes, started.err[-3000:])
             assert seconds < WITHIN_SECONDS, outcomes
         _complete_versions(run)
     print("\n".join(map(str, outcomes)))

@@ -127,7 +127,9 @@ def stop_on_sigterm(describe: Callable[[], str]) -> Iterator[Callable[[], None]]
     try:
         yield check
         check()  # a raise swallowed after the last hand-over
-    except Stopped:
+    except Stopped as err:
+        if message and str(err) != message[0]:  # rewritten on its way (Keras adds the layer)
+            raise Stopped(message[0]) from err
         raise
     except BaseException as err:  # what a raise in the middle of an import or a library became
         if message:
