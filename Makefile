@@ -15,7 +15,7 @@ KUBEVAL := kubernetes-validate==1.37.0
 CHECKOV := --python 3.11 checkov==3.3.30
 K8S_VERSION := 1.33.0
 
-.PHONY: setup run test test-fast bench lint image
+.PHONY: setup run test test-fast bench bench-smoke lint image
 setup:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	$(UV) sync --frozen
@@ -49,3 +49,7 @@ image:
 bench: setup
 	$(UV) run --frozen python benchmarks/pipeline_e2e.py
 	$(UV) run --frozen python benchmarks/trainer_throughput.py
+
+# Every benchmark at a tiny size (--smoke): does it still run and print its table (tests/test_benchmarks.py).
+bench-smoke: setup
+	$(UV) run --frozen pytest -q -p no:cacheprovider --durations=0 tests/test_benchmarks.py

@@ -7,7 +7,8 @@ real executors (CsvExampleGen, then Transform) in this process, alternating full
 for a few rounds, and prints each Transform's wall time, the ratio of medians and the largest
 difference between the two transforms' outputs on the same examples.
 
-usage: python benchmarks/analyzer_cache.py [--rows-per-span N] [--window K] [--rounds R]
+usage: python benchmarks/analyzer_cache.py [--rows-per-span N] [--window K] [--rounds R] [--smoke]
+--smoke: 200 rows per span, a window of 2, one round (does it run and print its table)
 """
 
 from __future__ import annotations
@@ -150,7 +151,10 @@ def main() -> None:
     parser.add_argument("--rows-per-span", type=int, default=100_000)
     parser.add_argument("--window", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--smoke", action="store_true", help="200 rows a span, window 2, once")
     args = parser.parse_args()
+    if args.smoke:
+        args.rows_per_span, args.window, args.rounds = 200, 2, 1
     fulls, incrementals = [], []
     for i in range(args.rounds):
         work = Path(tempfile.mkdtemp(prefix="lockstep-analyzer-cache-"))

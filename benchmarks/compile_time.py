@@ -2,7 +2,8 @@
 pipeline of the TFX tutorials: `from tfx import v1`, module_file, a Resolver, KubeflowV2DagRunner),
 each in a fresh process, alternating, in one run. Prints each time and the ratio of medians.
 
-usage: python benchmarks/compile_time.py [--rounds N]
+usage: python benchmarks/compile_time.py [--rounds N] [--smoke]
+--smoke: one round (does it run and print its table)
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from harness import REPO, timed
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="one round")
     args = parser.parse_args()
+    if args.smoke:
+        args.rounds = 1
     work = Path(tempfile.mkdtemp(prefix="lockstep-compile-bench-"))
     data = REPO / "data" / "penguins"
     times: dict[str, list[float]] = {"stock TFX": [], "lockstep": []}

@@ -13,7 +13,8 @@ directory:
 
 The machine is named with its cores and load, since a busy machine is slower: quote a figure
 with the machine it came from.
-usage: python benchmarks/figures.py [--kfp-local] [--no-tests]
+usage: python benchmarks/figures.py [--kfp-local] [--no-tests] [--smoke]
+--smoke: the first run only, no test counts (does it run and print its figures)
 """
 
 from __future__ import annotations
@@ -69,11 +70,14 @@ def main() -> None:
     parser.add_argument("--kfp-local", action="store_true",
                         help="also the bundled run under kfp.local (a few minutes)")
     parser.add_argument("--no-tests", action="store_true", help="skip counting the tests")
+    parser.add_argument("--smoke", action="store_true", help="the first run only, no counts")
     args = parser.parse_args()
+    runs = ("first run, fresh root", "second run, same root", "third run, same root")
+    if args.smoke:
+        runs, args.no_tests, args.kfp_local = runs[:1], True, False
     lines = []
     with tempfile.TemporaryDirectory(prefix="lockstep-figures-") as work:
-        for what in ("first run, fresh root", "second run, same root",
-                     "third run, same root"):
+        for what in runs:
             total, wall, work_done = lockstep_run(Path(work))
             lines.append(f"bundled data, {what}: Total {total:.1f} s, the process {wall:.1f} s "
                          f"({work_done})")

@@ -4,7 +4,8 @@ with TFX's stock task command, to show what the lean task start (components/entr
 
 Prints, per task, start-up (process start to the executor's Do) and work seconds, and the wall
 time ratio kfp-local / local (goal <= 2.0). Each variant runs in a fresh process and directory.
-usage: python benchmarks/kfp_local.py [--data PATH --label COLUMN]
+usage: python benchmarks/kfp_local.py [--data PATH --label COLUMN] [--smoke]
+--smoke: the bundled data, as by default (the smallest there is; does it run and print its table)
 """
 
 from __future__ import annotations
@@ -67,7 +68,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", default=str(REPO / "data" / "penguins"))
     parser.add_argument("--label", default="species")
+    parser.add_argument("--smoke", action="store_true", help="the bundled data")
     args = parser.parse_args()
+    if args.smoke:
+        args.data, args.label = str(REPO / "data" / "penguins"), "species"
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     work = Path(tempfile.mkdtemp(prefix="lockstep-bench-kfp-"))

@@ -4,7 +4,8 @@ one after the other in one run; each in a fresh process and a fresh directory.
 
 The stock CsvExampleGen reads `NA` as text, so the reference gets a copy of the penguins data
 with `NA` cells emptied (what a tutorial user would do by hand); lockstep reads the source as is.
-usage: python benchmarks/pipeline_e2e.py [--rounds N]
+usage: python benchmarks/pipeline_e2e.py [--rounds N] [--smoke]
+--smoke: one round (the bundled data is already small; does it run and print its table)
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from harness import REPO, timed
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--smoke", action="store_true", help="one round")
     args = parser.parse_args()
+    if args.smoke:
+        args.rounds = 1
     work = Path(tempfile.mkdtemp(prefix="lockstep-bench-"))
     data = work / "reference-data"
     data.mkdir()

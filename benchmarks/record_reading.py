@@ -7,7 +7,8 @@
 
 Both then shuffle (10,000 records) and batch, as the training input does. Each is timed three
 times, interleaved, keeping the best (noisy machines). Prints seconds per epoch and the ratio.
-usage: python benchmarks/record_reading.py [--rows 240000] [--files 8]
+usage: python benchmarks/record_reading.py [--rows 240000] [--files 8] [--smoke]
+--smoke: 2,000 records in 2 files (does it run and print its table)
 """
 
 from __future__ import annotations
@@ -57,7 +58,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=240_000)
     parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--smoke", action="store_true", help="2,000 records in 2 files")
     args = parser.parse_args()
+    if args.smoke:
+        args.rows, args.files = 2000, 2
     files = write_files(tempfile.mkdtemp(), args.rows, args.files)
     best = {"per record": float("inf"), "in blocks": float("inf")}
     for _ in range(3):

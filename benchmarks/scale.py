@@ -19,7 +19,8 @@ this script keeps itself small: it writes the CSVs in a subprocess (pandas at 1M
 2.1 GB, which every later run then reported as its own) and prints its own peak beside the runs'.
 
 usage: python benchmarks/scale.py [--rows 300000] [--full 100000 1000000] [--skip-stock]
-                                  [--compare-multiprocess]
+                                  [--compare-multiprocess] [--smoke]
+--smoke: 500 rows, the stages on both sides and one whole run (does it run and print its table)
 """
 
 from __future__ import annotations
@@ -204,10 +205,13 @@ def main() -> None:
     parser.add_argument("--compare-multiprocess", action="store_true",
                         help="also run the largest --full size with Beam's multi-process direct "
                              "runner on every core, and print the ratio")
+    parser.add_argument("--smoke", action="store_true", help="500 rows, one whole run")
     parser.add_argument("--stage", nargs=3, metavar=("KIND", "DATA", "ROOT"), help=argparse.SUPPRESS)
     parser.add_argument("--make-csv", nargs=3, metavar=("DIR", "ROWS", "WIDTH"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.smoke:
+        args.rows, args.full = 500, [500]
     if args.stage:
         _stage_pipeline(*args.stage)
         return

@@ -7,7 +7,8 @@ vocabulary columns) is built and one host call of the synchronous loop (trainer_
 under which AutoGraph rewrites tf-keras' Layer.__call__ on every layer call. Each measurement runs
 in a fresh process, in alternation, so neither inherits the other's traces.
 
-usage: python benchmarks/trace_cost.py [--widths 20 200] [--repeats 2]
+usage: python benchmarks/trace_cost.py [--widths 20 200] [--repeats 2] [--smoke]
+--smoke: 5 columns, once each way (does it run and print its table)
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _measure(width: int, rule: bool) -> float:
     assert autograph_rules.installed() == rule
     numeric = [f"num_{i}" for i in range(width)]
     categorical = {f"cat_{i}": 50 for i in range(4)}
-    model = model_lib.mlp(numeric, categorical, outputs=3)
+    model = model_lib.tabular(numeric, categorical, 3, "classification")
     batch = 256
     features = {k: tf.random.normal([batch]) for k in numeric}
     features.update({k: tf.random.uniform([batch], 0, 50, tf.int64) for k in categorical})
@@ -56,7 +57,10 @@ def main() -> int:
     parser.add_argument("--widths", type=int, nargs="+", default=[20, 200])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true", help="5 columns, once each way")
     args = parser.parse_args()
+    if args.smoke:
+        args.widths, args.repeats = [5], 1
     if args.child:
         print(json.dumps(_measure(int(args.child[0]), args.child[1] == "1")))
         return 0

@@ -25,7 +25,8 @@ Like scale.py, this process stays small (CSV writing, column sniffing and readin
 metrics run in subprocesses), since a child's peak RSS starts at its parent's.
 usage: python benchmarks/whole_run.py [--cases penguins loans flights] [--rows 300000]
                                       [--widths 20 200] [--skip-stock] [--keep]
-                                      [--data PATH --label NAME]
+                                      [--data PATH --label NAME] [--smoke]
+--smoke: the bundled penguins only (no download), both sides (does it run and print its table).
 Default: the three real tables of issue 44, then no synthetic width (give --widths for them).
 """
 
@@ -192,6 +193,7 @@ def main() -> None:
     parser.add_argument("--label", help="its label column")
     parser.add_argument("--skip-stock", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--smoke", action="store_true", help="the bundled penguins only")
     parser.add_argument("--columns", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--accuracy", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -199,6 +201,8 @@ def main() -> None:
         return sniff_columns(*args.columns)
     if args.accuracy:
         return print_accuracy(args.accuracy)
+    if args.smoke:
+        args.cases, args.widths = ["penguins"], []
     if bool(args.data) != bool(args.label):
         parser.error("--data and --label go together")
     work = Path(tempfile.mkdtemp(prefix="lockstep-whole-run-"))
