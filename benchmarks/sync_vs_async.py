@@ -15,9 +15,13 @@ Prints, per run: updates, examples/s over the training loop, final train loss, e
 exported model's, on the eval split), staleness; then the ratios async/sync.
 
 usage: python benchmarks/sync_vs_async.py [--pipeline-root ROOT --label L] [--workers N]
-         [--batch B] [--examples E] [--stall S]
-Without --pipeline-root it first runs the pipeline on the bundled data (its Transform output and
-examples are what the trainers read).
+         [--batch B] [--examples E] [--stall S] [--smoke]
+Without --pipeline-root it first runs the pipeline on the bundled data with trainer.strategy =
+parameter_server, so that its Transform keeps tf.Transform's TF2 graph (pipeline/pipeline.py,
+transform_settings: a parameter-server worker gets the transform's tables from the chief, which
+a TF1 graph's cannot give); both sides read that graph and those examples. A --pipeline-root of
+yours must come from such a run. --smoke: a few hundred examples, seconds of training each.
+A run that fails keeps its directory and names its logs.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import argparse
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,13 +50,23 @@ from trainer_module.settings import TrainerConfig  # noqa: E402
 ENV = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
 
 
-def bundled_root(tmp: Path) -> Path:
+class Failed(RuntimeError):
+    """A step failed; the message names the logs it left."""
+
+
+def bundled_root(tmp: Path, examples: int) -> Path:
+    """The pipeline on the bundled data, asynchronous, so that its transform graph is TF2's (which
+    both trainers read); its own Trainer trains `examples` examples."""
     root = tmp / "pipeline_root"
+    config = tmp / "async.toml"
+    config.write_text(f'[trainer]\nstrategy = "parameter_server"\ntrain_examples = {examples}\n')
     result = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--pipeline-root",
-                             str(root), "--serving-dir", str(tmp / "serving")], cwd=tmp, env=ENV,
-                            capture_output=True, text=True)
+                             str(root), "--serving-dir", str(tmp / "serving"), "--config",
+                             str(config)], cwd=tmp, env=ENV, capture_output=True, text=True)
+    (tmp / "pipeline.log").write_text(result.stdout + result.stderr)
     if result.returncode:
-        sys.exit(f"the pipeline run failed:\n{result.stderr[-3000:]}")
+        raise Failed(f"the pipeline run failed; see {tmp / 'pipeline.log'}:\n"
+                     f"{result.stderr[-3000:]}")
     return root
 
 
@@ -124,7 +139,9 @@ def run(kind: str, args, root: Path, tmp: Path, stall: float) -> dict:
                     proc.kill()
                 proc.wait()
     if chief.returncode:
-        sys.exit(f"{name} failed; see {out}/chief.log or worker-0.log")
+        log = out / ("chief.log" if kind == "async" else "worker-0.log")
+        raise Failed(f"{name} failed; see {log} (and the other logs in {out}):\n"
+                     + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
     summary = json.loads((out / "result-0.json").read_text())
     plan, asynchronous = summary["plan"], summary.get("asynchronous") or {}
     return {"run": name, "updates": plan["train_steps"], "batch": plan["global_batch"],
@@ -144,12 +161,19 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=32_000)
     parser.add_argument("--stall", type=float, default=0.075,
                         help="seconds of every 0.1 s the straggler is stopped")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a few hundred examples: does it run and print its table")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="lockstep-sync-async-") as tmp:
-        tmp = Path(tmp)
-        root = args.pipeline_root or bundled_root(tmp)
+    if args.smoke:
+        args.examples = min(args.examples, 640)
+    tmp = Path(tempfile.mkdtemp(prefix="lockstep-sync-async-"))
+    try:
+        root = args.pipeline_root or bundled_root(tmp, args.examples)
         rows = [run(kind, args, root, tmp, stall)
                 for stall in (0.0, args.stall) for kind in ("sync", "async")]
+    except Failed as failed:  # its logs stay where it says
+        sys.exit(str(failed))
+    shutil.rmtree(tmp, ignore_errors=True)
     print(f"{args.workers} workers, {args.examples} examples, batch {args.batch} per worker; "
           f"straggler: worker 1 stopped {args.stall * 1000:.0f} ms of every 100 ms")
     print(f"{'run':<17} {'updates':>8} {'batch':>6} {'examples/s':>11} {'loss':>8} "
