@@ -14,6 +14,11 @@ process that ran others before it (pipeline/local/dag_runner.py), which matters 
 - Tensors and Beam's buffers are freed into glibc malloc's arenas, which keep pages they could
   give back; `release_free_memory` at the end of the big users (Trainer, Evaluator), and in
   the worker after each component, lets the next one start from what is really in use.
+
+The Trainer's collection frees its training input, a MultiDeviceIterator under a synchronous
+strategy, at once: its per-device iterators run without tf.data's autotuning, whose thread
+TensorFlow 2.16 waited out on destruction, for minutes with 8 replicas, holding the GIL
+(trainer_module/strategy.py, quiet_device_iterators; tests/test_input_teardown.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Freeing a synchronous strategy's input takes no time (trainer_module/strategy.py,
-quiet_device_iterators): the Trainer's own end-of-run collection (components/memory.py) frees an
+quiet_device_iterators): the Trainer's own end-of-run collection (components/memory.py) frees a
 4-replica train loop that read for seconds, as a test's collection between tests does. Before,
 each replica's autotuned per-device iterator waited out its model thread's next wake-up, which
 doubles while the others are waited for: seconds to minutes (the Trainer's own run, 4 replicas,
