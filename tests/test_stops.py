@@ -151,7 +151,7 @@ def test_sigterm_at_random_instants_is_never_lost_and_an_eviction_leaves_no_part
         run.root.mkdir(exist_ok=True)
         started = Run(run, "--train-steps", str(300 + i))
         started.log_file()
-        delay = rng.uniform(0, 25)
+        delay = rng.uniform(0, 40)
         deadline = time.monotonic() + delay
         while time.monotonic() < deadline and started.process.poll() is None:
             time.sleep(0.01)
