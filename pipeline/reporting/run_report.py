@@ -279,10 +279,11 @@ def metric_text(name: str, value: float) -> str:
 
 
 def resume_line(t: TrainingSummary) -> str:
-    """Where training resumed from, and the checkpoints it passed over because they did not
-    read (trainer_module/controller.py)."""
+    """Where training resumed from (on another topology: how the global batch was kept), and the
+    checkpoints it passed over because they did not read (trainer_module/controller.py)."""
     passed = ", ".join(os.path.basename(p) for p in t.unreadable_checkpoints)
-    resumed = (f"resumed from a checkpoint at step {t.resumed_at} of an interrupted attempt"
+    resumed = (t.resume_words() or
+               f"resumed from a checkpoint at step {t.resumed_at} of an interrupted attempt"
                if t.resumed_at else "trained from the start")
     return (f"Checkpoints: {resumed}"
             + (f", passing over {passed} (did not read)" if passed else ""))
