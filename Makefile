@@ -52,4 +52,4 @@ bench: setup
 
 # Every benchmark at a tiny size (--smoke): does it still run and print its table (tests/test_benchmarks.py).
 bench-smoke: setup
-	$(UV) run --frozen pytest -q -p no:cacheprovider --durations=0 tests/test_benchmarks.py
+	LOCKSTEP_BENCH_SMOKE=all $(UV) run --frozen pytest -q -p no:cacheprovider --durations=0 tests/test_benchmarks.py
