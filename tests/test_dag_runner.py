@@ -172,13 +172,30 @@ def test_sigterm_while_the_worker_runs_a_node_names_it_and_records_it_failed(tmp
 
     from ml_metadata.proto import metadata_store_pb2
 
+    class WhenBothRun(logging.Handler):  # SIGTERM half a node's time after B and C start
+        running: set = set()
+
+        def emit(self, record):
+            node = record.getMessage().removeprefix("Component ").removesuffix(" is running.")
+            self.running.add(node)
+            if node in ("B", "C") and {"B", "C"} <= self.running:
+                threading.Timer(SECONDS / 4, os.kill, (os.getpid(), signal.SIGTERM)).start()
+
     ir, _ = dag_runner.compile_run(_pipeline(tmp_path))
     worker = _ready_worker()
-    threading.Timer(SECONDS + 1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
-    with pytest.raises(dag_runner.Stopped, match=r"^stopped by SIGTERM while B, C ran; run "
-                                                 r"again: the components that completed are "
-                                                 r"reused$"):
-        dag_runner.run_ir(ir, worker)
+    watcher = WhenBothRun()
+    logger = logging.getLogger(dag_runner.__name__)
+    logger.addHandler(watcher)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        with pytest.raises(dag_runner.Stopped, match=r"^stopped by SIGTERM while B, C ran; run "
+                                                     r"again: the components that completed "
+                                                     r"are reused$"):
+            dag_runner.run_ir(ir, worker)
+    finally:
+        logger.removeHandler(watcher)
+        logger.setLevel(level)
     assert sorted(_records(tmp_path)) == ["A"]
     with metadata.Metadata(metadata.sqlite_metadata_connection_config(
             str(tmp_path / "mlmd.sqlite"))) as store:
