@@ -155,7 +155,7 @@ def test_a_stop_swallowed_inside_a_long_node_comes_again_until_the_run_stops(tmp
     tic = time.monotonic()
     with pytest.raises(dag_runner.Stopped, match=r"^stopped by SIGTERM while A ran; "):
         dag_runner.run_ir(ir, None)
-    assert time.monotonic() - tic < 0.3 + termination.REDELIVER_SECONDS + 1.5
+    assert time.monotonic() - tic < 0.3 + termination.REDELIVER_SECONDS + 3.0  # not 30 s
     assert _records(tmp_path) == {}
     with metadata.Metadata(metadata.sqlite_metadata_connection_config(
             str(tmp_path / "mlmd.sqlite"))) as store:

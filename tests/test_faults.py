@@ -345,6 +345,13 @@ def test_a_kubeflow_task_that_cannot_write_its_outputs_stops_before_it_runs(tmp_
         f"lockstep-task: cannot write {read_only}/Pusher/pushed_model: Read-only file system")
 
 
+def _catches_sigterm(pid: int) -> bool:
+    """Whether the process has a handler for SIGTERM (its SigCgt mask in /proc)."""
+    with open(f"/proc/{pid}/status") as status:
+        caught = next(line for line in status if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) & (1 << (15 - 1)))
+
+
 def test_a_kubeflow_task_stopped_by_sigterm_outside_training_says_so_with_status_5(tmp_path):
     """SIGTERM reaches a task (its pod evicted) while it imports, before its executor's work:
     within seconds it exits with the status for "stopped, run again" and one line naming its
@@ -366,7 +373,10 @@ def test_a_kubeflow_task_stopped_by_sigterm_outside_training_says_so_with_status
          entrypoint.PUSHER_EXECUTOR, entrypoint.INVOCATION_FLAG, json.dumps(executor_input)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2"})
-    time.sleep(1.5)  # in its imports (TensorFlow, TFX: seconds)
+    deadline = time.monotonic() + 60
+    while not _catches_sigterm(process.pid):  # its handler is in: then its imports (seconds)
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.01)
     assert process.poll() is None
     tic = time.monotonic()
     process.send_signal(signal.SIGTERM)
