@@ -200,9 +200,10 @@ def test_sigterm_while_the_worker_runs_a_node_names_it_and_records_it_failed(tmp
     with metadata.Metadata(metadata.sqlite_metadata_connection_config(
             str(tmp_path / "mlmd.sqlite"))) as store:
         states = sorted(e.last_known_state for e in store.store.get_executions())
-    assert states == sorted([metadata_store_pb2.Execution.COMPLETE,
-                             metadata_store_pb2.Execution.FAILED,
-                             metadata_store_pb2.Execution.FAILED]), states
+    # A's complete; B's and C's failed, none left running (one may not have been registered
+    # yet when the signal came).
+    complete, failed = metadata_store_pb2.Execution.COMPLETE, metadata_store_pb2.Execution.FAILED
+    assert states[0] == complete and set(states[1:]) == {failed}, states
 
 
 def _produce_consume(tmp_path):

@@ -227,7 +227,8 @@ def _take_nodes(schedule: _Schedule, worker: node_worker.Worker, ir) -> None:
         try:
             outcome = worker.launch(ir, node)
         except node_worker.WorkerDied as err:
-            schedule.failed(node, err)
+            if not schedule.over:  # else the run has ended and closed it: no failure to log
+                schedule.failed(node, err)
             return
         if outcome.error is not None:
             schedule.failed(node, outcome.error)
