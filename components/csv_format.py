@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from components import fs
+from trainer_module import exit_status
 
 INT, FLOAT, STRING = "int", "float", "string"
 # Cells that mean "missing" unless data.missing_values says otherwise (the penguins source: NA).
@@ -46,6 +47,8 @@ csv.field_size_limit(sys.maxsize)  # the explaining reader: no 128 KiB cap on a 
 
 class CsvError(ValueError):
     """Bad CSV input; the message is one line naming the file, the column and the line."""
+
+    lockstep_exit_status = exit_status.INPUT
 
 
 def _text(path: str, handle: BinaryIO) -> io.TextIOWrapper:

@@ -11,9 +11,13 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 
+from trainer_module import exit_status
+
 
 class AnomaliesFound(RuntimeError):
     """The data does not match the schema; the message lists each anomaly, one per line."""
+
+    lockstep_exit_status = exit_status.FAILED
 
 
 def summarize(anomalies_by_split: dict[str, anomalies_pb2.Anomalies]) -> list[str]:

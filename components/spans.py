@@ -15,11 +15,15 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable
 
+from trainer_module import exit_status
+
 SPAN = "{SPAN}"
 
 
 class SpanError(ValueError):
     """No span matches, or a pattern that cannot be resolved; the message names the pattern."""
+
+    lockstep_exit_status = exit_status.INPUT
 
 
 def as_glob(span_pattern: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from components import row_split
 from components.csv_format import DEFAULT_MISSING_VALUES
 from components.fs import is_uri
-from trainer_module import hook_paths, hooks
+from trainer_module import exit_status, hook_paths, hooks
 from trainer_module.settings import TASKS, TrainerConfig, TrainerConfigError, coerce
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +25,8 @@ BUNDLED_DATA = REPO_ROOT / "data" / "penguins"
 
 class ConfigError(ValueError):
     """A config file, key or flag that cannot be used; the message names it."""
+
+    lockstep_exit_status = exit_status.INPUT
 
 
 # Keys that were replaced: the error says by what.

@@ -17,7 +17,6 @@ import json
 
 from tfx.components import SchemaGen
 from tfx.orchestration import metadata, pipeline as tfx_pipeline
-from tfx.orchestration.data_types import RuntimeParameter
 from tfx.proto import example_gen_pb2
 
 from components.csv_example_gen import CsvExampleGen, ExampleGenSpec
@@ -32,6 +31,10 @@ from components.transform import Transform
 from components.vertex_training import VertexTrainer
 from components import vertex_training
 from pipeline import evaluation
+from pipeline.binding import HERE, Binding
+from pipeline.node_ids import (  # noqa: F401  the definition's names for them
+    BASELINE_NODE, EVALUATOR_NODE, EXAMPLE_GEN_NODE, PUSHER_NODE, REFERENCE_NODE, SCHEMA_NODE,
+    STATISTICS_NODE, TRAINER_NODE, TRANSFORM_NODE, VALIDATOR_NODE)
 from pipeline.config import Config
 from pipeline.preflight import Decisions
 from trainer_module import hooks, slices
@@ -39,26 +42,6 @@ from trainer_module.settings import PARAMETER_SERVER, RUN_PARAMETERS, TrainSpec,
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
 RUN_FN = "trainer_module.run_fn.run_fn"
-
-# Node ids, as ML Metadata, the compiled spec and the run summary name them.
-EXAMPLE_GEN_NODE = "CsvExampleGen"
-STATISTICS_NODE = "StatisticsGen"
-SCHEMA_NODE = "SchemaGen"
-VALIDATOR_NODE = "ExampleValidator"
-TRANSFORM_NODE = "Transform"
-BASELINE_NODE = "LatestPushedModel"
-TRAINER_NODE = "Trainer"
-REFERENCE_NODE = "GradientBoosting"
-EVALUATOR_NODE = "Evaluator"
-PUSHER_NODE = "Pusher"
-
-# Nodes never served from a cache, because their output depends on the world outside the
-# pipeline. LatestPushedModel looks in the serving dir: everywhere. The ExampleGen's files can
-# change under the same data root (a new span): locally TFX's ExampleGen driver fingerprints the
-# input files into the cache key, so a new span misses the cache by itself; open-source KFP runs
-# no driver and keys its cache on the task's inputs alone, so there the ExampleGen is never cached.
-NEVER_CACHED_LOCAL = (BASELINE_NODE,)
-NEVER_CACHED_KUBEFLOW = (EXAMPLE_GEN_NODE, BASELINE_NODE)
 
 
 # StatisticsGen has the statistics; the Trainer applies the transform graph to the raw examples
@@ -126,14 +109,12 @@ def vertex_run_parameter_values(config: Config) -> dict[str, str]:
             vertex_training.NETWORK: v.network}
 
 
-def vertex_settings(config: Config, image: str, kubeflow: bool) -> dict:
+def vertex_settings(config: Config, image: str, binding: Binding = HERE) -> dict:
     """The Vertex AI job's settings for a multi-host slice's Trainer (components/
     vertex_training.py); project, region, service account and network as run parameters."""
     v = config.vertex
-    values = vertex_run_parameter_values(config)
-    if kubeflow:
-        values = {name: RuntimeParameter(name=name, ptype=str, default=value)
-                  for name, value in values.items()}
+    values = {name: binding.parameter(name, str, value)
+              for name, value in vertex_run_parameter_values(config).items()}
     return {**values, vertex_training.IMAGE: image,
             vertex_training.TPU_SLICE: config.trainer.tpu_slice,
             vertex_training.API_ENDPOINT: v.api_endpoint,
@@ -178,22 +159,19 @@ def _up_to(components: list, node: str | None) -> list:
 
 
 def create_pipeline(config: Config, input_base: str, pattern: str, decisions: Decisions,
-                    kubeflow: bool = False, to_node: str | None = None,
+                    binding: Binding = HERE, to_node: str | None = None,
                     image: str = "") -> tfx_pipeline.Pipeline:
     """input_base/pattern: the CSV files. decisions: taken once before the run
     (pipeline/preflight.py): the task, the columns' roles and the gate; Transform, Trainer and
     the eval config all take them from here.
 
-    kubeflow: the data root and the trainer's RUN_PARAMETERS become runtime parameters a run
-    can override, and no local ML Metadata. to_node: the nodes up to it (`lockstep verify`).
+    binding: what the orchestrator that runs it provides (runtime parameters, its own ML
+    Metadata). to_node: the nodes up to it (`lockstep verify`).
     image: the pipeline's image, which a multi-host slice's Vertex AI job runs."""
     label, task, gate = config.data.label, decisions.task, decisions.gate
-    trainer_parameters = run_parameter_values(config)
-    if kubeflow:
-        input_base = RuntimeParameter(name=DATA_ROOT_PARAMETER, ptype=str, default=input_base)
-        trainer_parameters = {
-            name: RuntimeParameter(name=name, ptype=RUN_PARAMETERS[name], default=value)
-            for name, value in trainer_parameters.items()}
+    input_base = binding.parameter(DATA_ROOT_PARAMETER, str, input_base)
+    trainer_parameters = {name: binding.parameter(name, RUN_PARAMETERS[name], value)
+                          for name, value in run_parameter_values(config).items()}
     example_gen = CsvExampleGen(
         input_base=input_base, spec=example_gen_spec(config),
         input_config=example_gen_pb2.Input(splits=[
@@ -222,7 +200,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
     trainer_class, vertex = Trainer, {}
     if multi_host(config):
         trainer_class = VertexTrainer
-        vertex = {"vertex": vertex_settings(config, image, kubeflow)}
+        vertex = {"vertex": vertex_settings(config, image, binding)}
     trainer = trainer_class(
         run_fn=RUN_FN,
         examples=example_gen.outputs["examples"],
@@ -261,6 +239,6 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
         pipeline_root=config.paths.pipeline_root,
         components=components,
         enable_cache=config.enable_cache,
-        metadata_connection_config=None if kubeflow else
-        metadata.sqlite_metadata_connection_config(config.metadata_path),
+        metadata_connection_config=metadata.sqlite_metadata_connection_config(
+            config.metadata_path) if binding.local_metadata else None,
         beam_pipeline_args=list(config.beam_args))

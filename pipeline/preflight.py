@@ -13,6 +13,7 @@ from pipeline.config import Config, ConfigError
 from pipeline.column_roles import CONSTANT, FEATURE, HASHED, ID, TIMESTAMP, UNIQUE_TEXT
 from trainer_module.settings import REGRESSION, TransformSpec
 from trainer_module.features import YMD, hashed_vocab_name, vocab_name
+from trainer_module import exit_status
 from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY, PREPROCESSING_KEY, HookError
 
 
@@ -254,3 +255,5 @@ def _serving_record(serving: str) -> tuple[int | None, dict | None]:
 
 class DriftError(ValueError):
     """A feature's distribution moved past its bound between spans; the message names it."""
+
+    lockstep_exit_status = exit_status.INPUT

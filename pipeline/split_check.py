@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from components import csv_format, row_split
 from pipeline.column_roles import CONSTANT, FEATURE
+from trainer_module import exit_status
 from trainer_module.settings import CLASSIFICATION
 
 VALUES_COUNTED = 1000  # a text column with more values is not measured (an id, free text)
@@ -36,6 +37,8 @@ SPLITS = ("train", "eval")
 
 class SkewError(ValueError):
     """The train and eval rows differ beyond data.max_skew: the message names the column."""
+
+    lockstep_exit_status = exit_status.INPUT
 
 
 class _Column:

@@ -18,6 +18,7 @@ import re
 import shutil
 
 from components import fs
+from trainer_module import exit_status
 
 ROOT_BYTES_PER_INPUT_BYTE = 4
 FIXED_BYTES = 64 << 20
@@ -25,6 +26,8 @@ FIXED_BYTES = 64 << 20
 
 class StorageError(ValueError):
     """A place the run writes to is read-only, missing or full: one line naming it."""
+
+    lockstep_exit_status = exit_status.INPUT
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from conftest import REPO, lockstep
-from pipeline import config as config_lib
+from pipeline import config as config_lib, orchestrators
 
 TPU_SELECTOR = {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
                 "cloud.google.com/gke-tpu-topology": "2x2"}
@@ -96,7 +96,7 @@ def test_gpu_trainer_and_multi_host_slice(tmp_path):
                                     "data.path": "gs://b/d", "paths.pipeline_root": "gs://b/r",
                                     "data.task": "classification",
                                     "eval.bounds": {"accuracy": 0.8}})
-    compiled = compiler.compile_pipeline(config, preflight.decide(config), "img:1")
+    compiled = orchestrators.get("kubeflow").compile(config, preflight.decide(config), "img:1")
     label = compiled.pipeline_spec.components["Trainer"].executor_label
     accelerator = _executors(compiled.pipeline_spec)[label]["container"]["resources"]["accelerator"]
     assert (accelerator["resourceType"], accelerator["resourceCount"]) == ("nvidia.com/gpu", "2")
@@ -108,7 +108,7 @@ def test_gpu_trainer_and_multi_host_slice(tmp_path):
     # test_vertex_training.py): no accelerator, no node selector.
     multi = dataclasses.replace(config, trainer=dataclasses.replace(config.trainer,
                                                                     tpu_slice="v5e-16"))
-    compiled = compiler.compile_pipeline(multi, preflight.decide(multi), "img:1")
+    compiled = orchestrators.get("kubeflow").compile(multi, preflight.decide(multi), "img:1")
     label = compiled.pipeline_spec.components["Trainer"].executor_label
     assert "accelerator" not in _executors(compiled.pipeline_spec)[label]["container"]["resources"]
 
@@ -165,7 +165,7 @@ def test_compiling_with_import_stand_ins_gives_the_same_spec(compiled, tmp_path)
              {"paths.pipeline_root": str(compiled["root"] / "pipeline_root")}),
             (other, tmp_path / "r.yaml", {})):
         config = config_lib.absolutize(config_lib.load(config_file, overrides))
-        real = compiler.compile_pipeline(config, preflight.decide(config))
+        real = orchestrators.get("kubeflow").compile(config, preflight.decide(config))
         assert output.read_text() == real.to_yaml()
 
 
@@ -238,7 +238,7 @@ def test_every_variant_loads_in_kfp_and_stand_ins_compile_it_identically(tmp_pat
         assert text.startswith("pipelineInfo:") and "schemaVersion: 2.1.0" in text, name
         config = config_lib.absolutize(config_lib.load(config_path))
         decisions = preflight.decide(config)
-        assert text == compiler.compile_pipeline(config, decisions).to_yaml(), name
+        assert text == orchestrators.get("kubeflow").compile(config, decisions).to_yaml(), name
         loaded = components.load_component_from_file(output)  # KFP's own SDK
         assert loaded.name == "lockstep" and set(loaded.pipeline_spec.root.dag.tasks) == {
             "CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",

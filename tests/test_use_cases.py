@@ -208,17 +208,15 @@ def test_a_page_that_cannot_be_written_is_an_error_and_leaves_nothing(tmp_path, 
 
 
 def test_kfp_local_is_bridged_only_while_a_run_lasts():
-    """pipeline/local/kfp_local.py patches four kfp.local functions for a run; afterwards, and
-    after a run that raised, kfp.local is as it was (other code in the process sees stock KFP)."""
-    from kfp.local import (docker_task_handler, executor_input_utils, executor_output_utils,
-                           subprocess_task_handler)
+    """pipeline/local/kfp_local.py rebinds kfp.local's names (components/compat/kfp.py) for a run;
+    afterwards, and after a run that raised, kfp.local is as it was (other code in the process sees
+    stock KFP)."""
+    import importlib
 
+    from components.compat import kfp as kfp_compat
     from pipeline.local import kfp_local
 
-    patched = [(subprocess_task_handler, "SubprocessTaskHandler"),
-               (docker_task_handler, "DockerTaskHandler"),
-               (executor_output_utils, "runtime_artifact_to_dsl_artifact"),
-               (executor_input_utils, "get_local_task_resource_name")]
+    patched = [(importlib.import_module(s.module), s.name) for s in kfp_compat.SYMBOLS]
     stock = [getattr(module, name) for module, name in patched]
     with pytest.raises(RuntimeError, match="a task went wrong"):
         with kfp_local.bridged():
@@ -292,6 +290,7 @@ def test_remote_data_goes_through_prepare_and_the_local_run(tmp_path, monkeypatc
     from components import fs
     from pipeline import pipeline as pipeline_lib
     from pipeline.local import node_worker, run_lock
+    from pipeline.orchestrators import local_dag
     from pipeline.local.console import Console
 
     bundled = config_lib.BUNDLED_DATA / "penguins.csv"
@@ -318,7 +317,7 @@ def test_remote_data_goes_through_prepare_and_the_local_run(tmp_path, monkeypatc
 
     monkeypatch.setattr(node_worker, "cores", lambda: 1)
     with Console(str(tmp_path / "run.log")) as console:
-        report = local_run.run_dag(prepared, console, to_node=pipeline_lib.EXAMPLE_GEN_NODE)
+        report = local_dag.run_dag(prepared, console, to_node=pipeline_lib.EXAMPLE_GEN_NODE)
     assert [(n.node, n.state) for n in report.nodes] == [(pipeline_lib.EXAMPLE_GEN_NODE,
                                                           "executed")]
     assert report.data == base

@@ -11,7 +11,7 @@ from google.protobuf import json_format
 from tfx.types import artifact_utils, standard_artifacts
 
 from components import entrypoint, vertex_training
-from pipeline import config as config_lib, preflight
+from pipeline import config as config_lib, orchestrators, preflight
 from trainer_module import slices
 from vertex_standin import VertexStandIn
 
@@ -32,7 +32,7 @@ def test_v5e_16_compiles_to_a_cpu_task_whose_settings_are_run_parameters():
 
     config = _config(**{"trainer.tpu_slice": "v5e-16", "vertex.project": "acme",
                         "vertex.region": "europe-west4"})
-    compiled = compiler.compile_pipeline(config, preflight.decide(config), "img@sha256:abc")
+    compiled = orchestrators.get("kubeflow").compile(config, preflight.decide(config), "img@sha256:abc")
     spec = compiled.pipeline_spec
     label = spec.components["Trainer"].executor_label
     container = json_format.MessageToDict(spec.deployment_spec)["executors"][label]["container"]
@@ -65,7 +65,7 @@ def test_a_slice_vertex_cannot_launch_is_refused_at_compile_with_the_reason(name
                                                     r"so its Trainer runs as a Vertex AI custom "
                                                     r"job, but .*(TensorFlow 2.16 does not run "
                                                     r"on v6e|offers no v[45]p? slices)"):
-        compiler.compile_pipeline(config, preflight.decide(config), "img:1")
+        orchestrators.get("kubeflow").compile(config, preflight.decide(config), "img:1")
 
 
 def _task(tmp_path, endpoint: str, tpu_slice: str = "v5e-16", **changes):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from trainer_module import exit_status
 from trainer_module.settings import PARAMETER_SERVER
 
 
@@ -40,6 +41,8 @@ MIN_STEPS_PER_EPOCH = 100
 
 class ScalingError(ValueError):
     """Batch or step settings that cannot work together; the message names the setting."""
+
+    lockstep_exit_status = exit_status.INPUT
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,7 +25,7 @@ import dataclasses
 import os
 from typing import Any
 
-from trainer_module import hook_paths, slices
+from trainer_module import exit_status, hook_paths, slices
 from trainer_module.features import ORDERS
 
 CLASSIFICATION, REGRESSION = "classification", "regression"
@@ -58,6 +58,8 @@ HASHED_KEY = "hashed"
 PREPROCESSING_FN_KEY, CODE_KEY = "preprocessing_fn", "code_fingerprint"
 class TrainerConfigError(ValueError):
     """A trainer setting that cannot be used; the message names it."""
+
+    lockstep_exit_status = exit_status.INPUT
 
 
 def _run_parameter(default):

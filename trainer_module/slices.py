@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from trainer_module import exit_status
+
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 TPU_RESOURCE = "google.com/tpu"
@@ -19,6 +21,8 @@ TPU_RESOURCE = "google.com/tpu"
 
 class SliceError(ValueError):
     """An unknown slice name; the message lists the known ones."""
+
+    lockstep_exit_status = exit_status.INPUT
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,9 +30,11 @@ import signal
 import threading
 from typing import Callable, Iterator
 
+from trainer_module import exit_status
+
 # The exit status of a process stopped by SIGTERM after saving: distinct from a failure (1), so a
 # runner or a person can tell "run again to resume" from "something is wrong".
-PREEMPTED_STATUS = 5
+PREEMPTED_STATUS = exit_status.STOPPED
 
 _requested = threading.Event()
 # While a stop_on_sigterm block runs after SIGTERM, the signal is sent again this often, so a
@@ -43,6 +45,8 @@ REDELIVER_SECONDS = 2.0
 class Preempted(Exception):
     """SIGTERM arrived while training; a checkpoint was saved at `step`, where a retry resumes."""
 
+    lockstep_exit_status = exit_status.STOPPED
+
     def __init__(self, step: int, checkpoint: str):
         super().__init__(f"stopped by SIGTERM at step {step}: a checkpoint was saved there "
                          f"({checkpoint}); run again to resume from it")
@@ -51,6 +55,8 @@ class Preempted(Exception):
 
 class Stopped(Exception):
     """SIGTERM arrived outside training: the message names what ran and what a new run reuses."""
+
+    lockstep_exit_status = exit_status.STOPPED
 
 
 def requested() -> bool:

@@ -27,11 +27,11 @@ def add_parser(sub) -> None:
     run.add_argument("--timeout-minutes", type=float,
                      help="stop the run with status 4 after this long (default: "
                           "run.timeout_minutes; 0: no limit)")
-    from pipeline.use_cases.local_run import LOCAL, ORCHESTRATORS  # light: no TensorFlow
+    from pipeline import orchestrators  # light: no TensorFlow
 
-    run.add_argument("--orchestrator", choices=ORCHESTRATORS, default=LOCAL,
-                     help="local: TFX's LocalDagRunner (default); kfp-local: compile for Kubeflow "
-                          "and run the spec under KFP's local orchestrator, each task a process")
+    here = orchestrators.names(runs_here=True)
+    run.add_argument("--orchestrator", choices=here, default=orchestrators.LOCAL,
+                     help="; ".join(f"{name}: {orchestrators.get(name).help}" for name in here))
     run.set_defaults(func=command)
 
 

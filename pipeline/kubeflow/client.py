@@ -13,6 +13,8 @@ import json
 import os
 from typing import Any, Callable
 
+from trainer_module import exit_status
+
 TOKEN_ENV = ("KF_PIPELINES_TOKEN", "KFP_TOKEN")
 TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"  # kfp's own: a projected service-account token file
 HOST_ENV = "KF_PIPELINES_ENDPOINT"
@@ -20,6 +22,8 @@ HOST_ENV = "KF_PIPELINES_ENDPOINT"
 
 class KfpError(RuntimeError):
     """What went wrong talking to KFP, as one line naming the host."""
+
+    lockstep_exit_status = exit_status.FAILED
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,7 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 from components import csv_format, entrypoint, vertex_training
 from trainer_module import slices
 from pipeline import pipeline as pipeline_lib
+from pipeline.binding import Binding
 from pipeline.config import Config, ConfigError
 
 ResourceSpec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
@@ -160,14 +161,17 @@ def parameter_defaults(config: Config, input_base: str) -> dict[str, str | int |
             **pipeline_lib.vertex_run_parameter_values(config)}
 
 
-def compile_pipeline(config: Config, decisions, image: str | None = None) -> Compiled:
-    """config: absolutized; decisions: pipeline/preflight.py's for it."""
+def compile_pipeline(config: Config, decisions, image: str | None = None, *,
+                     binding: Binding, never_cached: tuple[str, ...]) -> Compiled:
+    """config: absolutized; decisions: pipeline/preflight.py's for it. binding: what the
+    orchestrator provides (run parameters); never_cached: the tasks its cache must not serve
+    (pipeline/orchestrators/kubeflow_cluster.py)."""
     trainer_resources, trainer_k8s = _trainer_placement(config)
     other = _resources(config.kubeflow.component_cpu, config.kubeflow.component_memory)
     input_base, pattern = csv_format.locate(config.data.path, config.data.span_pattern)
     image = image_name(config, image)
     tfx_pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, decisions,
-                                                kubeflow=True, image=image)
+                                                binding=binding, image=image)
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
             default_image=image, use_pipeline_spec_2_1=True))
@@ -198,7 +202,7 @@ def compile_pipeline(config: Config, decisions, image: str | None = None) -> Com
         # way; the executor resolves them on every orchestrator, so the hook goes.
         if "lifecycle" in container.fields:
             del container.fields["lifecycle"]
-    for node in pipeline_lib.NEVER_CACHED_KUBEFLOW:
+    for node in never_cached:
         spec.root.dag.tasks[node].caching_options.enable_cache = False
     _retry_trainer(spec.root.dag.tasks[TRAINER_NODE], config)
     spec.default_pipeline_root = config.paths.pipeline_root
@@ -230,14 +234,15 @@ def compile_in_fresh_process(config: Config, output: str, image: str | None = No
     pipeline/kubeflow/import_stubs.py, which must never be where a pipeline runs). Raises CompileError
     with compile's one-line message if it fails."""
     import subprocess
-    import sys
+
+    from pipeline import entry_point
 
     directory = os.path.dirname(os.path.abspath(output))
     os.makedirs(directory, exist_ok=True)
     settings = os.path.join(directory, "config.yaml")
     with open(settings, "w") as handle:
         yaml.safe_dump(config.to_dict(), handle, sort_keys=False)
-    command = [sys.executable, "-m", "pipeline.cli", "compile", "--config", settings,
+    command = [*entry_point.command(), "compile", "--config", settings,
                "--output", output] + (["--image", image] if image else [])
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode:

@@ -60,11 +60,12 @@ class NodeFailed(Exception):
 
 
 def compile_ir(pipeline, uncached: tuple[str, ...] = ()):
-    """The pipeline's IR, with caching off for the nodes that depend on the world outside it
-    and for `uncached` (a node whose cached output is damaged)."""
+    """The pipeline's IR, with caching off for `uncached`: the nodes the orchestrator never takes
+    from the cache (pipeline/orchestrators/local_dag.py), and a node whose cached output is
+    damaged."""
     ir = compiler.Compiler().compile(pipeline)
     for node in ir.nodes:
-        if node.pipeline_node.node_info.id in (*pipeline_lib.NEVER_CACHED_LOCAL, *uncached):
+        if node.pipeline_node.node_info.id in uncached:
             node.pipeline_node.execution_options.caching_options.enable_cache = False
     return ir
 

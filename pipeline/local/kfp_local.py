@@ -5,9 +5,9 @@ and resolves its placeholders the way KFP's launcher does on a cluster; each tas
 own container command (components/entrypoint.py, TFX's executor entrypoint) as a process of its
 own, in this environment (SubprocessRunner) or in the pipeline image (DockerRunner).
 
-kfp.local has two gaps for TFX's container components. They are bridged here, in this module
-only, and only while `bridged()` is active (no copy of kfp.local's code, two of its functions
-wrapped):
+kfp.local has two gaps for TFX's container components. They are bridged here, and only while
+`bridged()` is active (no copy of kfp.local's code; its names are rebound by the wall,
+components/compat/kfp.py):
 
 1. SubprocessRunner refuses container components: its task handler insists on KFP's
    lightweight-component executor in the command. `_TaskProcess` runs the task's container
@@ -46,6 +46,7 @@ from typing import Iterator
 from components.entrypoint import START_MARKER
 from components.fs import is_uri as fs_is_uri
 from pipeline.reporting import run_report
+from trainer_module import exit_status
 
 TASK_LOG = "task.log"
 TASK_COMMAND = "command.json"  # the task's resolved command: run it again by hand with this
@@ -54,6 +55,8 @@ EXECUTOR_OUTPUT = "executor_output.json"
 
 class KfpLocalError(RuntimeError):
     """The spec could not be compiled or run; the message is one line."""
+
+    lockstep_exit_status = exit_status.FAILED
 
 
 class TaskFailed(KfpLocalError):
@@ -191,26 +194,16 @@ def _task_name(cut):
 
 @contextlib.contextmanager
 def bridged(on_task=lambda record: None) -> Iterator[list[TaskRecord]]:
-    """kfp.local with both gaps bridged, for the duration; yields the tasks' records as they end."""
-    from kfp.local import (docker_task_handler, executor_input_utils, executor_output_utils,
-                           subprocess_task_handler)
+    """kfp.local with its gaps bridged, for the duration (its names rebound by
+    components/compat/kfp.py); yields the tasks' records as they end."""
+    from components.compat import kfp as kfp_compat
 
     records: list[TaskRecord] = []
     attributes = {"records": records, "on_task": staticmethod(on_task)}
     process = type("TaskProcess", (_TaskProcess,), attributes)
     container = type("TaskContainer", (_TaskContainer,), attributes)
-    patches = [(subprocess_task_handler, "SubprocessTaskHandler", lambda _: process),
-               (docker_task_handler, "DockerTaskHandler", lambda _: container),
-               (executor_output_utils, "runtime_artifact_to_dsl_artifact", _keep_artifact_type),
-               (executor_input_utils, "get_local_task_resource_name", _task_name)]
-    saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
-    for module, name, wrap in patches:
-        setattr(module, name, wrap(getattr(module, name)))
-    try:
+    with kfp_compat.local_bridged(process, container, _keep_artifact_type, _task_name):
         yield records
-    finally:
-        for module, name, original in saved:
-            setattr(module, name, original)
 
 
 @dataclasses.dataclass

@@ -15,11 +15,15 @@ import os
 import socket
 import time
 
+from trainer_module import exit_status
+
 LOCK_FILE = "run.lock"
 
 
 class Locked(RuntimeError):
     """Another run holds the lock; the message says which and since when."""
+
+    lockstep_exit_status = exit_status.LOCKED
 
 
 def default_path(pipeline_root: str) -> str:

@@ -16,13 +16,17 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
+
+from pipeline import entry_point
+from trainer_module import exit_status
 
 MARKER = "# lockstep-schedule:"
 
 
 class ScheduleError(RuntimeError):
     """One line: what could not be scheduled, and why."""
+
+    lockstep_exit_status = exit_status.INPUT
 
 
 def crontab_cron(cron: str) -> str:
@@ -47,7 +51,7 @@ def entry(name: str, cron: str, config: str | None, workdir: str, log: str) -> s
     _safe("the schedule name", name)
     if not name.strip() or name != name.strip():
         raise ScheduleError(f"the schedule name {name!r}: must not be empty or padded")
-    command = [_safe("the Python interpreter", sys.executable), "-m", "pipeline.cli", "run"]
+    command = [_safe("the lockstep command", part) for part in entry_point.command()] + ["run"]
     if config:
         command += ["--config", _safe("the config path", os.path.abspath(config))]
     log = _safe("the log path", os.path.abspath(log))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -60,9 +59,10 @@ def compile_spec(config: Config, output: str, image: str | None = None, *,
     tic = time.perf_counter()
     stubbed = import_stubs.install()
     try:
+        from pipeline import orchestrators
         from pipeline.kubeflow import compiler
 
-        compiled = compiler.compile_pipeline(config, decisions, image)
+        compiled = orchestrators.get(orchestrators.KUBEFLOW).compile(config, decisions, image)
     except ConfigError:
         raise
     except Exception as err:  # noqa: BLE001  any failure of a stand-in: compile for real
@@ -83,7 +83,8 @@ def _without_stand_ins(argv: list[str]) -> int:
     """Runs `lockstep <argv>` again in a fresh process with the stand-ins off; its exit status."""
     import subprocess
 
+    from pipeline import entry_point
     from pipeline.kubeflow import import_stubs
 
     env = dict(os.environ, **{import_stubs.DISABLE_ENV: "1"})
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *argv], env=env).returncode
+    return subprocess.run([*entry_point.command(), *argv], env=env).returncode

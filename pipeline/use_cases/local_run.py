@@ -17,19 +17,15 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from pipeline import errors
+from pipeline import errors, orchestrators
 from pipeline.config import Config, ConfigError
+from pipeline.orchestrators import LOCAL, Orchestrator
 from pipeline.use_cases import Say, preparing, quiet, run_history
 from trainer_module import termination
 
 if TYPE_CHECKING:
     from pipeline.local.console import Console
-    from pipeline.local.node_worker import Worker
     from pipeline.reporting.run_report import RunReport
-
-LOCAL, KFP_LOCAL = "local", "kfp-local"
-ORCHESTRATORS = (LOCAL, KFP_LOCAL)
-
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
@@ -59,8 +55,9 @@ def run(config: Config, *, orchestrator: str = LOCAL, force: bool = False,
 
     Args:
       config: the config, absolutized.
-      orchestrator: "local" (TFX's LocalDagRunner, in this process) or "kfp-local" (the compiled
-        spec under kfp.local, each task a process).
+      orchestrator: the name of one that runs here (pipeline/orchestrators/: "local", TFX's
+        launcher in this process; "kfp-local", the compiled spec under kfp.local, each task a
+        process; or one registered by code).
       force: run even when the spans are those the serving model was trained on.
       verbose: library logs here, not only in the log file.
       log_file: where library logs go (default: log_path(config)).
@@ -74,9 +71,7 @@ def run(config: Config, *, orchestrator: str = LOCAL, force: bool = False,
       runs (preparing.py); run_lock.Locked: another run holds the lock; errors.PipelineFailed:
       a component failed (its last line); the project's own errors (pipeline/errors.py) unchanged.
     """
-    if orchestrator not in ORCHESTRATORS:
-        raise ConfigError(f"orchestrator must be one of {', '.join(ORCHESTRATORS)}, "
-                          f"got {orchestrator!r}")
+    target = _orchestrator(orchestrator)
     phase = _Phase("while the data were checked, before any component ran; nothing was written")
     with termination.stop_on_sigterm(phase.stopped):
         prepared = preparing.prepare(config)
@@ -89,7 +84,19 @@ def run(config: Config, *, orchestrator: str = LOCAL, force: bool = False,
         if unchanged:
             return Outcome(unchanged=unchanged)
         log_file = log_file or log_path(prepared.config)
-        return _run_prepared(prepared, orchestrator, log_file, verbose, lock, phase, say)
+        return _run_prepared(prepared, target, log_file, verbose, lock, phase, say)
+
+
+def _orchestrator(name: str) -> Orchestrator:
+    """The registered orchestrator of that name that runs here (ConfigError otherwise)."""
+    try:
+        target = orchestrators.get(name)
+    except orchestrators.UnknownOrchestrator as err:
+        raise ConfigError(str(err)) from None
+    if target.run is None:
+        raise ConfigError(f"orchestrator {name!r} does not run here: `lockstep submit` sends "
+                          f"its spec to a cluster; here: {', '.join(orchestrators.names(True))}")
+    return target
 
 
 class _Phase:
@@ -108,8 +115,8 @@ def log_path(config: Config) -> str:
                         time.strftime("run-%Y%m%dT%H%M%SZ.log", time.gmtime()))
 
 
-def _run_prepared(prepared: preparing.Prepared, orchestrator: str, log_file: str, verbose: bool,
-                  lock: str | None, phase: _Phase, say: Say) -> Outcome:
+def _run_prepared(prepared: preparing.Prepared, orchestrator: Orchestrator, log_file: str,
+                  verbose: bool, lock: str | None, phase: _Phase, say: Say) -> Outcome:
     """The run itself: the object stores' storage check, the time limit, the lock, where the
     library logs go (said once the lock is held: a run refused keeps no log) and the console
     around the orchestrator; then the report's own facts and the page."""
@@ -169,102 +176,15 @@ def failure(err: Exception, what: str, config: Config | None = None) -> errors.P
     return errors.PipelineFailed(f"{what}: {type(err).__name__}: {last}")
 
 
-def _orchestrate(prepared: preparing.Prepared, orchestrator: str, console: Console) -> RunReport:
+def _orchestrate(prepared: preparing.Prepared, orchestrator: Orchestrator,
+                 console: Console) -> RunReport:
     config = prepared.config
     if config.trainer.emulate_replicas > 1:
         # Before TensorFlow starts: with LocalDagRunner the Trainer runs in this process.
         from trainer_module.strategy import configure_emulated_replicas
 
         configure_emulated_replicas(config.trainer.emulate_replicas)
-    if orchestrator == KFP_LOCAL:
-        from pipeline.local import kfp_local
-
-        console.line("lockstep: compiling, then running the spec under kfp.local, each task a "
-                     "process of its own")
-
-        def task_line(record):
-            console.line(f"  {record.task:<20} {'done' if record.succeeded else 'FAILED':<7} "
-                         f"{record.seconds:6.1f}s (start-up {record.start_seconds:.1f}s)")
-
-        return kfp_local.run_config(config, on_task=task_line).report()
-    from pipeline.local import node_worker
-
-    worker = node_worker.Worker.if_useful()  # its imports beside this process's
-    try:  # TFX's imports here, beside the worker's; run_dag uses them
-        from pipeline.local import dag_runner  # noqa: F401
-    except BaseException:
-        if worker is not None:
-            worker.close()
-        raise
-    return run_dag(prepared, console, worker)
-
-
-def run_dag(prepared: preparing.Prepared, console: Console, worker: Worker | None = None,
-            to_node: str | None = None) -> RunReport:
-    """The pipeline with LocalDagRunner (pipeline/local/dag_runner.py) on what the ExampleGen
-    reads (Prepared.source: local or remote data alike), and once more without the cache for a
-    node whose cached output is not what it wrote (its files' manifest, components/integrity.py)
-    or, without a manifest, for the ExampleGen whose cached output does not read: that node runs
-    again, saying why on the console.
-
-    Args:
-      worker: the second lane's process (dag_runner.run starts one where useful when None).
-      to_node: run the nodes up to this one alone (`lockstep verify` stops after Transform).
-    Returns:
-      the run's report, read back from ML Metadata.
-    Raises:
-      the node's own error; errors.PipelineFailed: the same node's output corrupt again after it
-      ran anew, naming the file.
-    """
-    from pipeline.local import dag_runner
-
-    config = prepared.config
-    input_base, pattern = prepared.source
-    uncached: tuple[str, ...] = ()
-    while True:
-        try:
-            return dag_runner.run(config, input_base, pattern, prepared.decisions,
-                                  to_node=to_node, worker=worker, uncached=uncached)
-        except dag_runner.NodeFailed as failed:
-            worker = None  # closed by that run; the next starts its own
-            node, path, line = _corrupt_cache(failed, config)
-            if node in uncached:
-                raise errors.PipelineFailed(
-                    f"{node}'s output is corrupt again after it ran anew: {path}; check the disk "
-                    "under the pipeline root") from None
-            console.line(line)
-            uncached += (node,)
-
-
-def _corrupt_cache(failed, config: Config) -> tuple[str, str, str]:
-    """(node, path, line) for a run that failed on a corrupt cached output: the node that made
-    it, the file, what the console says. Raises the failure's own error for any other."""
-    from components import integrity
-    from pipeline import pipeline as pipeline_lib
-    from pipeline.reporting import metadata_store
-
-    error = failed.error
-    try:  # the failure's line names the node (`failure`)
-        error.lockstep_node = failed.node
-    except AttributeError:
-        pass
-    if isinstance(error, integrity.CorruptArtifact):
-        return error.node, error.path, (
-            f"lockstep: {error.node}'s cached {error.output} is not what {error.node} wrote: "
-            f"{error.path} {error.why}; running {error.node} again, not from the cache")
-    if not integrity.is_read_error(error):
-        raise error from None
-    producer = pipeline_lib.EXAMPLE_GEN_NODE
-    examples = metadata_store.report(config, failed.run_id).artifacts.get(f"{producer}.examples")
-    found = integrity.corrupt_file(examples) if examples else None
-    if found is None:
-        raise errors.PipelineFailed(
-            f"{failed.node} could not read its input ({type(error).__name__}), and every file "
-            f"of {producer}'s output {examples} reads whole") from None
-    path, why = found
-    return producer, path, (
-        f"lockstep: {failed.node} could not read {producer}'s cached output: {path} is corrupt "
-        f"({why}); running {producer} again, not from the cache")
+    return orchestrator.run(prepared, console)
 
 
 def _watchdog(minutes: float) -> threading.Timer | None:

@@ -51,13 +51,14 @@ def write_page(report: RunReport, config: Config, log_file: str = os.devnull,
 
 
 def _history(config: Config, limit: int | None = None) -> list[RunReport]:
-    """The pipeline root's runs, newest first: LocalDagRunner's from ML Metadata and kfp-local's
-    from their task directories (pipeline/local/kfp_local.py: that runner keeps no ML
-    Metadata)."""
-    from pipeline.local import kfp_local
-    from pipeline.reporting import metadata_store
+    """The pipeline root's runs, newest first, by every orchestrator that keeps them there
+    (pipeline/orchestrators/: the local runner's in ML Metadata, kfp-local's in their task
+    directories)."""
+    from pipeline import orchestrators
 
-    runs = metadata_store.history(config, limit) + kfp_local.past_runs(config.paths.pipeline_root)
+    runs = [run for name in orchestrators.names()
+            if (target := orchestrators.get(name)).past_runs is not None
+            for run in target.past_runs(config, limit)]
     return sorted(runs, key=lambda r: r.started, reverse=True)[:limit]
 
 

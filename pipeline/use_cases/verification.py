@@ -55,10 +55,11 @@ def _compare(prepared: preparing.Prepared, replicas: int, steps: int, workers: i
         with run_lock.hold(lock or run_lock.default_path(config.paths.pipeline_root),
                            config.run.lock_wait_seconds), Console(log_file, False) as console:
             from pipeline import pipeline as pipeline_lib  # TensorFlow & co., their logs to the file
+            from pipeline.orchestrators import local_dag
             from trainer_module import equivalence
             from trainer_module.job import TrainJob
 
-            report = local_run.run_dag(prepared, console, to_node=pipeline_lib.TRANSFORM_NODE)
+            report = local_dag.run_dag(prepared, console, to_node=pipeline_lib.TRANSFORM_NODE)
     except Exception as err:  # noqa: BLE001  as a run: a component's error in one line
         if errors.status_of(err) is not None:  # the project's own: unchanged
             raise
