@@ -5,9 +5,8 @@ runtime parameter can only stand for a whole top-level execution property. This 
 TrainerConfig fields marked as run parameters (trainer_module/settings.py, RUN_PARAMETERS) as
 their own properties; compiled for
 Kubeflow they are pipeline parameters (`lockstep submit --param train_steps=500`), and the
-executor hands whatever values a run gets to run_fn beside the custom config, untouched; the
-trainer's own codec (TrainSpec) folds them in when it decodes the config, once, and refuses unknown
-or mistyped keys.
+executor folds whatever values a run gets into the custom config with the trainer's own codec
+(TrainSpec.from_custom_config), which refuses unknown or mistyped keys.
 """
 
 from __future__ import annotations
@@ -22,8 +21,9 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils
 
+from components.compat import tfx as tfx_compat
 from components.memory import release_free_memory
-from trainer_module.settings import RUN_PARAMETERS, RUN_PARAMETERS_KEY
+from trainer_module.settings import RUN_PARAMETERS, TrainSpec
 
 
 class TrainerSpec(standard_component_specs.TrainerSpec):
@@ -34,15 +34,14 @@ class TrainerSpec(standard_component_specs.TrainerSpec):
     }
 
 
-class Executor(trainer_executor.GenericExecutor):
+class Executor(tfx_compat.FnArgsHook, trainer_executor.GenericExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         try:
             return super().Do(input_dict, output_dict, exec_properties)
         finally:
             release_free_memory()
 
-    def _GetFnArgs(self, input_dict, output_dict, exec_properties: dict[str, Any]):
-        fn_args = super()._GetFnArgs(input_dict, output_dict, exec_properties)
+    def fn_args(self, fn_args, exec_properties: dict[str, Any]):
         fn_args.custom_config = {**(fn_args.custom_config or {}), RUN_PARAMETERS_KEY: {
             name: exec_properties.get(name) for name in RUN_PARAMETERS}}
         return fn_args

@@ -50,7 +50,7 @@ from tfx.types.component_spec import ExecutionParameter
 from components import entrypoint, fs, trainer
 from trainer_module import slices
 from trainer_module.settings import RUN_PARAMETERS as TRAINER_PARAMETERS
-from trainer_module.settings import RUN_PARAMETERS_KEY, TRAINER_KEY, TrainSpec
+from trainer_module.settings import TRAINER_KEY, TrainSpec
 
 _log = logging.getLogger(__name__)
 
@@ -239,8 +239,7 @@ def on_slice(settings: VertexSettings, exec_properties: dict[str, Any],
     if refusal:
         raise VertexError(f"trainer.fallback_slices: {then.name}: {refusal}")
     custom = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
-    spec = TrainSpec.from_custom_config({**custom, RUN_PARAMETERS_KEY: {
-        name: exec_properties.get(name) for name in TRAINER_PARAMETERS}})
+    spec = TrainSpec.from_custom_config(custom, run_parameters=exec_properties)
     steps = spec.trainer.accumulation_steps * first.replicas
     if steps % then.replicas:
         raise VertexError(f"trainer.fallback_slices: {then.name} ({then.replicas} replicas) "

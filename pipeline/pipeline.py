@@ -90,13 +90,9 @@ def multi_host(config: Config) -> bool:
 
 
 def train_spec(config: Config, label: str, task: str) -> TrainSpec:
-    trainer = config.trainer
-    if trainer.tpu_slice and trainer.strategy == "auto":
-        # On a GKE TPU node the chips are local to the pod ("local"); a multi-host slice's
-        # resolver finds its hosts from the environment Vertex AI sets (TPU_CONFIG: "").
-        trainer = dataclasses.replace(
-            trainer, strategy="tpu", tpu=trainer.tpu or ("" if multi_host(config) else "local"))
-    return TrainSpec(label, task, trainer, code_fingerprint(config))
+    """The Trainer's settings as the user gave them (config.trainer, whole: a TPU slice's
+    strategy is the Trainer's to resolve, trainer_module/strategy.py)."""
+    return TrainSpec(label, task, config.trainer, code_fingerprint(config))
 
 
 def vertex_run_parameter_values(config: Config) -> dict[str, str]:

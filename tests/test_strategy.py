@@ -68,3 +68,15 @@ def test_tpu_that_is_not_there_is_an_error_unless_fallback_is_allowed():
     assert out["error"].startswith("TPU 'local' is not reachable")
     assert "allow_fallback" in out["error"]
     assert out["fallback"] == 1
+
+
+def test_a_named_slice_under_auto_is_a_tpu_this_host_or_vertex_s(monkeypatch):
+    """The pipeline passes the user's settings whole; `auto` with trainer.tpu_slice asks for the
+    slice's TPU (this host's chips, "local", unless Vertex AI's TPU_CONFIG names the hosts), and
+    is refused without allow_fallback when there is none, as `strategy = "tpu"` is."""
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    monkeypatch.delenv("TPU_CONFIG", raising=False)
+    with pytest.raises(strategy_lib.StrategyError, match=r"TPU 'local' is not reachable"):
+        strategy_lib.resolve_strategy(TrainerConfig(tpu_slice="v5e-4"))
+    fallback = strategy_lib.resolve_strategy(TrainerConfig(tpu_slice="v5e-4", allow_fallback=True))
+    assert not isinstance(fallback, tf.distribute.TPUStrategy)

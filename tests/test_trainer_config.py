@@ -13,7 +13,7 @@ from pipeline.config import DataConfig
 from pipeline import pipeline as pipeline_lib
 from pipeline.data_check import MAX_INTEGER_CLASSES, task_for_label
 from trainer_module.settings import (CLASSIFICATION, REGRESSION, RUN_PARAMETERS,
-                                     RUN_PARAMETERS_KEY, TrainerConfig, TrainerConfigError,
+                                     TrainerConfig, TrainerConfigError,
                                      TrainSpec, TransformSpec, trainer_config_from_dict)
 
 
@@ -32,8 +32,9 @@ def test_what_the_pipeline_writes_the_trainer_reads_back():
     assert read.label == "species" and read.task == CLASSIFICATION
     assert read.trainer == config.trainer
     # A Kubeflow run's parameters arrive as JSON numbers and override the config's values.
-    overridden = TrainSpec.from_custom_config({**written, RUN_PARAMETERS_KEY: {
-        "train_steps": 500.0, "base_learning_rate": 1, "train_examples": None}})
+    overridden = TrainSpec.from_custom_config(written, run_parameters={
+        "train_steps": 500.0, "base_learning_rate": 1, "train_examples": None,
+        "custom_config": "(the Trainer's other properties are not the codec's)"})
     assert overridden.trainer.train_steps == 500 and isinstance(overridden.trainer.train_steps, int)
     assert overridden.trainer.base_learning_rate == 1.0
     assert overridden.trainer.train_examples == config.trainer.train_examples
@@ -59,10 +60,12 @@ def test_a_renamed_unknown_or_mistyped_trainer_key_fails_loudly(change, message)
         TrainSpec.from_custom_config(written)
 
 
-def test_an_unknown_run_parameter_fails():
-    written = TrainSpec("y", REGRESSION, TrainerConfig()).to_custom_config()
-    with pytest.raises(TrainerConfigError, match="unknown run parameter 'seed'"):
-        TrainSpec.from_custom_config({**written, RUN_PARAMETERS_KEY: {"seed": 3}})
+def test_a_run_parameter_of_the_wrong_type_fails_and_a_setting_that_is_none_is_not_one():
+    written = TrainSpec("y", REGRESSION, TrainerConfig(seed=7)).to_custom_config()
+    with pytest.raises(TrainerConfigError, match="train_steps"):
+        TrainSpec.from_custom_config(written, run_parameters={"train_steps": "many"})
+    # Only RUN_PARAMETERS fold in: a property of the same name as another setting does not.
+    assert TrainSpec.from_custom_config(written, run_parameters={"seed": 3}).trainer.seed == 7
 
 
 def test_transform_spec_is_strict_too():

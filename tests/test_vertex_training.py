@@ -53,7 +53,9 @@ def test_v5e_16_compiles_to_a_cpu_task_whose_settings_are_run_parameters():
     assert constants["vertex_image"] == "img@sha256:abc"
     assert constants["vertex_tpu_slice"] == "v5e-16"
     custom = json.loads(constants["custom_config"])
-    assert (custom["trainer"]["strategy"], custom["trainer"]["tpu"]) == ("tpu", "")
+    # The user's settings whole: the Trainer resolves a slice's strategy itself (strategy.py).
+    assert (custom["trainer"]["strategy"], custom["trainer"]["tpu"],
+            custom["trainer"]["tpu_slice"]) == ("auto", "", "v5e-16")
 
 
 @pytest.mark.parametrize("name", REFUSED)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from typing import Any, Mapping
 
 from trainer_module import exit_status, hook_paths, slices
 from trainer_module.features import ORDERS
@@ -47,9 +47,6 @@ INPUT_ORDERS = (SHARDED, GLOBAL)
 FLOAT16_ON_TPU = ("trainer.precision = mixed_float16 cannot run on a TPU (TPUStrategy refuses loss "
                   "scaling); use mixed_bfloat16, which TPUs compute natively")
 LABEL_KEY, TASK_KEY, TRAINER_KEY = "label", "task", "trainer"
-# In the Trainer's custom_config as its executor hands it to run_fn: {name: value} of the run's
-# parameters (RUN_PARAMETERS), folded in by TrainSpec.from_custom_config.
-RUN_PARAMETERS_KEY = "run_parameters"
 EXCLUDED_KEY, TIMESTAMPS_KEY, ORDERS_KEY = "excluded", "timestamps", "timestamp_orders"
 HASHED_KEY = "hashed"
 # The user's preprocessing_fn (a dotted path, "" for the built-in one), and a hash of the source
@@ -390,18 +387,16 @@ class TrainSpec:
                 TRAINER_KEY: dataclasses.asdict(self.trainer), CODE_KEY: self.code_fingerprint}
 
     @classmethod
-    def from_custom_config(cls, values: dict[str, Any]) -> "TrainSpec":
-        """Reads it back, once, in the Trainer's process. The Trainer component adds the values a
-        run gave its parameters under RUN_PARAMETERS_KEY (components/trainer.py); they override
-        the config's."""
-        run_parameters = values.get(RUN_PARAMETERS_KEY) or {}
-        values = {k: v for k, v in values.items() if k != RUN_PARAMETERS_KEY}
+    def from_custom_config(cls, values: dict[str, Any],
+                           run_parameters: Mapping[str, Any] | None = None) -> "TrainSpec":
+        """Reads it back (the Trainer's executor, once). run_parameters: the Trainer's execution
+        properties (components/trainer.py), where a Kubeflow run's values for RUN_PARAMETERS are:
+        those set override the config's, coerced by the config's own rule; other keys are not
+        the codec's."""
         _check_keys(values, (LABEL_KEY, TASK_KEY, TRAINER_KEY, CODE_KEY), "Trainer")
         trainer = dict(values[TRAINER_KEY])
-        for name, value in run_parameters.items():
-            if name not in RUN_PARAMETERS:
-                raise TrainerConfigError(f"unknown run parameter {name!r} "
-                                         f"(known: {', '.join(RUN_PARAMETERS)})")
+        for name in RUN_PARAMETERS:
+            value = (run_parameters or {}).get(name)
             if value is not None:
                 trainer[name] = value
         return cls(values[LABEL_KEY], check_task(values[TASK_KEY]),

@@ -69,6 +69,8 @@ def resolve_strategy(cfg) -> tf.distribute.Strategy:
         raise StrategyError("strategy parameter_server is made by "
                             "trainer_module.parameter_server.make_strategy")
     tpu_name = cfg.tpu or os.environ.get("TPU_NAME", "")
+    if kind == "auto" and getattr(cfg, "tpu_slice", ""):
+        kind = "tpu"  # the config names a slice: its chips (this host's, or Vertex AI's hosts)
     strategy = None
     if kind == "tpu" or (kind == "auto" and tpu_name):
         # No name: the environment's multi-host slice (Vertex AI's TPU_CONFIG), else this host's.
