@@ -34,12 +34,13 @@ test-fast: setup
 
 lint: setup
 	$(UV) run --frozen lint-imports
+	$(UV) run --frozen python tools/private_names.py
 	$(UVX) $(HADOLINT) --failure-threshold info infra/Dockerfile
 	$(UVX) $(TERRAFORM) fmt -check -recursive -diff infra/terraform
 	mkdir -p out && $(UVX) $(KUBECTL) kustomize infra/kubernetes/lockstep > out/lockstep-manifests.yaml
 	$(UVX) $(KUBEVAL) --strict --quiet -k $(K8S_VERSION) out/lockstep-manifests.yaml
 	$(UVX) $(CHECKOV) -d infra --compact --quiet --skip-download
-	@echo "lint: the import layers hold and infra/ is clean"
+	@echo "lint: the import layers hold, TFX's internals stay behind components/compat/, and infra/ is clean"
 
 # The pipeline image (infra/Dockerfile): docker if present, else podman on Debian-made bases.
 # USER_CODE=dir: your hook code's directory, on the image's PYTHONPATH.

@@ -19,32 +19,25 @@ only slices on one column or none; any other config (`supported`) leaves TFMA as
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
 from tensorflow_model_analysis import constants
-from tensorflow_model_analysis.evaluators import metrics_plots_and_validations_evaluator as mpv
-from tensorflow_model_analysis.extractors import extractor, slice_key_extractor, unbatch_extractor
-from tensorflow_model_analysis.metrics import (binary_confusion_matrices, calibration_histogram,
-                                               example_count, mean_regression_error,
-                                               metric_specs, metric_types,
-                                               multi_class_confusion_matrix_metrics,
-                                               tf_metric_wrapper)
+from tensorflow_model_analysis.metrics import (calibration_histogram, metric_specs, metric_types,
+                                               multi_class_confusion_matrix_metrics)
 
 from components import metrics as lockstep_metrics
-from components.swapped import swapped
+from components.compat import tfma as tfma_compat
 
-_FILLED = (example_count._ExampleCountCombiner, tf_metric_wrapper._CompilableMetricsCombiner,
-           multi_class_confusion_matrix_metrics._MultiClassConfusionMatrixCombiner,
-           calibration_histogram._CalibrationHistogramCombiner,
-           binary_confusion_matrices._BinaryConfusionMatrixCombiner,
-           mean_regression_error._MeanAbsoluteErrorCombiner, lockstep_metrics._Combiner)
+_FILLED = (tfma_compat.ExampleCountCombiner, tfma_compat.CompilableMetricsCombiner,
+           tfma_compat.MultiClassConfusionMatrixCombiner,
+           tfma_compat.CalibrationHistogramCombiner, tfma_compat.BinaryConfusionMatrixCombiner,
+           tfma_compat.MeanAbsoluteErrorCombiner, lockstep_metrics._Combiner)
 
 
 def _computations(eval_config, metrics_specs=None, schema=None):
-    return mpv._filter_and_separate_computations(metric_specs.to_computations(
+    return tfma_compat.separate_computations(metric_specs.to_computations(
         list(metrics_specs if metrics_specs is not None else eval_config.metrics_specs),
         eval_config=eval_config, schema=schema))
 
@@ -65,19 +58,10 @@ def supported(eval_config) -> bool:
     return all(isinstance(c.combiner, _FILLED) for c in computations.non_derived_computations)
 
 
-@contextlib.contextmanager
-def installed() -> Iterator[None]:
+def installed():
     """For the length of the block, TFMA keeps its batches and computes the metrics with
     ComputeMetricsAndPlots (call it inside one Do, where `supported` holds)."""
-    def unchanged(stage_name: str):
-        return lambda **_: extractor.Extractor(stage_name=stage_name,
-                                                ptransform=beam.Map(lambda x: x))
-
-    with swapped(unbatch_extractor, "UnbatchExtractor", unchanged("ExtractUnbatchedInputs")), \
-            swapped(slice_key_extractor, "SliceKeyExtractor",
-                    unchanged(slice_key_extractor.SLICE_KEY_EXTRACTOR_STAGE_NAME)), \
-            swapped(mpv, "_ComputeMetricsAndPlots", ComputeMetricsAndPlots):
-        yield
+    return tfma_compat.batches_kept(ComputeMetricsAndPlots)
 
 
 @beam.ptransform_fn
@@ -88,28 +72,29 @@ def ComputeMetricsAndPlots(extracts, eval_config, metrics_specs, eval_shared_mod
     """TFMA's _ComputeMetricsAndPlots (same arguments, same outputs) on batched extracts."""
     computations = _computations(eval_config, metrics_specs, schema)
     baseline = next((s.name for s in eval_config.model_specs if s.is_baseline), None)
-    combine = mpv._ComputationsCombineFn(computations=computations.non_derived_computations)
+    combine = tfma_compat.ComputationsCombineFn(
+        computations=computations.non_derived_computations)
     results = (extracts
                | "FillAccumulators" >> beam.ParDo(_FillPerSlice(
                    computations.non_derived_computations, eval_config))
                | "MergePerSlice" >> beam.CombinePerKey(_Merged(combine))
-               | "AddDerivedAndDiffMetrics" >> mpv._AddDerivedCrossSliceAndDiffMetrics(
-                   computations.derived_computations, [], [], baseline)
-               | "RemovePrivateMetrics" >> beam.MapTuple(mpv._remove_private_metrics))
+               | "AddDerivedAndDiffMetrics" >> tfma_compat.derived_and_diff_metrics(
+                   computations.derived_computations, baseline)
+               | "RemovePrivateMetrics" >> beam.MapTuple(tfma_compat.remove_private_metrics))
     return {
         metrics_key: results | "FilterByMetrics" >> beam.Map(
-            mpv._filter_by_key_type, metric_types.MetricKey),
+            tfma_compat.filter_by_key_type, metric_types.MetricKey),
         plots_key: results | "FilterByPlots" >> beam.Map(
-            mpv._filter_by_key_type, metric_types.PlotKey),
+            tfma_compat.filter_by_key_type, metric_types.PlotKey),
         attributions_key: results | "FilterByAttributions" >> beam.Map(
-            mpv._filter_by_key_type, metric_types.AttributionsKey),
+            tfma_compat.filter_by_key_type, metric_types.AttributionsKey),
     }
 
 
 class _Merged(beam.CombineFn):
     """TFMA's combine of every computation's accumulator, fed accumulators, not examples."""
 
-    def __init__(self, combine: mpv._ComputationsCombineFn):
+    def __init__(self, combine: tfma_compat.ComputationsCombineFn):
         self._combine = combine
 
     def setup(self):
@@ -214,22 +199,22 @@ def _fill(combiner, key, labels, predictions, weights) -> Any:
     """`combiner`'s accumulator, filled with the rows as TFMA would fill it example by example
     (the same sums, the same per-batch updates of a Keras metric, the same histogram)."""
     accumulator = combiner.create_accumulator()
-    if isinstance(combiner, example_count._ExampleCountCombiner):
-        counted = weights if combiner._example_weighted else np.ones_like(weights)
+    if isinstance(combiner, tfma_compat.ExampleCountCombiner):
+        counted = weights if tfma_compat.example_weighted(combiner) else np.ones_like(weights)
         return accumulator + float(np.sum(counted, dtype=np.float64))
-    if isinstance(combiner, tf_metric_wrapper._CompilableMetricsCombiner):
+    if isinstance(combiner, tfma_compat.CompilableMetricsCombiner):
         return _keras_weights(combiner, accumulator, labels, predictions, weights)
-    if isinstance(combiner, multi_class_confusion_matrix_metrics._MultiClassConfusionMatrixCombiner):
+    if isinstance(combiner, tfma_compat.MultiClassConfusionMatrixCombiner):
         return _confusion_matrices(combiner, accumulator, labels, predictions, weights)
     label, prediction = _binarized(key, labels, predictions)
-    if isinstance(combiner, calibration_histogram._CalibrationHistogramCombiner):
+    if isinstance(combiner, tfma_compat.CalibrationHistogramCombiner):
         return _histogram(combiner, label, prediction, weights)
-    if isinstance(combiner, binary_confusion_matrices._BinaryConfusionMatrixCombiner):
+    if isinstance(combiner, tfma_compat.BinaryConfusionMatrixCombiner):
         label, prediction, weight = _fractional(label, prediction, weights,
-                                                combiner._enable_fractional_labels)
-        return combiner._binary_confusion_matrices.add_input(
-            accumulator, label.tolist(), prediction.tolist(), weight.tolist(), None)
-    if isinstance(combiner, mean_regression_error._MeanAbsoluteErrorCombiner):
+                                                tfma_compat.binary_fractional_labels(combiner))
+        return tfma_compat.add_to_binary_confusion_matrices(
+            combiner, accumulator, label.tolist(), prediction.tolist(), weight.tolist())
+    if isinstance(combiner, tfma_compat.MeanAbsoluteErrorCombiner):
         error = np.abs(label.astype(np.float32) - prediction.astype(np.float32)).astype(np.float64)
         keep = ~np.isnan(error)
         accumulator.total_regression_error += float(np.sum(error[keep] * weights[keep]))
@@ -244,11 +229,10 @@ def _keras_weights(combiner, accumulator, labels, predictions, weights):
     its batches' (labels [n, 1], predictions [n, k], weights [n, 1], as it stacks them)."""
     if not len(labels):
         return accumulator
-    for output_index, output_name in enumerate(combiner._output_names):
-        for metric_index, metric in enumerate(combiner._metrics[output_name]):
-            metric.reset_states()
-            metric.update_state(labels.reshape(-1, 1), predictions, weights.reshape(-1, 1))
-            accumulator.add_weights(output_index, metric_index, metric.get_weights())
+    for output_index, metric_index, metric in tfma_compat.keras_metrics(combiner):
+        metric.reset_states()
+        metric.update_state(labels.reshape(-1, 1), predictions, weights.reshape(-1, 1))
+        accumulator.add_weights(output_index, metric_index, metric.get_weights())
     return accumulator
 
 
@@ -258,7 +242,7 @@ def _confusion_matrices(combiner, accumulator, labels, predictions, weights):
     top = np.argmax(predictions, axis=1)
     top_probability = predictions[np.arange(len(top)), top]
     actual = labels.astype(np.int64)
-    for threshold in combiner._thresholds:
+    for threshold in tfma_compat.confusion_thresholds(combiner):
         predicted = np.where(top_probability <= threshold,
                              multi_class_confusion_matrix_metrics.NO_PREDICTED_CLASS_ID, top)
         matrix = accumulator.setdefault(threshold, {})
@@ -284,12 +268,12 @@ def _fractional(label, prediction, weights, enabled: bool):
 
 def _histogram(combiner, label, prediction, weights):
     """{bucket index: Bucket(Σ w·y, Σ w·p, Σ w)} over the rows' (fractional) labels."""
+    buckets = tfma_compat.histogram_buckets(combiner)
     label, prediction, weight = _fractional(label, prediction.astype(np.float64), weights,
-                                            combiner._fractional_labels)
-    basis = prediction if combiner._prediction_based_bucketing else label
-    index = (basis - combiner._left) / combiner._range * combiner._num_buckets + 1
-    index = np.where(index < 0, 0, np.where(index >= combiner._num_buckets + 1,
-                                            combiner._num_buckets + 1,
+                                            buckets.fractional_labels)
+    basis = prediction if buckets.by_prediction else label
+    index = (basis - buckets.left) / buckets.width * buckets.count + 1
+    index = np.where(index < 0, 0, np.where(index >= buckets.count + 1, buckets.count + 1,
                                             np.floor(index))).astype(np.int64)
     accumulator = {}
     for bucket in np.unique(index).tolist():

@@ -20,7 +20,8 @@ gzip (what the ExampleGen writes); anything else keeps the stock TFXIO.
 
 TFX's StatisticsGen, Transform and Evaluator build their TFXIO with `tfxio_utils.make_tfxio`;
 `batched_reads()` makes that name return a `BatchedExampleRecord` for the length of one Do (the
-executors in components/ wrap their Do with it).
+executors in components/ wrap their Do with it). The tfx_bsl and TFX internals this takes are
+behind components/compat/.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ import pyarrow as pa
 from tfx.components.util import tfxio_utils
 from tfx.dsl.io import fileio
 from tensorflow_metadata.proto.v0 import schema_pb2
-from tfx_bsl.tfxio import telemetry, tf_example_record
+from tfx_bsl.tfxio import tf_example_record
 
 from components import columnar_examples
-from components.swapped import swapped
+from components.compat import tfx as tfx_compat
+from components.compat import tfx_bsl as tfx_bsl_compat
 
 BATCH_SIZE = 1000  # records per RecordBatch when the caller names none (tfx_bsl's own cap)
 _COMPRESSION = {".gz": "GZIP", ".gzip": "GZIP", ".zlib": "ZLIB"}  # TFRecordOptions' names
@@ -68,7 +70,7 @@ class _ReadRecordBatches(beam.DoFn):
     batches and decoded by tfx_bsl's decoder (the stock source's)."""
 
     def __init__(self, schema, raw_record_column_name: str | None, batch_size: int):
-        self._decode = tf_example_record._DecodeBatchExamplesDoFn(schema, raw_record_column_name)
+        self._decode = tfx_bsl_compat.example_decoder(schema, raw_record_column_name)
         self._raw, self._batch_size = raw_record_column_name, batch_size
         # Serialized, as the stock decoder keeps it: a DoFn that Beam pickles holds no proto.
         self._schema_bytes = None if schema is None else schema.SerializeToString()
@@ -95,12 +97,12 @@ class _ReadRecordBatches(beam.DoFn):
             yield from self._decode.process(batch)
 
 
-class BatchedExampleRecord(tf_example_record.TFExampleRecord):
+class BatchedExampleRecord(tfx_bsl_compat.ExampleRecord):
     """TFExampleRecord whose BeamSource reads and decodes a batch of records at a time."""
 
     def BeamSource(self, batch_size: int | None = None) -> beam.PTransform:
-        files = _files(self._file_pattern)
-        read_batches = _ReadRecordBatches(self._GetSchemaForDecoding(), self.raw_record_column_name,
+        files = _files(self.file_patterns)
+        read_batches = _ReadRecordBatches(self.decoding_schema(), self.raw_record_column_name,
                                           batch_size or BATCH_SIZE)
 
         @beam.typehints.with_input_types(beam.Pipeline)
@@ -110,30 +112,19 @@ class BatchedExampleRecord(tf_example_record.TFExampleRecord):
                     | "Files" >> beam.Create(files)
                     | "Spread" >> beam.Reshuffle()
                     | "ReadRecordBatches" >> beam.ParDo(read_batches)
-                    | "CollectRecordBatchTelemetry" >> telemetry.ProfileRecordBatches(
-                        self._telemetry_descriptors, self._logical_format,
-                        self._physical_format))
+                    | "CollectRecordBatchTelemetry" >> self.record_batch_telemetry())
 
         return beam.ptransform_fn(read)()
 
-    def _ProjectImpl(self, tensor_names):
-        projected = super()._ProjectImpl(tensor_names)
-        return BatchedExampleRecord(
-            file_pattern=self._file_pattern, schema=projected._schema,
-            raw_record_column_name=self.raw_record_column_name,
-            telemetry_descriptors=self.telemetry_descriptors)
-
     @classmethod
     def replacing(cls, tfxio):
-        """The batched reader in place of a stock TFExampleRecord over files TensorFlow's reader reads;
-        any other TFXIO as it is."""
+        """The batched reader in place of a stock TFExampleRecord over files TensorFlow's reader
+        reads; any other TFXIO as it is."""
         if type(tfxio) is not tf_example_record.TFExampleRecord:
             return tfxio
-        if any(compression(pattern) is None for pattern in tfxio._file_pattern):
+        if any(compression(pattern) is None for pattern in tfx_bsl_compat.file_patterns(tfxio)):
             return tfxio
-        return cls(file_pattern=tfxio._file_pattern, schema=tfxio._schema,
-                   raw_record_column_name=tfxio.raw_record_column_name,
-                   telemetry_descriptors=tfxio.telemetry_descriptors)
+        return cls.like(tfxio)
 
 
 def batched_reads():
@@ -145,4 +136,4 @@ def batched_reads():
     def make_tfxio(*args, **kwargs):
         return BatchedExampleRecord.replacing(original(*args, **kwargs))
 
-    return swapped(tfxio_utils, "make_tfxio", make_tfxio)
+    return tfx_compat.tfxio_factory(make_tfxio)

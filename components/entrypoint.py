@@ -47,6 +47,8 @@ import sys
 import time
 import types
 
+from components.compat import tfx as tfx_compat
+
 START_MARKER = "lockstep-task: executor Do begins at"
 # What the compiled spec runs in every task (pipeline/kubeflow/compiler.py), and the image's ENTRYPOINT.
 COMMAND = ("python", "-m", "components.entrypoint")
@@ -102,15 +104,9 @@ def _executor_class_path(argv: list[str]) -> str | None:
     return None
 
 
-def _mark_do(executor_cls: type) -> None:
-    """Prints START_MARKER with the time when the executor's Do is called."""
-    do = executor_cls.Do
-
-    def marked_do(self, *args, **kwargs):
-        print(f"{START_MARKER} {time.time():.3f}", flush=True)
-        return do(self, *args, **kwargs)
-
-    executor_cls.Do = marked_do
+def _mark_start() -> None:
+    """Prints START_MARKER with the time (when the executor's Do is called)."""
+    print(f"{START_MARKER} {time.time():.3f}", flush=True)
 
 
 def prepare(argv: list[str]) -> None:
@@ -123,7 +119,7 @@ def prepare(argv: list[str]) -> None:
     if path:
         from tfx.utils import import_utils
 
-        _mark_do(import_utils.import_class_by_path(path))
+        tfx_compat.announce_do(import_utils.import_class_by_path(path), _mark_start)
     for module, name in ASKED_BASES.items():
         if module not in sys.modules:
             placeholder = types.ModuleType(module)
@@ -187,9 +183,7 @@ def _run_executor(argv: list[str]) -> None:
 
         main_fn, parse = run_executor.main, run_executor.parse_flags
     else:
-        from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor
-
-        main_fn, parse = kubeflow_v2_run_executor.main, kubeflow_v2_run_executor._parse_flags
+        main_fn, parse = tfx_compat.kubeflow_v2_entrypoint()
     app.run(main_fn, flags_parser=parse)
 
 

@@ -47,7 +47,6 @@ from components import serving_versions
 from components.batched_records import batched_reads
 from components.latest_model import is_found
 from components.memory import objects_frozen
-from components.swapped import swapped
 from trainer_module import autograph_rules, features
 
 
@@ -211,12 +210,13 @@ def _no_hot_key_fanout(beam_args):
     one process, there is nothing to spread, and the fanout cost two more Beam steps per example
     (a random shard key, a window). For the length of one Do there, TFMA's constant says none."""
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-    from tensorflow_model_analysis.evaluators import metrics_plots_and_validations_evaluator as mpv
+
+    from components.compat import tfma as tfma_compat
 
     runner = PipelineOptions(list(beam_args or [])).view_as(StandardOptions).runner
     if runner not in (None, "DirectRunner", "direct"):
         return contextlib.nullcontext()
-    return swapped(mpv, "_COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT", None)
+    return tfma_compat.no_hot_key_fanout()
 
 
 def _short_array_text():

@@ -42,8 +42,9 @@ class Executor(tfx_compat.FnArgsHook, trainer_executor.GenericExecutor):
             release_free_memory()
 
     def fn_args(self, fn_args, exec_properties: dict[str, Any]):
-        fn_args.custom_config = {**(fn_args.custom_config or {}), RUN_PARAMETERS_KEY: {
-            name: exec_properties.get(name) for name in RUN_PARAMETERS}}
+        spec = TrainSpec.from_custom_config(fn_args.custom_config or {},
+                                            run_parameters=exec_properties)
+        fn_args.custom_config = spec.to_custom_config()
         return fn_args
 
 

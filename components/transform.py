@@ -36,8 +36,8 @@ from tfx.types import artifact_utils, standard_component_specs
 
 from components import integrity
 from components.batched_records import batched_reads
+from components.compat import tfx as tfx_compat
 from components.csv_example_gen import SPAN_DATASETS_KEY, shard_prefix
-from components.swapped import swapped
 
 CACHE_DIR_KEY = "lockstep_analyzer_cache_dir"  # in custom_config; removed before preprocessing_fn
 LATEST_FILE = "LATEST"
@@ -84,16 +84,17 @@ def _write_atomically(directory: str, name: str, text: str) -> None:
     fileio.rename(temp, f"{directory}/{name}", overwrite=True)
 
 
-class _SpanProcessor(transform_executor.TransformProcessor):
-    """TFX's TransformProcessor, analyzing each span as its own dataset keyed by its identity."""
+class _SpanDatasets:
+    """What TFX's TransformProcessor asks (components/compat/tfx.py, DatasetHooks): each span
+    analyzed as its own dataset, keyed by its identity."""
 
     def __init__(self, span_keys: dict[int, str], input_cache: str | None):
         self._span_keys, self._input_cache = span_keys, input_cache
         self._keys_by_pattern: dict[str, str] = {}
         self.from_cache: set[str] = set()  # dataset keys whose analysis came from the cache
 
-    def Transform(self, inputs, outputs, status_file=None):
-        # One dataset per span: <split dir>/data_tfrecord-spanSSSSS-*.
+    def inputs(self, inputs: dict) -> dict:
+        """One dataset to analyze per span: <split dir>/data_tfrecord-spanSSSSS-*."""
         patterns, formats = [], []
         for pattern, file_format in zip(inputs[labels.ANALYZE_DATA_PATHS_LABEL],
                                         inputs[labels.ANALYZE_PATHS_FILE_FORMATS_LABEL]):
@@ -108,10 +109,9 @@ class _SpanProcessor(transform_executor.TransformProcessor):
                   labels.ANALYZE_PATHS_FILE_FORMATS_LABEL: formats}
         if self._input_cache:
             inputs[labels.CACHE_INPUT_PATH_LABEL] = self._input_cache
-        return super().Transform(inputs, outputs, status_file)
+        return inputs
 
-    def _MakeDatasetList(self, file_patterns, *args, **kwargs):
-        datasets = super()._MakeDatasetList(file_patterns, *args, **kwargs)
+    def datasets(self, datasets: list) -> list:
         if not any(dataset.file_pattern in self._keys_by_pattern for dataset in datasets):
             return datasets  # the datasets to transform, not to analyze
         for dataset in datasets:
@@ -122,19 +122,10 @@ class _SpanProcessor(transform_executor.TransformProcessor):
             dataset.index = index
         return datasets
 
-    def _JoinUncachedDatasets(self, analyze_data_list, optimized_analyze_data_dict, *args,
-                              **kwargs):
+    def joined(self, optimized_analyze_data_dict: dict) -> None:
         # A dataset whose every analyzer is in the input cache maps to None here.
         self.from_cache = {key.key for key, dataset in optimized_analyze_data_dict.items()
                            if dataset is None}
-        return super()._JoinUncachedDatasets(analyze_data_list, optimized_analyze_data_dict,
-                                             *args, **kwargs)
-
-
-def _processor(processor: _SpanProcessor):
-    """TFX's Executor.Do builds its inputs and calls `TransformProcessor().Transform(...)`, the
-    class looked up in its module: for the length of one Do, that name makes ours."""
-    return swapped(transform_executor, "TransformProcessor", lambda: processor)
 
 
 class Executor(transform_executor.Executor):
@@ -161,15 +152,15 @@ class Executor(transform_executor.Executor):
         cache, passed_over = latest_cache(cache_dir)
         if passed_over:
             logging.warning("Transform: %s; analyzing every span anew", passed_over)
-        processor = _SpanProcessor(span_keys, cache)
-        with _processor(processor):
+        spans = _SpanDatasets(span_keys, cache)
+        with tfx_compat.transform_processor(spans):
             super().Do(input_dict, output_dict, exec_properties)
         graph = artifact_utils.get_single_instance(
             output_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])
         if passed_over:
             graph.set_string_custom_property(CACHE_PASSED_OVER_KEY, passed_over)
         cached = sorted(span for span, key in span_keys.items()
-                        if analyzer_cache.DatasetKey(key).key in processor.from_cache)
+                        if analyzer_cache.DatasetKey(key).key in spans.from_cache)
         graph.set_string_custom_property(CACHED_SPANS_KEY, ",".join(map(str, cached)))
         graph.set_string_custom_property(ANALYZED_SPANS_KEY, ",".join(
             str(span) for span in sorted(span_keys) if span not in cached))

@@ -30,15 +30,14 @@ def test_the_evaluator_decodes_only_the_slice_columns_and_the_label():
 
 
 def test_no_hot_key_fanout_on_the_direct_runner_only():
-    from tensorflow_model_analysis.evaluators import metrics_plots_and_validations_evaluator as mpv
-
+    from components.compat.tfma import hot_key_fanout
     from components.evaluator import _no_hot_key_fanout
 
-    stock = mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT
+    stock = hot_key_fanout()
     assert stock == 8
     for args in ([], ["--runner=DirectRunner", "--direct_num_workers=2"]):
         with _no_hot_key_fanout(args):
-            assert mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT is None
-        assert mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT == stock
+            assert hot_key_fanout() is None
+        assert hot_key_fanout() == stock
     with _no_hot_key_fanout(["--runner=DataflowRunner"]):
-        assert mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT == stock
+        assert hot_key_fanout() == stock

@@ -1,8 +1,9 @@
 """`swapped`: a module's name bound to another value for the length of a `with` block.
 
-Some of TFX's and TFMA's executors take what lockstep changes (the TFXIO factory, the transform
-processor, a combiner's fanout) from a module-level name, looked up when their Do runs; the
-executors in components/ rebind that name around their Do, and put it back however Do ends."""
+Some of TFX's, TFMA's and kfp.local's code takes what lockstep changes (the TFXIO factory, the
+transform processor, a combiner's fanout, a task handler) from a module-level name, looked up when
+it runs; the wall (components/compat/) rebinds that name around the call, and puts it back however
+the block ends. Only the wall calls it (tools/private_names.py)."""
 
 from __future__ import annotations
 

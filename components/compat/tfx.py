@@ -1,0 +1,116 @@
+"""TFX's internals that lockstep uses, behind named functions.
+
+- StatisticsGen, Transform and the Evaluator read through lockstep's batched TFXIO
+  (components/batched_records.py): `tfxio_factory` rebinds the factory TFX builds them with.
+- Transform keeps an analyzer cache across spans (components/transform.py): `transform_processor`
+  rebinds the processor TFX's Transform executor makes, with one that keys each span's dataset
+  and notes which came from the cache, in two of its private steps.
+- The Trainer hands run_fn its run parameters beside the custom config (components/trainer.py):
+  `FnArgsHook` amends the FnArgs TFX's Trainer executor makes in a private step.
+- A Kubeflow task starts TFX's KFP v2 entrypoint with its private flag parser, and marks when the
+  executor's Do begins (components/entrypoint.py): `kubeflow_v2_entrypoint`, `announce_do`.
+
+TFX is imported inside each function: a Kubeflow task's entrypoint imports this module before
+its lean imports (components/entrypoint.py)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterator, Protocol
+
+from components.compat.swapped import swapped
+from components.compat.symbols import Symbol
+
+_TFXIO_UTILS = "tfx.components.util.tfxio_utils"
+_TRANSFORM = "tfx.components.transform.executor"
+_KFP_V2 = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
+_TRAINER = "tfx.components.trainer.executor"
+
+SYMBOLS = (
+    Symbol(_TFXIO_UTILS, "make_tfxio", read_by=_TFXIO_UTILS),
+    Symbol(_TRANSFORM, "TransformProcessor", read_by=_TRANSFORM),
+    Symbol(_TRANSFORM, "TransformProcessor._MakeDatasetList"),
+    Symbol(_TRANSFORM, "TransformProcessor._JoinUncachedDatasets"),
+    Symbol(_TRAINER, "GenericExecutor._GetFnArgs"),
+    Symbol(_KFP_V2, "_parse_flags"),
+    Symbol("tfx.dsl.components.base.base_executor", "BaseExecutor.Do"),
+)
+
+
+def tfxio_factory(make_tfxio: Callable):
+    """For the block, `tfxio_utils.make_tfxio` is `make_tfxio`: TFX's StatisticsGen, Transform
+    and Evaluator build their TFXIO through tfxio_utils' factories, which call it by that name."""
+    from tfx.components.util import tfxio_utils
+
+    return swapped(tfxio_utils, "make_tfxio", make_tfxio)
+
+
+class DatasetHooks(Protocol):
+    """What Transform's processor asks lockstep (components/transform.py)."""
+
+    def inputs(self, inputs: dict) -> dict:
+        """Transform's inputs (by tfx.components.transform.labels) as the processor gets them."""
+
+    def datasets(self, datasets: list) -> list:
+        """Each list of datasets the processor makes (to analyze, then to transform), with each
+        dataset's dataset_key and index as it should read them."""
+
+    def joined(self, optimized_analyze_data_dict: dict) -> None:
+        """{dataset key: dataset, or None where the input cache holds its every analyzer}."""
+
+
+@contextlib.contextmanager
+def transform_processor(hooks: DatasetHooks) -> Iterator[None]:
+    """For the block, the TransformProcessor TFX's Transform executor makes (it looks the class
+    up in its module, in Do) calls `hooks` around its private _MakeDatasetList and
+    _JoinUncachedDatasets."""
+    from tfx.components.transform import executor
+
+    class Processor(executor.TransformProcessor):
+        def Transform(self, inputs, outputs, status_file=None):
+            return super().Transform(hooks.inputs(inputs), outputs, status_file)
+
+        def _MakeDatasetList(self, *args, **kwargs):
+            return hooks.datasets(super()._MakeDatasetList(*args, **kwargs))
+
+        def _JoinUncachedDatasets(self, analyze_data_list, optimized_analyze_data_dict, *args,
+                                  **kwargs):
+            hooks.joined(optimized_analyze_data_dict)
+            return super()._JoinUncachedDatasets(analyze_data_list, optimized_analyze_data_dict,
+                                                 *args, **kwargs)
+
+    with swapped(executor, "TransformProcessor", Processor):
+        yield
+
+
+class FnArgsHook:
+    """Put before TFX's Trainer executor (GenericExecutor) among an executor's bases: the FnArgs
+    its Do hands run_fn, which it makes in its private _GetFnArgs, pass through the executor's
+    `fn_args(fn_args, exec_properties)` first."""
+
+    def fn_args(self, fn_args, exec_properties: dict):
+        return fn_args
+
+    def _GetFnArgs(self, input_dict, output_dict, exec_properties):
+        return self.fn_args(super()._GetFnArgs(input_dict, output_dict, exec_properties),
+                            exec_properties)
+
+
+def kubeflow_v2_entrypoint() -> tuple[Callable, Callable]:
+    """(main, flags parser) of TFX's KFP v2 executor entrypoint, for absl's app.run as the
+    module's own `__main__` calls it: main takes the parser's (arguments, Beam arguments), and the
+    parser is private."""
+    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor
+
+    return kubeflow_v2_run_executor.main, kubeflow_v2_run_executor._parse_flags
+
+
+def announce_do(executor_cls: type, announce: Callable[[], None]) -> None:
+    """From now on, in this process, the executor class's Do calls `announce()` first."""
+    do = executor_cls.Do
+
+    def announced_do(self, *args, **kwargs):
+        announce()
+        return do(self, *args, **kwargs)
+
+    executor_cls.Do = announced_do

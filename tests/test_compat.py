@@ -1,0 +1,99 @@
+"""The wall (components/compat/): every symbol it reaches in a dependency is there in the installed
+version (the first check of an upgrade: docs/upgrading.md), each named with the version when it is
+not; the wall declares every private name its source uses; its rebinds are undone."""
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+from components import compat
+from components.compat.symbols import Symbol, problem, version
+from test_private_names import load_lint
+
+REPO = Path(__file__).resolve().parent.parent
+# One module per dependency: the wall's modules that declare SYMBOLS.
+WALL = {name: importlib.import_module(f"components.compat.{name}")
+        for _, name, _ in pkgutil.iter_modules(compat.__path__)}
+WALL = {name: module for name, module in WALL.items() if hasattr(module, "SYMBOLS")}
+MPV = "tensorflow_model_analysis.evaluators.metrics_plots_and_validations_evaluator"
+
+
+def test_one_module_per_dependency():
+    assert set(WALL) == {"kfp", "tfma", "tfx", "tfx_bsl"}
+    for name, module in WALL.items():
+        assert len({symbol.package for symbol in module.SYMBOLS}) == 1, name
+
+
+@pytest.mark.parametrize("name", sorted(WALL))
+def test_the_installed_version_has_every_symbol_the_wall_uses(name):
+    problems = [problem(symbol) for symbol in WALL[name].SYMBOLS]
+    assert not [p for p in problems if p], "\n".join(p for p in problems if p)
+
+
+def test_the_executor_members_the_lint_allows_are_there():
+    contract = load_lint().EXECUTOR_CONTRACT
+    symbols = [Symbol(path.rsplit(".", 1)[0], f"{path.rsplit('.', 1)[1]}.{name}")
+               for path, names in contract.items() for name in names]
+    problems = [problem(symbol) for symbol in symbols]
+    assert len(symbols) == 5 and not any(problems), problems
+
+
+def test_a_moved_symbol_is_named_with_the_installed_version():
+    tfma = version("tensorflow_model_analysis")
+    assert tfma[0].isdigit()
+    assert problem(Symbol(MPV, "_ComputationsCombineFn")) == ""
+    assert problem(Symbol(MPV, "_NoSuchCombineFn")) == (
+        f"tensorflow_model_analysis {tfma} no longer has "
+        "evaluators.metrics_plots_and_validations_evaluator._NoSuchCombineFn")
+    histogram = "tensorflow_model_analysis.metrics.calibration_histogram"
+    # An instance attribute, set in the class's __init__:
+    assert problem(Symbol(histogram, "_CalibrationHistogramCombiner._left")) == ""
+    assert problem(Symbol(histogram, "_CalibrationHistogramCombiner._right")) == (
+        f"tensorflow_model_analysis {tfma} no longer has "
+        "metrics.calibration_histogram._CalibrationHistogramCombiner._right")
+    assert problem(Symbol("tfx.components.no_such_module", "Executor")) == (
+        f"tfx {version('tfx')} no longer has components.no_such_module.Executor")
+
+
+def test_a_rebound_name_no_longer_looked_up_is_named():
+    """A rebinding takes effect only where the dependency looks the name up as it runs."""
+    assert problem(Symbol(MPV, "_COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT", read_by=MPV)) == ""
+    eval_lib = "tensorflow_model_analysis.api.model_eval_lib"
+    assert problem(Symbol(MPV, "_COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT", read_by=eval_lib)) == (
+        f"tensorflow_model_analysis {version('tensorflow_model_analysis')}: {eval_lib} no longer "
+        "looks up evaluators.metrics_plots_and_validations_evaluator."
+        "_COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT when it runs, so rebinding it changes nothing")
+
+
+@pytest.mark.parametrize("name", sorted(WALL))
+def test_the_wall_declares_every_private_name_it_uses(name):
+    """The lint's rule applied to the wall's own source finds nothing it does not declare."""
+    lint = load_lint()
+    declared = {part for symbol in WALL[name].SYMBOLS for part in symbol.name.split(".")}
+    found = lint.findings([str(REPO / "components" / "compat" / f"{name}.py")])
+    assert found and not [str(f) for f in found if f.name not in declared]
+
+
+def _rebound(context, owner, name):
+    stock = getattr(owner, name)
+    with pytest.raises(RuntimeError, match="inside"):
+        with context:
+            assert getattr(owner, name) is not stock
+            raise RuntimeError("inside")
+    assert getattr(owner, name) is stock
+
+
+def test_the_rebinds_hold_inside_the_block_only():
+    from tensorflow_model_analysis.evaluators import metrics_plots_and_validations_evaluator as mpv
+    from tensorflow_model_analysis.extractors import unbatch_extractor
+    from tfx.components.transform import executor as transform_executor
+    from tfx.components.util import tfxio_utils
+
+    _rebound(WALL["tfma"].batches_kept(lambda *args, **kwargs: None), mpv,
+             "_ComputeMetricsAndPlots")
+    _rebound(WALL["tfma"].batches_kept(lambda *args, **kwargs: None), unbatch_extractor,
+             "UnbatchExtractor")
+    _rebound(WALL["tfx"].tfxio_factory(lambda *args, **kwargs: None), tfxio_utils, "make_tfxio")
+    _rebound(WALL["tfx"].transform_processor(None), transform_executor, "TransformProcessor")

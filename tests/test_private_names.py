@@ -1,0 +1,107 @@
+"""tools/private_names.py, the lint rule behind the wall (components/compat/): nothing outside the
+wall uses a private name of TFX, tfx_bsl, TFMA, tf.Transform, KFP or ML Metadata, or rebinds one
+of their names; and each kind of use, planted, is found at its line (and nothing else is)."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def load_lint():
+    """tools/private_names.py as a module (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("private_names",
+                                                  REPO / "tools" / "private_names.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+lint = load_lint()
+
+# Each line marked `# finds NAME` must be found, with that name; no other line may be.
+PLANTED = '''\
+import os, kfp.local._internal  # finds kfp.local._internal
+from tensorflow_model_analysis.evaluators import metrics_plots_and_validations_evaluator as mpv
+from tfx_bsl.tfxio import _internal  # finds _internal
+from tfx.components.util import tfxio_utils
+from tfx.components.transform import executor as transform_executor
+from tfx.dsl.components.base import base_executor
+from components.compat.swapped import swapped
+
+fanout = mpv._COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT  # finds _COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT
+combine = getattr(mpv, "_ComputationsCombineFn")  # finds _ComputationsCombineFn
+evaluator = mpv.MetricsAndPlotsEvaluator
+tfxio_utils.make_tfxio = None  # finds make_tfxio
+setattr(tfxio_utils, "make_tfxio", None)  # finds make_tfxio
+monkeypatch.setattr("tfx.components.util.tfxio_utils.make_tfxio", None)  # finds
+with swapped(mpv, "MetricsAndPlotsEvaluator", None):  # finds MetricsAndPlotsEvaluator
+    pass
+TABLE = [(tfxio_utils, "make_tfxio", None)]  # finds make_tfxio
+os._exit
+
+
+class Processor(transform_executor.TransformProcessor):
+    def _MakeDatasetList(self, *args):  # finds _MakeDatasetList
+        return super()._MakeDatasetList(*args)  # finds _MakeDatasetList
+
+    def _mine(self):
+        return self._keys
+
+
+class Executor(base_executor.BaseExecutor):
+    def Do(self, input_dict, output_dict, exec_properties):
+        self._keys = self._get_tmp_dir()  # TFX's executor contract: allowed
+        return self._extra_flags  # finds _extra_flags
+
+
+def fill(combiner, record):
+    return combiner._num_buckets, record._mine  # finds _num_buckets
+'''
+
+
+def _expected(text: str) -> set[tuple[int, str]]:
+    marked = set()
+    for line, source in enumerate(text.splitlines(), 1):
+        if "# finds" in source:
+            marked.add((line, source.split("# finds", 1)[1].strip()))
+    return marked
+
+
+def test_each_kind_of_private_use_is_found_at_its_line_and_nothing_else(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(PLANTED)
+    found = {(f.line, f.name) for f in lint.findings([str(planted)])}
+    assert found == _expected(PLANTED)
+
+
+def test_the_command_names_file_and_line_and_fails(tmp_path, capsys):
+    planted = tmp_path / "planted.py"
+    planted.write_text(PLANTED)
+    assert lint.main([str(planted)]) == 1
+    out = capsys.readouterr().out
+    assert f"{planted}:3: imports tfx_bsl.tfxio._internal" in out
+    assert f"{planted}:22: Processor overrides " \
+           "tfx.components.transform.executor.TransformProcessor._MakeDatasetList" in out
+    clean = tmp_path / "clean.py"
+    clean.write_text("from tfx.dsl.io import fileio\nfileio.exists('x')\n")
+    assert lint.main([str(clean)]) == 0
+
+
+def test_the_wall_itself_is_not_checked():
+    paths = ["components/compat/tfma.py", "components/evaluator.py",
+             str(REPO / "components/compat/tfx.py")]
+    assert lint.outside_wall(paths) == ["components/evaluator.py"]
+
+
+def test_nothing_outside_the_wall_uses_their_private_names():
+    """What `make lint` runs, in a fresh process that imports none of their packages."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "tools/private_names.py"],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0]
+                for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert not imported & {"tensorflow", "apache_beam", *lint.PACKAGES}
