@@ -91,7 +91,7 @@ def transform(examples, schema, out: Path, cache_dir: str) -> tuple[float, objec
     from tfx.types import standard_artifacts
 
     from components.transform import CACHE_DIR_KEY, Executor
-    from pipeline.pipeline import PREPROCESSING_FN
+    from pipeline.definition import PREPROCESSING_FN
     from trainer_module.settings import TransformSpec
 
     graph, cache = standard_artifacts.TransformGraph(), standard_artifacts.TransformCache()

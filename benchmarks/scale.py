@@ -92,7 +92,7 @@ def _stage_pipeline(kind: str, data: str, root: str) -> None:
 
     from components.csv_example_gen import CsvExampleGen, ExampleGenSpec
     from components.csv_format import DEFAULT_MISSING_VALUES
-    from pipeline.pipeline import TRANSFORM_SETTINGS
+    from pipeline.definition import TRANSFORM_SETTINGS
     from trainer_module.settings import CLASSIFICATION, TransformSpec
 
     output = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[

@@ -17,7 +17,7 @@ exported model's, on the eval split), staleness; then the ratios async/sync.
 usage: python benchmarks/sync_vs_async.py [--pipeline-root ROOT --label L] [--workers N]
          [--batch B] [--examples E] [--stall S] [--smoke]
 Without --pipeline-root it first runs the pipeline on the bundled data with trainer.strategy =
-parameter_server, so that its Transform keeps tf.Transform's TF2 graph (pipeline/pipeline.py,
+parameter_server, so that its Transform keeps tf.Transform's TF2 graph (pipeline/definition.py,
 transform_settings: a parameter-server worker gets the transform's tables from the chief, which
 a TF1 graph's cannot give); both sides read that graph and those examples. A --pipeline-root of
 yours must come from such a run. --smoke: a few hundred examples, seconds of training each.
@@ -45,7 +45,7 @@ from harness import REPO  # noqa: E402
 from trainer_module.job import TrainJob  # noqa: E402
 from trainer_module.parameter_server import TRAINER_PROCESS_ENV  # noqa: E402
 from trainer_module.processes import free_ports  # noqa: E402
-from trainer_module.settings import TrainerConfig  # noqa: E402
+from trainer_module.settings import CLASSIFICATION, TrainerConfig, TrainSpec  # noqa: E402
 
 ENV = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
 
@@ -78,8 +78,8 @@ def job(root: Path, label: str, out: Path, **trainer) -> Path:
     path.write_text(TrainJob(
         train_files=[f"{examples}/Split-train/*"], eval_files=[f"{examples}/Split-eval/*"],
         transform_dir=transform_dir, model_run_dir=str(out / "run"),
-        serving_model_dir=str(out / "serving"), label=label,
-        trainer=TrainerConfig(**trainer)).to_json())
+        serving_model_dir=str(out / "serving"),
+        spec=TrainSpec(label, CLASSIFICATION, TrainerConfig(**trainer))).to_json())
     return path
 
 

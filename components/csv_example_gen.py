@@ -456,7 +456,7 @@ class SpanDriver(example_gen_driver.FileBasedDriver):
     """TFX's file-based ExampleGen driver, whose fingerprint (the cache key of the ExampleGen and
     so of everything after it) covers the complete spans this run reads, not every file under
     the pattern: a span still being uploaded changes nothing. LocalDagRunner runs it; open-source
-    KFP runs no driver and never caches the ExampleGen (pipeline/pipeline.py)."""
+    KFP runs no driver and never caches the ExampleGen (pipeline/definition.py)."""
 
     def resolve_exec_properties(self, exec_properties, pipeline_info, component_info):
         exec_properties = super().resolve_exec_properties(exec_properties, pipeline_info,

@@ -1,6 +1,6 @@
 """What the pipeline definition needs to know of the orchestrator that runs it, and no more.
 
-pipeline/pipeline.py takes a Binding, never an orchestrator's name; each orchestrator
+pipeline/definition.py takes a Binding, never an orchestrator's name; each orchestrator
 (pipeline/orchestrators/) has one. Light: TFX loads only when a runtime parameter is made."""
 
 from __future__ import annotations

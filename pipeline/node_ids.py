@@ -1,7 +1,7 @@
 """The pipeline's node ids, as ML Metadata, the compiled spec and the run summary name them.
 
 Light (no TFX): the orchestrators and the report name nodes without loading the definition
-(pipeline/pipeline.py, which builds the nodes under these ids)."""
+(pipeline/definition.py, which builds the nodes under these ids)."""
 
 EXAMPLE_GEN_NODE = "CsvExampleGen"
 STATISTICS_NODE = "StatisticsGen"

@@ -90,7 +90,7 @@ def penguins_job(penguins_run, out_dir, **trainer):
     import glob
 
     from trainer_module.job import TrainJob
-    from trainer_module.settings import TrainerConfig
+    from trainer_module.settings import CLASSIFICATION, TrainerConfig, TrainSpec
 
     root = penguins_run.pipeline_root
     # The newest transform graph (a run on a copy of the root may have made another).
@@ -100,7 +100,7 @@ def penguins_job(penguins_run, out_dir, **trainer):
     return TrainJob(train_files=[f"{examples}/Split-train/*"],
                     eval_files=[f"{examples}/Split-eval/*"], transform_dir=transform_dir,
                     model_run_dir=str(out_dir / "run"), serving_model_dir=str(out_dir / "serving"),
-                    label="species", trainer=TrainerConfig(**trainer))
+                    spec=TrainSpec("species", CLASSIFICATION, TrainerConfig(**trainer)))
 
 
 def eval_examples(files, label):

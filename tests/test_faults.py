@@ -259,7 +259,7 @@ def test_sigterm_while_training_saves_and_the_next_run_resumes_to_an_uninterrupt
     import tensorflow as tf
 
     from conftest import LOCKSTEP, REPO, PipelineRun, eval_examples
-    from pipeline import config as config_lib, pipeline as pipeline_lib
+    from pipeline import config as config_lib, definition
     from trainer_module.job import TrainJob
 
     steps = 3000  # about 5 s of training here: progress lines come about once a second
@@ -299,8 +299,8 @@ def test_sigterm_while_training_saves_and_the_next_run_resumes_to_an_uninterrupt
     config = config_lib.load(None, {"trainer.train_steps": steps})
     job = TrainJob(train_files=[f"{examples}/Split-train/*"], eval_files=[],
                    transform_dir=transform, model_run_dir=str(tmp_path / "clean" / "run"),
-                   serving_model_dir=str(tmp_path / "clean" / "model"), label="species",
-                   trainer=pipeline_lib.train_spec(config, "species", "classification").trainer)
+                   serving_model_dir=str(tmp_path / "clean" / "model"),
+                   spec=definition.train_spec(config, "species", "classification"))
     (tmp_path / "job.json").write_text(job.to_json())
     clean = subprocess.run([sys.executable, str(REPO / "tests" / "train_job.py"),
                             str(tmp_path / "job.json"), str(tmp_path / "result.json")],

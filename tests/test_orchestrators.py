@@ -30,15 +30,15 @@ class StockLocalDagRunner:
     def run(self, prepared, console):
         from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-        from pipeline import pipeline as pipeline_lib
+        from pipeline import definition
         from pipeline.reporting import metadata_store
 
         input_base, pattern = prepared.source
-        definition = pipeline_lib.create_pipeline(
+        tfx_pipeline = definition.create_pipeline(
             prepared.config, input_base, pattern, prepared.decisions, binding=self.binding,
             to_node=SCHEMA_NODE)
         console.line("toy: TFX's LocalDagRunner")
-        LocalDagRunner().run(definition)
+        LocalDagRunner().run(tfx_pipeline)
         self.runs += 1
         return metadata_store.report(prepared.config)
 

@@ -96,7 +96,7 @@ def ps_run(penguins_run, tmp_path_factory):
     """The bundled data, trainer.strategy = parameter_server and nothing else: a copy of the
     shared run's pipeline root, so the ExampleGen comes from the cache; Transform runs again, in
     tf.Transform's TF2 graph (a parameter-server worker gets the transform's tables copied from
-    the chief: pipeline/pipeline.py, transform_settings), and the Trainer, Evaluator and Pusher."""
+    the chief: pipeline/definition.py, transform_settings), and the Trainer, Evaluator and Pusher."""
     root = tmp_path_factory.mktemp("ps")
     shutil.copytree(penguins_run.pipeline_root, root / "pipeline_root")
     (root / "ps.toml").write_text('[trainer]\nstrategy = "parameter_server"\n')

@@ -8,13 +8,13 @@ import tensorflow as tf
 
 from trainer_module import resume
 from trainer_module.job import TrainJob
-from trainer_module.settings import TrainerConfig
+from trainer_module.settings import CLASSIFICATION, TrainerConfig, TrainSpec
 
 
 def _job(run_dir, **trainer) -> TrainJob:
     return TrainJob(train_files=["/data/Split-train/*"], eval_files=[], transform_dir="/tf/7",
                     model_run_dir=str(run_dir), serving_model_dir=str(run_dir / "model"),
-                    label="y", trainer=TrainerConfig(**trainer))
+                    spec=TrainSpec("y", CLASSIFICATION, TrainerConfig(**trainer)))
 
 
 def _attempt(job: TrainJob, steps: list[int]) -> None:
@@ -39,10 +39,10 @@ def test_an_attempt_resumes_from_the_furthest_earlier_attempt_at_the_same_job(tm
     assert resume.job_key(moved) == resume.job_key(job)
     assert resume.job_key(dataclasses.replace(job, transform_dir="/tf/8")) != resume.job_key(job)
     # Nor where it runs: an attempt on another topology resumes the same job (elastic resume).
-    elsewhere = dataclasses.replace(job, trainer=dataclasses.replace(
+    elsewhere = job.with_trainer(dataclasses.replace(
         job.trainer, emulate_replicas=4, tpu_slice="v5e-8", tpu="local"))
     assert resume.job_key(elsewhere) == resume.job_key(job)
-    assert resume.job_key(dataclasses.replace(job, trainer=dataclasses.replace(
+    assert resume.job_key(job.with_trainer(dataclasses.replace(
         job.trainer, accumulation_steps=2))) != resume.job_key(job)
     # What an attempt stopped by SIGTERM parked comes before the siblings (TFX removes a failed
     # execution's ModelRun directory); the state file moves with it.

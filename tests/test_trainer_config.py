@@ -10,7 +10,7 @@ import numpy as np
 
 from pipeline import config as config_lib, data_check
 from pipeline.config import DataConfig
-from pipeline import pipeline as pipeline_lib
+from pipeline import definition
 from pipeline.data_check import MAX_INTEGER_CLASSES, task_for_label
 from trainer_module.settings import (CLASSIFICATION, REGRESSION, RUN_PARAMETERS,
                                      TrainerConfig, TrainerConfigError,
@@ -27,7 +27,7 @@ def test_run_parameters_are_derived_from_the_config_fields():
 
 def test_what_the_pipeline_writes_the_trainer_reads_back():
     config = config_lib.load(None, {"trainer.hidden_units": [8], "trainer.l2": 0.5})
-    written = pipeline_lib.train_spec(config, "species", CLASSIFICATION).to_custom_config()
+    written = definition.train_spec(config, "species", CLASSIFICATION).to_custom_config()
     read = TrainSpec.from_custom_config(written)
     assert read.label == "species" and read.task == CLASSIFICATION
     assert read.trainer == config.trainer

@@ -153,7 +153,7 @@ def test_a_run_that_finds_the_lock_held_runs_nothing(tmp_path):
 def _outputs(tmp_path) -> dict:
     from components import pusher
     from components.csv_example_gen import SPANS_KEY
-    from pipeline import evaluation, pipeline as pipeline_lib
+    from pipeline import definition, evaluation
     from trainer_module.summary import SUMMARY_FILE
 
     model_run = tmp_path / "model_run"
@@ -165,9 +165,9 @@ def _outputs(tmp_path) -> dict:
                            (evaluation.Bound("accuracy", 0.5, 0.4, "always 'a'", False),))
     Output = run_report.Output
     return {
-        pipeline_lib.EXAMPLE_GEN_NODE: [Output("examples", str(tmp_path / "ex"), {SPANS_KEY: "3,4"})],
-        pipeline_lib.TRAINER_NODE: [Output("model_run", str(model_run), {})],
-        pipeline_lib.PUSHER_NODE: [Output("pushed_model", str(tmp_path / "pushed"), {
+        definition.EXAMPLE_GEN_NODE: [Output("examples", str(tmp_path / "ex"), {SPANS_KEY: "3,4"})],
+        definition.TRAINER_NODE: [Output("model_run", str(model_run), {})],
+        definition.PUSHER_NODE: [Output("pushed_model", str(tmp_path / "pushed"), {
             pusher.GATE_KEY: json.dumps(gate.to_dict()), pusher.PUSHED_KEY: 1,
             pusher.DESTINATION_KEY: "/serving/7", pusher.NOTE_KEY: "pushed as version 7"})],
     }
@@ -257,23 +257,23 @@ def test_the_console_shows_components_and_progress_and_logs_everything_else(tmp_
 def test_the_pipeline_up_to_a_node_is_that_node_and_what_it_needs(tmp_path):
     """`lockstep verify` runs up to Transform: the ExampleGen (records and their types-only
     schema) and Transform, not the validation branch it no longer waits for."""
-    from pipeline import pipeline as pipeline_lib
+    from pipeline import definition
 
     prepared = preparing.prepare(_config(tmp_path))
     input_base, pattern = prepared.source
     assert (input_base, pattern) == (prepared.data.input_base, prepared.data.pattern)
 
     def ids(to_node):
-        built = pipeline_lib.create_pipeline(prepared.config, input_base, pattern,
+        built = definition.create_pipeline(prepared.config, input_base, pattern,
                                              prepared.decisions, to_node=to_node)
         return [c.id for c in built.components]
 
-    assert ids(pipeline_lib.TRANSFORM_NODE) == [pipeline_lib.EXAMPLE_GEN_NODE,
-                                                pipeline_lib.TRANSFORM_NODE]
+    assert ids(definition.TRANSFORM_NODE) == [definition.EXAMPLE_GEN_NODE,
+                                                definition.TRANSFORM_NODE]
     # The Trainer needs the validator too (it gates training), and the schema SchemaGen made.
-    assert set(ids(pipeline_lib.TRAINER_NODE)) == set(ids(None)) - {
-        pipeline_lib.EVALUATOR_NODE, pipeline_lib.PUSHER_NODE, pipeline_lib.BASELINE_NODE,
-        pipeline_lib.REFERENCE_NODE}
+    assert set(ids(definition.TRAINER_NODE)) == set(ids(None)) - {
+        definition.EVALUATOR_NODE, definition.PUSHER_NODE, definition.BASELINE_NODE,
+        definition.REFERENCE_NODE}
     assert len(ids(None)) == 10
 
 
@@ -288,7 +288,7 @@ def test_remote_data_goes_through_prepare_and_the_local_run(tmp_path, monkeypatc
     import gzip
 
     from components import fs
-    from pipeline import pipeline as pipeline_lib
+    from pipeline import definition
     from pipeline.local import node_worker, run_lock
     from pipeline.orchestrators import local_dag
     from pipeline.local.console import Console
@@ -317,11 +317,11 @@ def test_remote_data_goes_through_prepare_and_the_local_run(tmp_path, monkeypatc
 
     monkeypatch.setattr(node_worker, "cores", lambda: 1)
     with Console(str(tmp_path / "run.log")) as console:
-        report = local_dag.run_dag(prepared, console, to_node=pipeline_lib.EXAMPLE_GEN_NODE)
-    assert [(n.node, n.state) for n in report.nodes] == [(pipeline_lib.EXAMPLE_GEN_NODE,
+        report = local_dag.run_dag(prepared, console, to_node=definition.EXAMPLE_GEN_NODE)
+    assert [(n.node, n.state) for n in report.nodes] == [(definition.EXAMPLE_GEN_NODE,
                                                           "executed")]
     assert report.data == base
-    examples = Path(report.artifacts[f"{pipeline_lib.EXAMPLE_GEN_NODE}.examples"])
+    examples = Path(report.artifacts[f"{definition.EXAMPLE_GEN_NODE}.examples"])
     assert examples.is_relative_to(tmp_path / "root")
 
     def records(split):

@@ -1,9 +1,10 @@
-"""One training job: where its data, Transform output and outputs are, and its settings.
+"""One training job: a TrainSpec (what to train: label, task, settings; trainer_module/settings.py)
+and where its data, Transform output and outputs are.
 
 `run_fn` (trainer_module/run_fn.py) makes one from TFX's FnArgs; tests, benchmarks and the
 processes a job starts (the equivalence check, the parameter-server trainer) take it whole. It
 crosses into such a process once, as JSON, by this module's codec (`to_json` / `from_json`),
-which refuses an unknown, missing or mistyped key as TrainSpec's does.
+which refuses an unknown, missing or mistyped key; its spec goes by TrainSpec's own codec.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ import dataclasses
 import json
 from typing import Any
 
-from trainer_module.settings import (CLASSIFICATION, TrainerConfig, TrainerConfigError,
-                                     check_task, trainer_config_from_dict)
+from trainer_module.settings import TrainerConfig, TrainerConfigError, TrainSpec
 
-_PATHS = ("transform_dir", "model_run_dir", "serving_model_dir", "label", "base_model")
+_PATHS = ("transform_dir", "model_run_dir", "serving_model_dir", "base_model")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,19 +25,33 @@ class TrainJob:
     transform_dir: str
     model_run_dir: str
     serving_model_dir: str
-    label: str
-    task: str = CLASSIFICATION  # decided once, before the pipeline ran (pipeline/data_check.py)
-    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
+    spec: TrainSpec  # what to train, as the pipeline decided it (the task: pipeline/data_check.py)
     base_model: str = ""  # a SavedModel to warm-start from ("" for none)
 
     def __post_init__(self):
         object.__setattr__(self, "train_files", tuple(self.train_files))
         object.__setattr__(self, "eval_files", tuple(self.eval_files))
-        check_task(self.task)
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    @property
+    def task(self) -> str:
+        return self.spec.task
+
+    @property
+    def trainer(self) -> TrainerConfig:
+        return self.spec.trainer
+
+    def with_trainer(self, trainer: TrainerConfig) -> "TrainJob":
+        """The same job with other training settings."""
+        return dataclasses.replace(self, spec=dataclasses.replace(self.spec, trainer=trainer))
 
     def to_json(self) -> str:
-        values = dataclasses.asdict(self)
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         values["train_files"], values["eval_files"] = list(self.train_files), list(self.eval_files)
+        values["spec"] = self.spec.to_custom_config()
         return json.dumps(values)
 
     @classmethod
@@ -53,7 +67,9 @@ class TrainJob:
             if not isinstance(values[key], list) or not all(isinstance(v, str)
                                                             for v in values[key]):
                 raise TrainerConfigError(f"TrainJob: {key} must be a list of paths")
-        for key in (*_PATHS, "task"):
+        for key in _PATHS:
             if not isinstance(values[key], str):
                 raise TrainerConfigError(f"TrainJob: {key} must be text, got {values[key]!r}")
-        return cls(**{**values, "trainer": trainer_config_from_dict(values["trainer"])})
+        if not isinstance(values["spec"], dict):
+            raise TrainerConfigError(f"TrainJob: spec must be a TrainSpec, got {values['spec']!r}")
+        return cls(**{**values, "spec": TrainSpec.from_custom_config(values["spec"])})

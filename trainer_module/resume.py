@@ -57,8 +57,8 @@ def job_key(job: TrainJob) -> str:
     nor on how many replicas it runs."""
     trainer = dataclasses.replace(job.trainer, **{
         name: type(getattr(job.trainer, name))() for name in TOPOLOGY_SETTINGS})
-    inputs = dataclasses.replace(job, model_run_dir="", serving_model_dir="", eval_files=(),
-                                 trainer=trainer)
+    inputs = dataclasses.replace(job, model_run_dir="", serving_model_dir="",
+                                 eval_files=()).with_trainer(trainer)
     return hashlib.sha256(inputs.to_json().encode()).hexdigest()[:32]
 
 

@@ -21,12 +21,12 @@ def job_from_fn_args(fn_args: FnArgs) -> TrainJob:
     Trainer measures the eval split (with TFMA, on the served model, the figures the run reports);
     a pass of the Trainer's own over the same rows cost a second or two and went nowhere but a log
     line."""
-    spec = TrainSpec.from_custom_config(fn_args.custom_config or {})
     return TrainJob(
         train_files=tuple(fn_args.train_files), eval_files=(),
         transform_dir=fn_args.transform_graph_path, model_run_dir=fn_args.model_run_dir,
-        serving_model_dir=fn_args.serving_model_dir, label=spec.label, task=spec.task,
-        trainer=spec.trainer, base_model=fn_args.base_model or "")
+        serving_model_dir=fn_args.serving_model_dir,
+        spec=TrainSpec.from_custom_config(fn_args.custom_config or {}),
+        base_model=fn_args.base_model or "")
 
 
 def run_fn(fn_args: FnArgs) -> None:

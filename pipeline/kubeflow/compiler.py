@@ -30,12 +30,12 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
 from components import csv_format, entrypoint, vertex_training
 from trainer_module import slices
-from pipeline import pipeline as pipeline_lib
+from pipeline import definition
 from pipeline.binding import Binding
 from pipeline.config import Config, ConfigError
 
 ResourceSpec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
-TRAINER_NODE = pipeline_lib.TRAINER_NODE
+TRAINER_NODE = definition.TRAINER_NODE
 GPU_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -114,7 +114,7 @@ def _trainer_placement(config: Config) -> tuple[ResourceSpec, k8s_pb2.Kubernetes
     k = config.kubeflow
     resources = _resources(k.trainer_cpu, k.trainer_memory)
     k8s = k8s_pb2.KubernetesExecutorConfig()
-    if config.trainer.tpu_slice and pipeline_lib.multi_host(config):
+    if config.trainer.tpu_slice and definition.multi_host(config):
         tpu = slices.get(config.trainer.tpu_slice)
         refusal = vertex_training.launch_refusal(tpu)
         if refusal:
@@ -157,8 +157,8 @@ def _retry_trainer(task: pipeline_spec_pb2.PipelineTaskSpec, config: Config) -> 
 
 def parameter_defaults(config: Config, input_base: str) -> dict[str, str | int | float]:
     """The pipeline's runtime parameters and their compiled-in values."""
-    return {pipeline_lib.DATA_ROOT_PARAMETER: input_base, **pipeline_lib.run_parameter_values(config),
-            **pipeline_lib.vertex_run_parameter_values(config)}
+    return {definition.DATA_ROOT_PARAMETER: input_base, **definition.run_parameter_values(config),
+            **definition.vertex_run_parameter_values(config)}
 
 
 def compile_pipeline(config: Config, decisions, image: str | None = None, *,
@@ -170,7 +170,7 @@ def compile_pipeline(config: Config, decisions, image: str | None = None, *,
     other = _resources(config.kubeflow.component_cpu, config.kubeflow.component_memory)
     input_base, pattern = csv_format.locate(config.data.path, config.data.span_pattern)
     image = image_name(config, image)
-    tfx_pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, decisions,
+    tfx_pipeline = definition.create_pipeline(config, input_base, pattern, decisions,
                                                 binding=binding, image=image)
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(

@@ -32,7 +32,7 @@ from tfx.dsl.compiler import compiler, constants
 from tfx.orchestration.portable import runtime_parameter_utils
 
 from components import serving_check
-from pipeline import pipeline as pipeline_lib
+from pipeline import definition
 from pipeline.config import Config
 from pipeline.local import node_worker
 from pipeline.reporting import metadata_store, run_report
@@ -43,7 +43,7 @@ _log = logging.getLogger(__name__)
 # Nodes this process runs itself: the Trainer's progress records reach the console from here,
 # and emulated replicas are configured in this process before TensorFlow starts; the Evaluator
 # finds here the serving check prewarmed as the Trainer started (components/serving_check.py).
-IN_PROCESS = (pipeline_lib.TRAINER_NODE, pipeline_lib.EVALUATOR_NODE)
+IN_PROCESS = (definition.TRAINER_NODE, definition.EVALUATOR_NODE)
 
 
 # SIGTERM stopped the run between or inside nodes other than the Trainer's training.
@@ -97,7 +97,7 @@ def run(config: Config, input_base: str, pattern: str, decisions,
     try:
         os.makedirs(config.paths.pipeline_root, exist_ok=True)
         os.makedirs(os.path.dirname(os.path.abspath(config.metadata_path)), exist_ok=True)
-        pipeline = pipeline_lib.create_pipeline(config, input_base, pattern, decisions,
+        pipeline = definition.create_pipeline(config, input_base, pattern, decisions,
                                                 to_node=to_node)
         ir, run_id = compile_run(pipeline, uncached)
     except BaseException:
@@ -280,7 +280,7 @@ def _run_lanes(ir, worker: node_worker.Worker | None) -> _Schedule:
     try:
         with _stopped_by_sigterm(schedule) as check:
             while (node := schedule.take(in_process=True)) is not None:
-                if node == pipeline_lib.TRAINER_NODE and pipeline_lib.EVALUATOR_NODE in \
+                if node == definition.TRAINER_NODE and definition.EVALUATOR_NODE in \
                         schedule.order:  # its TensorFlow imports beside the training
                     serving_check.prewarm()
                 try:

@@ -1,7 +1,7 @@
 """The orchestrators lockstep runs its pipeline on: one module each, registered here by name.
 
 An orchestrator is one object (the `Orchestrator` protocol below) in a module of its own:
-  - `binding`: what the pipeline definition needs to know of it (pipeline/pipeline.py, Binding:
+  - `binding`: what the pipeline definition needs to know of it (pipeline/definition.py, Binding:
     are the run parameters runtime parameters; does it keep ML Metadata in the pipeline root);
   - `never_cached`: the nodes it must never take from its cache (their output depends on the
     world outside the pipeline, and its cache key does not see it);
@@ -40,7 +40,7 @@ _registered: dict[str, "Orchestrator"] = {}
 class Orchestrator(Protocol):
     name: str
     help: str  # one line: what it is, for `lockstep run --orchestrator`'s help
-    binding: Any  # pipeline.pipeline.Binding (its module loads TFX)
+    binding: Any  # pipeline.definition.Binding (its module loads TFX)
     never_cached: tuple[str, ...]
     run: Callable[[Any, "Console"], "RunReport"] | None
     compile: Callable[..., Any] | None

@@ -30,7 +30,7 @@ import json
 import re
 
 from components import fs
-from pipeline import pipeline as pipeline_lib
+from pipeline import definition
 from pipeline import split_check
 from pipeline.reporting.run_report import (RunReport, asynchronous_text, precision_text,
                                            value_text, verify_line)
@@ -201,7 +201,7 @@ def _data_section(report: RunReport) -> str:
                      f"analyzer cache: {_e(', '.join(map(str, report.cached_spans)) or 'none')}."
                      "</p>")
     parts.append(_drift_table(report.drift))
-    uri = report.artifacts.get(f"{pipeline_lib.STATISTICS_NODE}.statistics")
+    uri = report.artifacts.get(f"{definition.STATISTICS_NODE}.statistics")
     if not uri or not fs.is_dir(uri):
         return "".join(parts) + "<p class=muted>No statistics recorded.</p>"
     splits = _statistics(uri)
@@ -220,7 +220,7 @@ def _data_section(report: RunReport) -> str:
 
 
 def _schema_section(report: RunReport) -> str:
-    uri = report.artifacts.get(f"{pipeline_lib.SCHEMA_NODE}.schema")
+    uri = report.artifacts.get(f"{definition.SCHEMA_NODE}.schema")
     path = fs.join(uri, "schema.pbtxt") if uri else ""
     if not path or not fs.exists(path):
         return "<h2 id=schema>Schema</h2><p class=muted>No schema recorded.</p>"
@@ -240,7 +240,7 @@ def _schema_section(report: RunReport) -> str:
 
 
 def _anomalies_section(report: RunReport) -> str:
-    uri = report.artifacts.get(f"{pipeline_lib.VALIDATOR_NODE}.anomalies")
+    uri = report.artifacts.get(f"{definition.VALIDATOR_NODE}.anomalies")
     found = []
     if uri:
         from tensorflow_metadata.proto.v0 import anomalies_pb2
@@ -314,7 +314,7 @@ def _training_section(report: RunReport) -> str:
         rows.append(("asynchronous", asynchronous_text(t.asynchronous)))
     table = "<table>" + "".join(f"<tr><th>{_e(k)}</th><td data-plan='{_e(k)}'>{_e(v)}</td></tr>"
                                 for k, v in rows) + "</table>"
-    uri = report.artifacts.get(f"{pipeline_lib.TRAINER_NODE}.model_run")
+    uri = report.artifacts.get(f"{definition.TRAINER_NODE}.model_run")
     curves = training_curve(uri) if uri and fs.is_dir(uri) else {}
     final = curves.get("loss", [])[-1:] or []
     plot = _curve_plot(curves) or "<p class=muted>No training curve recorded.</p>"
@@ -329,7 +329,7 @@ def _thresholds(report: RunReport) -> list[str]:
     """The gate, in words, from TFMA's eval config as the Evaluator ran it."""
     from pipeline.reporting.run_report import bound_in_words
 
-    uri = report.artifacts.get(f"{pipeline_lib.EVALUATOR_NODE}.evaluation")
+    uri = report.artifacts.get(f"{definition.EVALUATOR_NODE}.evaluation")
     path = fs.join(uri, "eval_config.json") if uri else ""
     if not path or not fs.exists(path):
         return []

@@ -16,7 +16,7 @@ from components import evaluator, fs, generalization, gradient_boosting, latest_
 from components import row_split, transform
 from components.csv_example_gen import SPANS_KEY, SPLIT_KEY
 from pipeline import evaluation
-from pipeline.pipeline import (BASELINE_NODE, EVALUATOR_NODE, EXAMPLE_GEN_NODE, PUSHER_NODE,
+from pipeline.node_ids import (BASELINE_NODE, EVALUATOR_NODE, EXAMPLE_GEN_NODE, PUSHER_NODE,
                                REFERENCE_NODE, TRAINER_NODE, TRANSFORM_NODE)
 from trainer_module import features
 from trainer_module.summary import SUMMARY_FILE, Asynchronous, TrainingSummary, Verification

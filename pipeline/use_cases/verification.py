@@ -54,22 +54,21 @@ def _compare(prepared: preparing.Prepared, replicas: int, steps: int, workers: i
     try:
         with run_lock.hold(lock or run_lock.default_path(config.paths.pipeline_root),
                            config.run.lock_wait_seconds), Console(log_file, False) as console:
-            from pipeline import pipeline as pipeline_lib  # TensorFlow & co., their logs to the file
+            from pipeline import definition  # TensorFlow & co., their logs to the file
             from pipeline.orchestrators import local_dag
             from trainer_module import equivalence
             from trainer_module.job import TrainJob
 
-            report = local_dag.run_dag(prepared, console, to_node=pipeline_lib.TRANSFORM_NODE)
+            report = local_dag.run_dag(prepared, console, to_node=definition.TRANSFORM_NODE)
     except Exception as err:  # noqa: BLE001  as a run: a component's error in one line
         if errors.status_of(err) is not None:  # the project's own: unchanged
             raise
         raise local_run.failure(err, "verify: the pipeline up to Transform failed",
                                 config) from err
-    examples = report.artifacts[f"{pipeline_lib.EXAMPLE_GEN_NODE}.examples"]
+    examples = report.artifacts[f"{definition.EXAMPLE_GEN_NODE}.examples"]
     job = TrainJob(
         train_files=[f"{examples}/Split-train/*"], eval_files=[],
-        transform_dir=report.artifacts[f"{pipeline_lib.TRANSFORM_NODE}.transform_graph"],
-        model_run_dir="", serving_model_dir="", label=config.data.label,
-        task=prepared.decisions.task,
-        trainer=pipeline_lib.train_spec(config, config.data.label, prepared.decisions.task).trainer)
+        transform_dir=report.artifacts[f"{definition.TRANSFORM_NODE}.transform_graph"],
+        model_run_dir="", serving_model_dir="",
+        spec=definition.train_spec(config, config.data.label, prepared.decisions.task))
     return equivalence.run_in_subprocess(job, replicas=replicas, steps=steps, workers=workers)
