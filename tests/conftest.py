@@ -1,6 +1,11 @@
-"""Test setup: legacy Keras and 8 emulated CPU replicas, both before TensorFlow starts."""
+"""Test setup. Tiers: tests/unit/ never imports TensorFlow (the hooks below fail a test that
+does); elsewhere, TensorFlow gets 8 emulated CPU replicas before a test module is imported,
+and legacy Keras, both before TensorFlow starts. Shared here: the CLI in this process or in a
+fresh one, and the expensive real runs several test files read (session fixtures)."""
 
+import contextlib
 import gc
+import io
 import os
 import subprocess
 import sys
@@ -10,14 +15,88 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-# Multi-replica tests run MirroredStrategy over subsets of these 8 logical CPU devices.
-tf.config.set_logical_device_configuration(
-    tf.config.list_physical_devices("CPU")[0],
-    [tf.config.LogicalDeviceConfiguration() for _ in range(8)])
 
 REPO = Path(__file__).resolve().parent.parent
+UNIT = Path(__file__).resolve().parent / "unit"
+REPLICAS = 8  # emulated CPU devices: multi-replica tests run MirroredStrategy over subsets
+
+
+def emulate_replicas() -> None:
+    """Splits the CPU into REPLICAS logical devices, once, before TensorFlow's runtime starts
+    (a test module may import TensorFlow; none runs an op at import)."""
+    import tensorflow as tf
+
+    [cpu] = tf.config.list_physical_devices("CPU")
+    if len(tf.config.get_logical_device_configuration(cpu) or []) != REPLICAS:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(REPLICAS)])
+
+
+def _in_unit(path) -> bool:
+    return UNIT in Path(path).resolve().parents
+
+
+# The unit tier (`make test-unit`): every test under tests/unit is marked `unit` and runs without
+# TensorFlow. A module whose import brings TensorFlow in fails to collect, a test whose setup or
+# run does fails, each naming itself. Told only while TensorFlow is not loaded yet, as in `make
+# test-unit`; beside the other tiers it already is.
+HEAVY = "tensorflow"
+
+
+def _brought_in(what: str) -> str:
+    return (f"{what} imported {HEAVY}; the unit tier never does (tests/conftest.py): move the "
+            "test out of tests/unit, or the import into the code that needs it")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if _in_unit(item.path):
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """A test module is imported as it is collected: outside tests/unit, TensorFlow with its
+    replicas first; under it, TensorFlow must not come in."""
+    module, unit = isinstance(collector, pytest.Module), _in_unit(collector.path)
+    if module and not unit:
+        emulate_replicas()
+    before = HEAVY in sys.modules
+    report = yield
+    if module and unit and not before and HEAVY in sys.modules:
+        report.outcome, report.longrepr = "failed", _brought_in(f"importing {collector.nodeid}")
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    before = HEAVY in sys.modules
+    result = yield
+    if _in_unit(item.path) and not before and HEAVY in sys.modules:
+        pytest.fail(_brought_in(f"{item.nodeid}'s setup"), pytrace=False)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    before = HEAVY in sys.modules
+    result = yield
+    if _in_unit(item.path) and not before and HEAVY in sys.modules:
+        pytest.fail(_brought_in(item.nodeid), pytrace=False)
+    return result
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _freeze_what_came_before():
+    """The objects alive as a test module starts (the libraries' hundreds of thousands: TensorFlow,
+    TFX and Beam leave 850k) go to Python's permanent generation, out of the collector's way, as
+    components/memory.py does for a component: each test's collection below then walks only what
+    this module made (0.6 to 2 s a collection here with them, none without). After the module,
+    everything is collectable again and collected once."""
+    gc.freeze()
+    yield
+    gc.unfreeze()
+    gc.collect()
 
 
 @pytest.fixture(autouse=True)
@@ -30,14 +109,36 @@ def _collect_tensorflow_garbage():
     tests/test_input_teardown.py)."""
     yield
     gc.collect()
+
+
 LOCKSTEP = [sys.executable, "-m", "pipeline.cli"]
 
 
 def lockstep(*args, cwd=None, timeout=900, env=None) -> subprocess.CompletedProcess:
-    """Runs the real CLI in a fresh process (env: its whole environment; default ours)."""
+    """Runs the real CLI in a fresh process (env: its whole environment; default ours). For a
+    test about the process: its exit status as a shell sees it, signals, stderr from C++, a
+    fresh interpreter's imports; else `cli`, the same command seconds sooner."""
     env = dict(os.environ if env is None else env, PYTHONPATH=str(REPO))
     return subprocess.run(LOCKSTEP + [str(a) for a in args], cwd=cwd, env=env, text=True,
                           capture_output=True, timeout=timeout)
+
+
+def cli(*args, cwd=None) -> subprocess.CompletedProcess:
+    """The CLI's own `main` in this process, as `lockstep` runs it (the parser, the one use case
+    it calls, the error's line and exit status), its stdout and stderr captured; cwd: the
+    working directory during the call. No interpreter starts: 2 to 8 s less a call."""
+    from pipeline.cli import main
+
+    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main([str(a) for a in args])
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(["lockstep", *map(str, args)], status, out.getvalue(),
+                                       err.getvalue())
 
 
 class PipelineRun:
@@ -106,6 +207,8 @@ def penguins_job(penguins_run, out_dir, **trainer):
 def eval_examples(files, label):
     """Raw serialized tf.Examples of ExampleGen's eval split, label removed, and the labels
     (None where the example has none)."""
+    import tensorflow as tf
+
     assert files
     serialized, labels = [], []
     for record in tf.data.TFRecordDataset(sorted(map(str, files)), compression_type="GZIP"):
@@ -123,6 +226,7 @@ def eval_examples(files, label):
 def serving_accuracy(version, files, label="species") -> float:
     """Accuracy of a pushed model called the way a server would: raw serialized tf.Examples."""
     import numpy as np
+    import tensorflow as tf
 
     model = tf.saved_model.load(str(version))
     assert {"serving_default", "transform_features"} <= set(model.signatures)

@@ -33,7 +33,7 @@ def test_ci_runs_the_linters_and_the_readme_test_command_only():
 def test_every_tool_a_test_looks_for_is_one_make_test_installs():
     tools_sh = (REPO / "tests" / "tools.sh").read_text()
     looked_for = set()
-    for path in (REPO / "tests").glob("*.py"):
+    for path in (REPO / "tests").rglob("*.py"):
         text = path.read_text()
         looked_for |= set(re.findall(r'shutil\.which\("([\w.-]+)"\)', text))
         for names in re.findall(r"for tool in \(([^)]*)\)", text):  # shutil.which(tool)
@@ -48,7 +48,7 @@ def test_every_repo_file_a_test_reads_is_tracked():
     tracked = set(subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
                                  check=True).stdout.split())
     read = set()
-    for path in (REPO / "tests").glob("*.py"):
+    for path in (REPO / "tests").rglob("*.py"):
         for chain in re.findall(r'REPO((?:\s*/\s*"[^"]+")+)', path.read_text()):
             read.add("/".join(re.findall(r'"([^"]+)"', chain)))
     assert len(read) >= 10, read

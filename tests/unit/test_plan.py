@@ -1,10 +1,11 @@
-"""TPU slice presets and `lockstep plan`: the scaling rules as figures, through the real CLI."""
+"""TPU slice presets and `lockstep plan`: the scaling rules as figures, through the CLI's own main
+in this process (the process itself: tests/test_cli_exit.py)."""
 
 import json
 
 import pytest
 
-from conftest import lockstep
+from conftest import cli
 from pipeline import config as config_lib
 from trainer_module import slices
 
@@ -31,7 +32,7 @@ def test_config_rejects_unknown_slice_and_slice_with_gpus():
 
 
 def _plan(*args):
-    result = lockstep("plan", "--json", *args)
+    result = cli("plan", "--json", *args)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -46,7 +47,7 @@ def test_plan_grows_from_v5e4_to_v5e16():
     assert small["examples"] == big["examples"] == 1048576
     assert big["learning_rate"] == pytest.approx(2 * small["learning_rate"])  # sqrt of 4x
     assert (small["hosts"], big["hosts"]) == (1, 4)
-    text = lockstep("plan", "--slice", "v5e-16", "--per-replica-batch", "128").stdout
+    text = cli("plan", "--slice", "v5e-16", "--per-replica-batch", "128").stdout
     assert ("hosts                 4  (4 replicas each; each host's input pipeline reads its own "
             "share of the files and feeds 512 examples a step)") in text
 
@@ -58,7 +59,7 @@ def test_plan_reads_slice_and_batch_from_config(tmp_path):
     (plan,) = _plan("--config", cfg)
     assert (plan["size"], plan["replicas"], plan["global_batch"]) == ("v4-32", 16, 1024)
     assert plan["train_steps"] == 62 and plan["learning_rate"] == pytest.approx(0.2)  # sqrt(4)
-    text = lockstep("plan", "--config", cfg).stdout
+    text = cli("plan", "--config", cfg).stdout
     assert "TPU slice v4-32: 16 chip(s) on 4 host(s), topology 2x2x4" in text
     assert "global batch          1024  (= 64 x 16)" in text
 
@@ -66,9 +67,9 @@ def test_plan_reads_slice_and_batch_from_config(tmp_path):
 def test_plan_replicas_and_errors():
     (plan,) = _plan("--replicas", "3", "--global-batch", "96")
     assert (plan["per_replica_batch"], plan["global_batch"]) == (32, 96)
-    bad = lockstep("plan", "--slice", "v5e-3")
+    bad = cli("plan", "--slice", "v5e-3")
     assert bad.returncode == 2 and bad.stderr.startswith("lockstep: error: --slice: unknown TPU slice")
-    uneven = lockstep("plan", "--replicas", "8", "--global-batch", "100")
+    uneven = cli("plan", "--replicas", "8", "--global-batch", "100")
     assert uneven.returncode == 2
     assert "global_batch=100 does not divide evenly over 8 replicas" in uneven.stderr
     assert len(uneven.stderr.strip().splitlines()) == 1
@@ -82,9 +83,9 @@ def test_a_small_slice_rehearses_a_larger_ones_math_by_accumulating():
     for key in ("global_batch", "train_steps", "learning_rate", "examples", "warmup_steps"):
         assert small[key] == big[key], key
     assert small["global_batch"] == 2048
-    text = lockstep("plan", "--slice", "v5e-4", "--like", "v5e-16").stdout
+    text = cli("plan", "--slice", "v5e-4", "--like", "v5e-16").stdout
     assert "global batch          512  (= 32 x 4 x 4 accumulated micro-batches)" in text
     assert "v5e-16: global batch x1, train steps x1, learning rate x1, examples x1" in text
-    uneven = lockstep("plan", "--slice", "v5e-8", "--like", "v4-8")
+    uneven = cli("plan", "--slice", "v5e-8", "--like", "v4-8")
     assert uneven.returncode == 2 and len(uneven.stderr.strip().splitlines()) == 1
     assert "--like v4-8: 8 replicas cannot reproduce the global batch of 4" in uneven.stderr

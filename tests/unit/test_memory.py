@@ -10,7 +10,8 @@ dropped."""
 
 import subprocess
 import sys
-from pathlib import Path
+
+from conftest import REPO
 
 SCRIPT = r"""
 import gc, sys, weakref
@@ -57,7 +58,7 @@ print(peak, alive[0], gc.get_freeze_count())
 
 
 def _peak_batches_alive(frozen: bool) -> tuple[int, int, int]:
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(REPO)
     out = subprocess.run([sys.executable, "-c", SCRIPT.format(root=root, frozen=frozen)],
                          capture_output=True, text=True, check=True).stdout.split()
     return int(out[0]), int(out[1]), int(out[2])
