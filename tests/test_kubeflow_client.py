@@ -1,5 +1,6 @@
 """`lockstep submit / schedule / schedules` through the real kfp.Client against a recording
-stand-in of the KFP v2beta1 REST API on 127.0.0.1 (tests/kfp_standin.py)."""
+stand-in of the KFP v2beta1 REST API on 127.0.0.1 (tests/kfp_standin.py): the CLI's main in this
+process, but where the test is about processes (a token in no process's argv)."""
 
 import os
 import socket
@@ -7,7 +8,7 @@ import socket
 import pytest
 import yaml
 
-from conftest import lockstep
+from conftest import cli
 from kfp_standin import StandIn
 
 
@@ -22,7 +23,7 @@ def _spec(compiled):
 
 
 def test_submit_sends_our_spec_params_and_token(kfp, compiled):
-    result = lockstep("submit", "--host", kfp.host, "--package", compiled["output"],
+    result = cli("submit", "--host", kfp.host, "--package", compiled["output"],
                       "--experiment", "nightly", "--run-name", "first", "--param",
                       "train_steps=500", "--param", "base_learning_rate=0.05",
                       env={**os.environ, "KF_PIPELINES_TOKEN": "tok"})
@@ -42,7 +43,7 @@ def test_submit_sends_our_spec_params_and_token(kfp, compiled):
 
 
 def test_schedule_sends_cron_concurrency_and_no_catchup(kfp, compiled):
-    result = lockstep("schedule", "--host", kfp.host, "--package", compiled["output"],
+    result = cli("schedule", "--host", kfp.host, "--package", compiled["output"],
                       "--cron", "0 0 3 * * *", "--param", "data_root=gs://b/new")
     assert result.returncode == 0, result.stderr
     assert "rr-1" in result.stdout and "UTC" in result.stdout
@@ -53,19 +54,19 @@ def test_schedule_sends_cron_concurrency_and_no_catchup(kfp, compiled):
     assert job["pipeline_spec"]["pipeline_spec"]["root"] == _spec(compiled)[0]["root"]
     assert job["runtime_config"]["parameters"] == {"data_root": "gs://b/new"}
 
-    listed = lockstep("schedules", "list", "--host", kfp.host)
+    listed = cli("schedules", "list", "--host", kfp.host)
     assert listed.returncode == 0 and "rr-1" in listed.stdout and "0 0 3 * * *" in listed.stdout
-    assert lockstep("schedules", "pause", "rr-1", "--host", kfp.host).returncode == 0
+    assert cli("schedules", "pause", "rr-1", "--host", kfp.host).returncode == 0
     assert kfp.recurring["rr-1"]["status"] == "DISABLED"
-    assert lockstep("schedules", "resume", "rr-1", "--host", kfp.host).returncode == 0
+    assert cli("schedules", "resume", "rr-1", "--host", kfp.host).returncode == 0
     assert kfp.recurring["rr-1"]["status"] == "ENABLED"
-    assert lockstep("schedules", "delete", "rr-1", "--host", kfp.host).returncode == 0
+    assert cli("schedules", "delete", "rr-1", "--host", kfp.host).returncode == 0
     assert not kfp.recurring
 
 
 def test_schedule_apply_creates_leaves_or_replaces(kfp, compiled):
     """Schedules kept as code: apply makes the cluster's recurring run of that name match."""
-    apply = lambda *extra: lockstep(  # noqa: E731
+    apply = lambda *extra: cli(  # noqa: E731
         "schedule", "--apply", "--name", "nightly", "--host", kfp.host,
         "--package", compiled["output"], *extra)
     first = apply("--cron", "0 0 3 * * *")
@@ -93,7 +94,7 @@ def test_token_from_kfp_service_account_token_file(kfp, compiled, tmp_path):
     token = tmp_path / "token"
     token.write_text("from-file\n")
     env = {k: v for k, v in os.environ.items() if k not in ("KF_PIPELINES_TOKEN", "KFP_TOKEN")}
-    result = lockstep("schedules", "list", "--host", kfp.host,
+    result = cli("schedules", "list", "--host", kfp.host,
                       env={**env, "KF_PIPELINES_SA_TOKEN_PATH": str(token)})
     assert result.returncode == 0, result.stderr
     assert {r["auth"] for r in kfp.requests} == {"Bearer from-file"}
@@ -109,36 +110,36 @@ def _one_line_error(result, status=1):
 def test_server_errors_are_one_line(kfp, compiled):
     package = ["--package", compiled["output"]]
     kfp.fail("GET", "/experiments", 401, "Unauthenticated")
-    line = _one_line_error(lockstep("submit", "--host", kfp.host, *package))
+    line = _one_line_error(cli("submit", "--host", kfp.host, *package))
     assert f"KFP at {kfp.host} refused to find or create experiment 'lockstep': 401" in line
     assert "KF_PIPELINES_TOKEN" in line
     kfp.failures.clear()
 
     kfp.fail("POST", "/runs", 400, "Failed to create a run: invalid pipeline spec")
-    line = _one_line_error(lockstep("submit", "--host", kfp.host, *package))
+    line = _one_line_error(cli("submit", "--host", kfp.host, *package))
     assert "rejected the request to create the run: 400" in line
     assert "invalid pipeline spec" in line
     kfp.failures.clear()
 
-    line = _one_line_error(lockstep("schedules", "delete", "rr-9", "--host", kfp.host))
+    line = _one_line_error(cli("schedules", "delete", "rr-9", "--host", kfp.host))
     assert "could not delete recurring run rr-9: 404 Not Found" in line
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{s.getsockname()[1]}"
-    line = _one_line_error(lockstep("submit", "--host", closed, *package))
+    line = _one_line_error(cli("submit", "--host", closed, *package))
     assert f"cannot reach KFP at {closed}" in line
 
 
 def test_bad_flags(kfp, compiled):
     package = ["--package", compiled["output"]]
-    line = _one_line_error(lockstep("submit", "--host", kfp.host, *package, "--param",
+    line = _one_line_error(cli("submit", "--host", kfp.host, *package, "--param",
                                     "dropout=0.3"), status=2)
     assert "--param dropout: not a pipeline parameter (known: accumulation_steps, base_learning_rate, data_root" in line
-    line = _one_line_error(lockstep("submit", "--host", kfp.host, *package, "--param",
+    line = _one_line_error(cli("submit", "--host", kfp.host, *package, "--param",
                                     "train_steps=many"), status=2)
     assert "--param train_steps=many: must be" in line
-    line = _one_line_error(lockstep("schedule", "--host", kfp.host, *package, "--cron",
+    line = _one_line_error(cli("schedule", "--host", kfp.host, *package, "--cron",
                                     "0 3 * * *"))
     assert "has 5 fields; KFP's cron has 6, seconds first (try '0 0 3 * * *')" in line
     assert not kfp.bodies("POST", "/recurringruns") and not kfp.bodies("POST", "/runs")
@@ -151,7 +152,7 @@ def test_vertex_without_credentials_or_with_a_local_root_is_one_line(compiled, t
     env["HOME"] = str(tmp_path)  # no gcloud ADC file there
 
     def vertex(*extra, **more_env):
-        return lockstep("submit", "--vertex", "--package", compiled["output"], *extra,
+        return cli("submit", "--vertex", "--package", compiled["output"], *extra,
                         env={**env, **more_env})
 
     line = _one_line_error(vertex("--project", "p", "--region", "us-central1"))
@@ -166,7 +167,7 @@ def test_vertex_without_credentials_or_with_a_local_root_is_one_line(compiled, t
 
 
 def test_submit_without_a_package_compiles_first(kfp, compiled, tmp_path):
-    result = lockstep("submit", "--host", kfp.host, "--config", compiled["config"],
+    result = cli("submit", "--host", kfp.host, "--config", compiled["config"],
                       "--image", "r/lockstep:dev", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (run,) = kfp.bodies("POST", "/runs")
@@ -194,7 +195,7 @@ def test_a_token_is_never_a_flag_value_and_never_leaks(kfp, compiled, tmp_path):
 
     from conftest import LOCKSTEP, REPO
 
-    refused = lockstep("submit", "--host", kfp.host, "--package", compiled["output"],
+    refused = cli("submit", "--host", kfp.host, "--package", compiled["output"],
                        "--token", SENTINEL, env=_no_token_env())
     line = _one_line_error(refused, status=2)
     assert "--token would put the token in the command line" in line and SENTINEL not in line
@@ -248,24 +249,24 @@ def test_a_token_goes_only_to_a_host_the_user_named(kfp, compiled, tmp_path):
     config.write_text(f'[kubeflow]\nhost = "{kfp.host}"\n')
     token = {"KF_PIPELINES_TOKEN": SENTINEL}
     # A host from a (shared) config file gets no token ...
-    line = _one_line_error(lockstep("schedules", "list", "--config", config,
+    line = _one_line_error(cli("schedules", "list", "--config", config,
                                     env=_no_token_env(**token)), status=2)
     assert f"kubeflow.host {kfp.host} comes from the config file" in line
     # ... and the environment's endpoint beats it.
-    ok = lockstep("schedules", "list", "--config", config,
+    ok = cli("schedules", "list", "--config", config,
                   env=_no_token_env(KF_PIPELINES_ENDPOINT=kfp.host, **token))
     assert ok.returncode == 0, ok.stderr
     # Without a token, the config's host is fine.
-    assert lockstep("schedules", "list", "--config", config, env=_no_token_env()).returncode == 0
+    assert cli("schedules", "list", "--config", config, env=_no_token_env()).returncode == 0
     # Plain http only to this machine.
-    line = _one_line_error(lockstep("submit", "--host", "http://10.1.2.3:8888", *package,
+    line = _one_line_error(cli("submit", "--host", "http://10.1.2.3:8888", *package,
                                     env=_no_token_env(**token)), status=2)
     assert "plain http would send the token in the clear" in line
     assert {r["auth"] for r in kfp.requests} == {f"Bearer {SENTINEL}", None}
     # A redirect to another host does not carry the token along.
     with StandIn() as other:
         kfp.redirect_to = other.host
-        lockstep("schedules", "list", "--host", kfp.host, env=_no_token_env(**token))
+        cli("schedules", "list", "--host", kfp.host, env=_no_token_env(**token))
         assert other.requests, "the redirect was not followed"
         assert {r["auth"] for r in other.requests} == {None}
 

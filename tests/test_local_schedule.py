@@ -1,5 +1,7 @@
 """`lockstep schedule --local`: a crontab entry that runs `lockstep run`; one run per pipeline
-root (the run lock, status 3), a run timeout (status 4), and hostile paths refused."""
+root (the run lock, status 3), a run timeout (status 4), and hostile paths refused. The schedule
+commands run the CLI's main in this process; the runs, what cron starts and the lock's second
+holder are processes."""
 
 import os
 import re
@@ -7,7 +9,7 @@ import shlex
 import subprocess
 import time
 
-from conftest import REPO, lockstep
+from conftest import REPO, cli, lockstep
 from pipeline.local import run_lock
 
 FAKE_CRONTAB = """#!/bin/sh
@@ -36,10 +38,10 @@ def test_install_replace_remove(tmp_path, monkeypatch):
     (tmp_path / "tab").write_text("15 1 * * * /usr/bin/backup\n")
     config = tmp_path / "c.toml"
     config.write_text(f'[paths]\npipeline_root = "{tmp_path / "root"}"\n')
-    first = lockstep("schedule", "--local", "--cron", "0 3 * * *", "--config", config, cwd=tmp_path)
+    first = cli("schedule", "--local", "--cron", "0 3 * * *", "--config", config, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    again = lockstep("schedule", "--local", "--cron", "0 0 4 * * *", "--config", config,
-                     cwd=tmp_path)  # KFP-style 6 fields with second 0 are accepted
+    again = cli("schedule", "--local", "--cron", "0 0 4 * * *", "--config", config,
+                cwd=tmp_path)  # KFP-style 6 fields with second 0 are accepted
     assert again.returncode == 0, again.stderr
     lines = (tmp_path / "tab").read_text().splitlines()
     assert lines[0] == "15 1 * * * /usr/bin/backup"  # other entries are kept
@@ -51,17 +53,17 @@ def test_install_replace_remove(tmp_path, monkeypatch):
     assert entry.startswith(f"0 4 * * * mkdir -p {tmp_path / 'root' / 'logs'} && ")
     assert f">> {tmp_path / 'root' / 'logs' / 'schedule.log'} 2>&1" in entry
 
-    bad = lockstep("schedule", "--local", "--cron", "*/5 * * *", cwd=tmp_path)
+    bad = cli("schedule", "--local", "--cron", "*/5 * * *", cwd=tmp_path)
     assert bad.returncode == 2 and "5 crontab fields" in bad.stderr
 
-    removed = lockstep("schedule", "--local", "--remove", "--config", config, cwd=tmp_path)
+    removed = cli("schedule", "--local", "--remove", "--config", config, cwd=tmp_path)
     assert removed.returncode == 0 and "removed local schedule 'lockstep'" in removed.stdout
     assert (tmp_path / "tab").read_text().splitlines() == ["15 1 * * * /usr/bin/backup"]
 
 
 def test_no_crontab_is_one_line_naming_debians_package(tmp_path):
-    result = lockstep("schedule", "--local", "--cron", "0 3 * * *", cwd=tmp_path,
-                      env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
+    result = cli("schedule", "--local", "--cron", "0 3 * * *", cwd=tmp_path,
+                 env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("lockstep: error: crontab not found: a local schedule needs cron (on "
@@ -72,8 +74,8 @@ def test_print_shows_the_entry_and_installs_nothing(tmp_path):
     """No crontab on PATH at all: --print needs none, writes no crontab and no log directory."""
     config = tmp_path / "c.toml"
     config.write_text(f'[paths]\npipeline_root = "{tmp_path / "root"}"\n')
-    result = lockstep("schedule", "--local", "--cron", "0 3 * * *", "--config", config, "--print",
-                      cwd=tmp_path, env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
+    result = cli("schedule", "--local", "--cron", "0 3 * * *", "--config", config, "--print",
+                 cwd=tmp_path, env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
     assert result.returncode == 0, result.stderr
     said, entry = result.stdout.strip().splitlines()
     assert said == ("lockstep: local schedule 'lockstep' (machine local time), not installed; "
@@ -82,7 +84,7 @@ def test_print_shows_the_entry_and_installs_nothing(tmp_path):
     assert f"--config {config} >> {tmp_path / 'root' / 'logs' / 'schedule.log'} 2>&1" in entry
     assert entry.endswith("# lockstep-schedule:lockstep")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]  # nothing made
-    kfp = lockstep("schedule", "--cron", "0 0 3 * * *", "--print", cwd=tmp_path)
+    kfp = cli("schedule", "--cron", "0 0 3 * * *", "--print", cwd=tmp_path)
     assert kfp.returncode == 2 and kfp.stderr.strip().endswith("--print goes with --local (the "
                                                                "crontab entry); a KFP schedule has "
                                                                "nothing to print before it is made")
@@ -96,14 +98,14 @@ def test_hostile_names_and_paths_are_refused(tmp_path, monkeypatch):
                  '[paths]\npipeline_root = "/tmp/100%"\n'):
         config = tmp_path / "hostile.toml"
         config.write_text(toml)
-        result = lockstep("schedule", "--local", "--cron", "0 3 * * *", "--config", config,
-                          cwd=tmp_path)
+        result = cli("schedule", "--local", "--cron", "0 3 * * *", "--config", config,
+                     cwd=tmp_path)
         assert result.returncode == 2, result.stderr
         [line] = result.stderr.strip().splitlines()
         assert "the log path" in line and "control characters or '%'" in line, line
     for name in ("nightly\n* * * * * touch /tmp/owned", "a%b"):
-        result = lockstep("schedule", "--local", "--cron", "0 3 * * *", "--name", name,
-                          cwd=tmp_path)
+        result = cli("schedule", "--local", "--cron", "0 3 * * *", "--name", name,
+                     cwd=tmp_path)
         assert result.returncode == 2 and "the schedule name" in result.stderr, result.stderr
     assert (tmp_path / "tab").read_text() == "15 1 * * * /usr/bin/backup\n"  # untouched
 
@@ -114,8 +116,8 @@ def test_a_scheduled_run_with_a_missing_root_starts_and_logs(tmp_path, monkeypat
     root = tmp_path / "not yet" / "root"
     config = tmp_path / "c.toml"
     config.write_text(f'[data]\nlabel = "no_such_column"\n[paths]\npipeline_root = "{root}"\n')
-    result = lockstep("schedule", "--local", "--cron", "0 3 * * *", "--config", config,
-                      cwd=REPO)
+    result = cli("schedule", "--local", "--cron", "0 3 * * *", "--config", config,
+                 cwd=REPO)
     assert result.returncode == 0, result.stderr
     import shutil
 
