@@ -184,8 +184,16 @@ class PipelineRun:
         self.serving_dir = root / "serving"
 
     def run(self, *extra):
-        return lockstep("run", "--pipeline-root", self.pipeline_root,
-                        "--serving-dir", self.serving_dir, *extra, cwd=self.root)
+        """`lockstep run` on this root, in a fresh process."""
+        return lockstep("run", *self._places(), *extra, cwd=self.root)
+
+    def run_here(self, *extra):
+        """`lockstep run` on this root through the CLI's main in this process: for a run refused
+        before anything runs, where a process proves nothing more."""
+        return cli("run", *self._places(), *extra, cwd=self.root)
+
+    def _places(self):
+        return "--pipeline-root", self.pipeline_root, "--serving-dir", self.serving_dir
 
     def pushed_versions(self) -> list[Path]:
         if not self.serving_dir.exists():

@@ -9,7 +9,7 @@ PENGUINS = (REPO / "data" / "penguins" / "penguins.csv").read_text()
 
 def _run_expecting_error(tmp_path, *args):
     run = PipelineRun(tmp_path)
-    result = run.run(*args)
+    result = run.run_here(*args)
     assert result.returncode != 0
     lines = [l for l in result.stderr.strip().splitlines() if l.startswith("lockstep: error:")]
     assert len(lines) == 1, result.stderr

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from conftest import lockstep
+from conftest import cli, lockstep
 
 
 @pytest.fixture
@@ -34,9 +34,12 @@ def mount(tmp_path):
         subprocess.run(["umount", str(point)], capture_output=True)
 
 
-def _refused(tmp_path, *places) -> str:
+def _refused(tmp_path, *places, process=False) -> str:
+    """The run's one line, refused within seconds; process: in a fresh `lockstep` process (its
+    start-up counted), else the CLI's main here."""
     tic = time.monotonic()
-    result = lockstep("run", "--pipeline-root", places[0], "--serving-dir", places[1], cwd=tmp_path)
+    result = (lockstep if process else cli)("run", "--pipeline-root", places[0], "--serving-dir",
+                                            places[1], cwd=tmp_path)
     seconds = time.monotonic() - tic
     assert result.returncode == 2, result.stdout + result.stderr
     assert seconds < 5, seconds
@@ -47,7 +50,7 @@ def _refused(tmp_path, *places) -> str:
 
 def test_a_read_only_serving_dir_is_refused_before_the_run(tmp_path, mount):
     read_only = mount("size=1m,ro")
-    line = _refused(tmp_path, tmp_path / "root", read_only / "serving")
+    line = _refused(tmp_path, tmp_path / "root", read_only / "serving", process=True)
     assert line == (f"lockstep: error: serving dir {read_only}/serving: cannot write there "
                     f"(at {read_only}): Read-only file system")
     assert not (tmp_path / "root").exists()  # nothing written
@@ -215,10 +218,10 @@ def test_a_span_that_leads_out_of_the_data_root_is_refused(tmp_path):
     with pytest.raises(spans.SpanError, match=rf"span-2/part.csv: resolves to {outside}/part.csv, "
                                               rf"outside the data root {root} \(a symlink or '..'\)"):
         spans.select(str(root), "span-{SPAN}/*.csv")
-    result = lockstep("run", "--data", root, "--label", "y", "--config", _config(
+    result = cli("run", "--data", root, "--label", "y", "--config", _config(
         tmp_path, 'span_pattern = "span-{SPAN}/*.csv"'), cwd=tmp_path)
     assert result.returncode == 2 and "outside the data root" in result.stderr
-    result = lockstep("run", "--data", root, "--label", "y", "--config", _config(
+    result = cli("run", "--data", root, "--label", "y", "--config", _config(
         tmp_path, 'span_pattern = "../span-{SPAN}/*.csv"'), cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().endswith("data.span_pattern must stay under data.path (no '..', "

@@ -87,18 +87,18 @@ def test_the_runner_role_is_minimal_and_the_serving_bucket_is_add_only():
 def test_an_image_digest_pins_every_task(tmp_path):
     import yaml
 
-    from conftest import lockstep
+    from conftest import cli
 
     digest = "sha256:" + "ab" * 32
     config = tmp_path / "c.toml"
     config.write_text(f'[data]\npath = "gs://b/d"\ntask = "classification"\n'
                       f'[eval]\nbounds = {{accuracy = 0.8}}\n[kubeflow]\nimage = "r.example/lockstep"\nimage_tag = "dev"\n'
                       f'image_digest = "{digest}"\n')
-    result = lockstep("compile", "--config", config, "--output", tmp_path / "p.yaml")
+    result = cli("compile", "--config", config, "--output", tmp_path / "p.yaml")
     assert result.returncode == 0, result.stderr
     spec = next(yaml.safe_load_all((tmp_path / "p.yaml").read_text()))
     images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
     assert images == {f"r.example/lockstep@{digest}"}
     config.write_text('[kubeflow]\nimage_digest = "latest"\n')
-    bad = lockstep("compile", "--config", config, "--output", tmp_path / "q.yaml")
+    bad = cli("compile", "--config", config, "--output", tmp_path / "q.yaml")
     assert bad.returncode == 2 and "kubeflow.image_digest must be sha256:" in bad.stderr

@@ -10,7 +10,7 @@ from google.protobuf import json_format
 from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from conftest import REPO, lockstep
+from conftest import REPO, cli, lockstep
 from pipeline import config as config_lib, orchestrators
 
 TPU_SELECTOR = {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
@@ -114,12 +114,12 @@ def test_gpu_trainer_and_multi_host_slice(tmp_path):
 
 
 def test_compile_errors_are_one_line(tmp_path):
-    remote = lockstep("compile", "--data", "gs://b/d", "--output", tmp_path / "p.yaml")
+    remote = cli("compile", "--data", "gs://b/d", "--output", tmp_path / "p.yaml")
     assert remote.returncode == 2
     assert remote.stderr.strip() == ("lockstep: error: data.path gs://b/d is remote and compile "
                                      "reads no remote data: set data.task to classification or "
                                      "regression")
-    bad = lockstep("compile", "--slice", "v5e-3", "--output", tmp_path / "p.yaml")
+    bad = cli("compile", "--slice", "v5e-3", "--output", tmp_path / "p.yaml")
     assert bad.returncode == 2 and "unknown TPU slice 'v5e-3'" in bad.stderr
     assert not (tmp_path / "p.yaml").exists()
 

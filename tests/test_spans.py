@@ -42,13 +42,13 @@ def test_select_newest_span_or_window(tmp_path):
 
 
 def test_a_half_uploaded_span_is_not_used(tmp_path):
-    from conftest import lockstep
+    from conftest import cli
 
     data = tmp_path / "data"
     _write_span(data, 1, slice(0, 200), complete=False)
     config = tmp_path / "c.toml"
     config.write_text(f'[data]\npath = "{data}"\nspan_pattern = "span-{{SPAN}}/*.csv"\n')
-    result = lockstep("plan", "--config", config)
+    result = cli("plan", "--config", config)
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"lockstep: error: {data}/span-{{SPAN}}/*.csv: no complete span: span 1 (the newest) has "
@@ -166,13 +166,13 @@ def test_the_fingerprint_of_a_span_selection(tmp_path):
 
 
 def test_missing_span_is_one_line(tmp_path):
-    from conftest import lockstep
+    from conftest import cli
 
     (tmp_path / "data").mkdir()
     shutil.copy(PENGUINS, tmp_path / "data" / "penguins.csv")
     config = tmp_path / "c.toml"
     config.write_text(f'[data]\npath = "{tmp_path / "data"}"\nspan_pattern = "span-{{SPAN}}/*.csv"\n')
-    result = lockstep("run", "--config", config, "--pipeline-root", tmp_path / "root")
+    result = cli("run", "--config", config, "--pipeline-root", tmp_path / "root")
     assert result.returncode == 2
     assert result.stderr.strip() == (f"lockstep: error: {tmp_path / 'data'}/span-{{SPAN}}/*.csv: "
                                      "no span matches (expected e.g. span-1/*.csv)")
@@ -194,7 +194,7 @@ def _births_like(directory, span, rng, weekday=None):
 def test_drift_between_spans_stops_a_broken_export_before_anything_runs(tmp_path):
     import numpy as np
 
-    from conftest import lockstep
+    from conftest import cli
     from pipeline import config as config_lib, preflight
 
     rng = np.random.default_rng(0)
@@ -211,7 +211,7 @@ def test_drift_between_spans_stops_a_broken_export_before_anything_runs(tmp_path
     _births_like(data, 3, rng, weekday="Mon")  # an upstream export that lost its weekdays
     (tmp_path / "c.toml").write_text(
         f'[data]\npath = "{data}"\nlabel = "births"\nspan_pattern = "span-{{SPAN}}/*.csv"\n')
-    result = lockstep("run", "--config", tmp_path / "c.toml", "--pipeline-root", tmp_path / "root")
+    result = cli("run", "--config", tmp_path / "c.toml", "--pipeline-root", tmp_path / "root")
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "lockstep: error: data drift from span 2 to span 3: wday (L-inf 0.857 > 0.25) "

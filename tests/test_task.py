@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from conftest import PipelineRun, lockstep
+from conftest import PipelineRun, cli
 
 
 def _write(path, label_values, rng):
@@ -41,17 +41,17 @@ def _custom_configs(spec_path):
 ])
 def test_task_from_the_label_or_the_flag_reaches_every_component(tmp_path, values, flag, expected):
     _write(tmp_path / "d.csv", values, np.random.default_rng(1))
-    result = lockstep("compile", "--data", tmp_path / "d.csv", "--label", "label",
-                      "--output", tmp_path / "p.yaml",
-                      *(["--task", flag] if flag else []), cwd=tmp_path)
+    result = cli("compile", "--data", tmp_path / "d.csv", "--label", "label",
+                 "--output", tmp_path / "p.yaml", *(["--task", flag] if flag else []),
+                 cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     task, metric = expected
     assert _custom_configs(tmp_path / "p.yaml") == (task, task, metric)
 
 
 def test_a_regression_on_a_text_label_is_refused(tmp_path):
-    result = lockstep("run", "--task", "regression", "--pipeline-root", tmp_path / "root",
-                      cwd=tmp_path)
+    result = cli("run", "--task", "regression", "--pipeline-root", tmp_path / "root",
+                 cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().endswith(
         "label column 'species' holds text, and a regression needs numbers (use --task "

@@ -132,20 +132,20 @@ def test_eval_config_per_task():
 
 
 def test_a_regression_bound_defaults_to_the_label_spread(tmp_path):
-    from conftest import lockstep
+    from conftest import cli
 
     rows = ["x,y"] + [f"{i}.5,{i * 10}" for i in range(200)]
     (tmp_path / "d.csv").write_text("\n".join(rows) + "\n")
     data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", ["", "NA"]))
     assert data.task == REGRESSION
     assert abs(data.label_std - np.std(np.arange(200) * 10.0)) < 1e-6
-    result = lockstep("compile", "--data", tmp_path / "d.csv", "--label", "y",
-                      "--output", tmp_path / "p.yaml")
+    result = cli("compile", "--data", tmp_path / "d.csv", "--label", "y",
+                 "--output", tmp_path / "p.yaml")
     assert result.returncode == 0, result.stderr
     bound = round(data.label_std * 0.99, 6)  # the mean's RMSE, less the margin
     assert f'upper_bound\\": {bound}\\n' in (tmp_path / "p.yaml").read_text()
-    remote = lockstep("compile", "--data", "gs://b/d", "--label", "y", "--task", "regression",
-                      "--output", tmp_path / "q.yaml")
+    remote = cli("compile", "--data", "gs://b/d", "--label", "y", "--task", "regression",
+                 "--output", tmp_path / "q.yaml")
     assert remote.returncode == 2
     assert "eval.bounds.rmse: no naive baseline for rmse was measured" in remote.stderr
 
