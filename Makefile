@@ -15,7 +15,7 @@ KUBEVAL := kubernetes-validate==1.37.0
 CHECKOV := --python 3.11 checkov==3.3.30
 K8S_VERSION := 1.33.0
 
-.PHONY: setup run test test-fast bench bench-smoke lint image
+.PHONY: setup run test test-fast test-unit bench bench-smoke lint image
 setup:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	$(UV) sync --frozen
@@ -23,14 +23,20 @@ setup:
 run: setup
 	$(UV) run --frozen lockstep run $(ARGS)
 
-# The system tools of the image and report tests: installed as root with apt, else those tests skip
-# with the command that would enable them (tests/tools.sh; LOCKSTEP_TEST_INSTALL=no: never install).
+# Three tiers. The whole suite (CI's): the system tools of the image and report tests installed as
+# root with apt, else those tests skip with the command that would enable them (tests/tools.sh;
+# LOCKSTEP_TEST_INSTALL=no: never install).
 test: setup
 	@bash tests/tools.sh
 	$(UV) run --frozen pytest -q -p no:cacheprovider --durations=30 tests
 
+# Everything but the real pipelines and multi-process runs (`slow`): minutes.
 test-fast: setup
-	$(UV) run --frozen pytest -q -m "not slow" tests
+	$(UV) run --frozen pytest -q -p no:cacheprovider -m "not slow" tests
+
+# tests/unit: no TensorFlow in the process (tests/conftest.py fails a test that imports it): seconds.
+test-unit: setup
+	$(UV) run --frozen pytest -q -p no:cacheprovider tests/unit
 
 lint: setup
 	$(UV) run --frozen lint-imports
