@@ -1,9 +1,11 @@
 """The synchronous train step and the loop that runs `steps_per_execution` of them per host call.
 
 Per replica: per-example losses, divided by the *global* batch (tf.nn.compute_average_loss), plus
-regularization scaled by 1/replicas (tf.nn.scale_regularization_loss); gradients; one
-`apply_gradients`, which all-reduces (sums) the replicas' gradients and makes one update. Summed
-over replicas, the loss and the gradient are exactly those of one device on the global batch.
+regularization scaled by 1/replicas (tf.nn.scale_regularization_loss); gradients; the replicas'
+gradients summed in float64 (strategy.sum_over_replicas: the same sum in any order, so N worker
+processes make the update N replicas in one process make, bit for bit), then one
+`apply_gradients`. Summed over replicas, the loss and the gradient are exactly those of one device
+on the global batch.
 
 With `accumulation_steps` K > 1 each replica gets K micro-batches per global step (one input
 batch of K x per-replica batch, cut in K), takes the gradient of each (loss over the same global
@@ -103,14 +105,16 @@ class SynchronousLoop:
         k = self.accumulation_steps
         micro = tf.nest.map_structure(lambda t: tf.reshape(t, _micro_shape(t, k)), (x, y))
         variables = self.model.trainable_variables
-        sums = [tf.zeros_like(v, dtype=tf.float32) for v in variables]
+        wide = strategy_lib.summing_dtype(self.strategy)  # exact sums (its docstring)
+        sums = [tf.zeros_like(v, dtype=wide) for v in variables]
         total = tf.constant(0.0)
         for i in tf.range(k):
             xi, yi = tf.nest.map_structure(lambda t: t[i], micro)
             grads, loss, outputs = self._gradients(xi, yi)
             self._update_metrics(yi, outputs)
             # Embedding gradients come as IndexedSlices: summed dense.
-            sums = [s if g is None else s + tf.convert_to_tensor(g) for s, g in zip(sums, grads)]
+            sums = [s if g is None else s + tf.cast(tf.convert_to_tensor(g), wide)
+                    for s, g in zip(sums, grads)]
             total += loss
         return sums, total
 
@@ -123,7 +127,10 @@ class SynchronousLoop:
             self._update_metrics(y, outputs)
         if self.loss_scaled:
             grads = self.optimizer.get_unscaled_gradients(grads)
-        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        variables = self.model.trainable_variables
+        grads = [g if g is None or isinstance(g, tf.IndexedSlices) else tf.cast(g, v.dtype)
+                 for g, v in zip(strategy_lib.sum_over_replicas(self.strategy, grads), variables)]
+        self.optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
         # A NaN input can hide behind a ReLU in the loss yet poison the gradient: watch both.
         return loss, tf.linalg.global_norm(grads)
 
