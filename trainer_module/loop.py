@@ -108,15 +108,17 @@ class SynchronousLoop:
         wide = strategy_lib.summing_dtype(self.strategy)  # exact sums (its docstring)
         sums = [tf.zeros_like(v, dtype=wide) for v in variables]
         total = tf.constant(0.0)
+        rows = set()  # the embeddings, whose gradients come as IndexedSlices (rows)
         for i in tf.range(k):
             xi, yi = tf.nest.map_structure(lambda t: t[i], micro)
             grads, loss, outputs = self._gradients(xi, yi)
             self._update_metrics(yi, outputs)
-            # Embedding gradients come as IndexedSlices: summed dense.
-            sums = [s if g is None else s + tf.cast(tf.convert_to_tensor(g), wide)
+            rows.update(j for j, g in enumerate(grads) if isinstance(g, tf.IndexedSlices))
+            sums = [s if g is None else s + strategy_lib.widened(g, wide)
                     for s, g in zip(sums, grads)]
             total += loss
-        return sums, total
+        return [strategy_lib.nonzero_rows(s) if j in rows else s
+                for j, s in enumerate(sums)], total
 
     def _replica_step(self, inputs):
         x, y = inputs
@@ -128,8 +130,7 @@ class SynchronousLoop:
         if self.loss_scaled:
             grads = self.optimizer.get_unscaled_gradients(grads)
         variables = self.model.trainable_variables
-        grads = [g if g is None or isinstance(g, tf.IndexedSlices) else tf.cast(g, v.dtype)
-                 for g, v in zip(strategy_lib.sum_over_replicas(self.strategy, grads), variables)]
+        grads = strategy_lib.sum_over_replicas(self.strategy, grads, variables)
         self.optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
         # A NaN input can hide behind a ReLU in the loss yet poison the gradient: watch both.
         return loss, tf.linalg.global_norm(grads)

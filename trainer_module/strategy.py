@@ -215,21 +215,52 @@ def summing_dtype(strategy) -> tf.DType:
     return tf.float32 if is_tpu(strategy) else tf.float64
 
 
-def sum_over_replicas(strategy, grads: list) -> list:
-    """The replicas' gradients summed, in a replica context: dense ones in summing_dtype (and
-    left in it: the caller casts them back to the variables' dtype), IndexedSlices (embedding
-    rows) gathered as the strategy gathers them, in replica order; None stays None. With one
-    replica, the gradients as they are."""
-    if strategy.num_replicas_in_sync == 1:
-        return list(grads)
-    context = tf.distribute.get_replica_context()
+def widened(grad, wide: tf.DType) -> tf.Tensor:
+    """A gradient as a dense tensor in `wide` (summing_dtype): embedding rows (IndexedSlices)
+    added up per row in it, so rows that several micro-batches share add up as they do when
+    the replicas' rows are gathered (sum_over_replicas)."""
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.math.unsorted_segment_sum(tf.cast(grad.values, wide), grad.indices,
+                                            grad.dense_shape[0])
+    return tf.cast(grad, wide)
+
+
+def nonzero_rows(dense: tf.Tensor) -> tf.IndexedSlices:
+    """An embedding's accumulated gradient as its rows again (those not all zero), so that the
+    optimizer updates it as it updates a replica's gathered rows (Adam's sparse update rounds
+    otherwise than its dense one)."""
+    rows = tf.reshape(tf.where(tf.reduce_any(tf.not_equal(dense, 0), axis=1)), [-1])
+    return tf.IndexedSlices(tf.gather(dense, rows), rows, tf.shape(dense, out_type=tf.int64))
+
+
+def _narrowed(grad, dtype: tf.DType):
+    """A summed gradient back in its variable's dtype; embedding rows each once, their values
+    added up before (in the wide dtype they come in)."""
+    if not isinstance(grad, tf.IndexedSlices):
+        return tf.cast(grad, dtype)
+    rows, where = tf.unique(grad.indices)
+    values = tf.math.unsorted_segment_sum(grad.values, where, tf.shape(rows)[0])
+    return tf.IndexedSlices(tf.cast(values, dtype), rows, grad.dense_shape)
+
+
+def sum_over_replicas(strategy, grads: list, variables: list) -> list:
+    """The replicas' gradients summed (in a replica context), in each variable's dtype: dense
+    ones added in summing_dtype; embedding rows (IndexedSlices) gathered from the replicas, as the
+    strategy gathers them, and each row's values added in summing_dtype. The same sums, bit for
+    bit, for any split of the global batch into replicas and micro-batches of the same per-replica
+    batch (a worker process a replica, or all in one process; an elastic resume's accumulation).
+    None stays None."""
     wide = summing_dtype(strategy)
-    out = list(grads)
-    for kind in (False, True):  # dense, then sparse: each kind in one all-reduce
-        places = [i for i, g in enumerate(grads)
-                  if g is not None and isinstance(g, tf.IndexedSlices) == kind]
-        if places:
-            values = [grads[i] if kind else tf.cast(grads[i], wide) for i in places]
-            for i, summed in zip(places, context.all_reduce(tf.distribute.ReduceOp.SUM, values)):
-                out[i] = summed
-    return out
+    out = [g if g is None or isinstance(g, tf.IndexedSlices) else tf.cast(g, wide) for g in grads]
+    out = [tf.IndexedSlices(tf.cast(g.values, wide), g.indices, g.dense_shape)
+           if isinstance(g, tf.IndexedSlices) else g for g in out]
+    if strategy.num_replicas_in_sync > 1:
+        context = tf.distribute.get_replica_context()
+        for kind in (False, True):  # dense, then sparse: each kind in one all-reduce
+            places = [i for i, g in enumerate(out)
+                      if g is not None and isinstance(g, tf.IndexedSlices) == kind]
+            if places:
+                summed = context.all_reduce(tf.distribute.ReduceOp.SUM, [out[i] for i in places])
+                for i, value in zip(places, summed):
+                    out[i] = value
+    return [None if g is None else _narrowed(g, v.dtype) for g, v in zip(out, variables)]
