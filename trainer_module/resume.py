@@ -49,7 +49,8 @@ def checkpoint_dir(job: TrainJob) -> str:
 # Where a job runs, not what it trains to: an attempt on another topology resumes the same job
 # (its global batch kept from the checkpoint, scaling.make_plan's `keep`).
 TOPOLOGY_SETTINGS = ("emulate_replicas", "tpu", "tpu_zone", "tpu_project", "tpu_slice",
-                     "allow_fallback", "fallback_slices")
+                     "allow_fallback", "fallback_slices", "gpu_machines", "gpu_machine_type",
+                     "gpu_accelerator", "gpus_per_machine", "fallback_gpu_machines")
 
 
 def job_key(job: TrainJob) -> str:

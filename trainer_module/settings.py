@@ -80,6 +80,19 @@ class TrainerConfig:
     # no capacity or quota for tpu_slice, each with the accumulation that keeps tpu_slice's
     # global batch (components/vertex_training.py; docs/tpu.md).
     fallback_slices: list[str] = dataclasses.field(default_factory=list)
+    # Several GPU machines (components/vertex_training.py; docs/training.md, "Several GPU
+    # machines"): the Trainer task submits a Vertex AI custom job of gpu_machines machines of
+    # gpu_machine_type (e.g. "a2-highgpu-8g"), each with gpus_per_machine GPUs of gpu_accelerator
+    # (Vertex's accelerator type, e.g. "NVIDIA_TESLA_A100"; both read from an A2, A3 or G2
+    # machine type when left out): a chief and gpu_machines - 1 workers under
+    # MultiWorkerMirroredStrategy. 0: the Trainer trains in its task.
+    gpu_machines: int = 0
+    gpu_machine_type: str = ""
+    gpu_accelerator: str = ""
+    gpus_per_machine: int = 0
+    # The machine counts to submit on, in order, when Vertex has no capacity or quota for
+    # gpu_machines, each with the accumulation that keeps gpu_machines' global batch.
+    fallback_gpu_machines: list[int] = dataclasses.field(default_factory=list)
     emulate_replicas: int = 0  # >1: split the CPU into N logical devices under MirroredStrategy
     # strategy parameter_server without TF_CONFIG: a cluster on loopback of this many workers
     # and parameter servers (with TF_CONFIG, its cluster).
@@ -221,6 +234,7 @@ class TrainerConfig:
                     f"trainer.tpu_slice={self.tpu_slice!r} needs trainer.strategy auto or tpu, "
                     f"got {self.strategy!r}")
         self._validate_fallback_slices()
+        self._validate_gpu_machines()
 
     def _validate_fallback_slices(self) -> None:
         """Each a known slice whose replicas divide tpu_slice's global batch (x accumulation)."""
@@ -242,6 +256,40 @@ class TrainerConfig:
                     f"{self.accumulation_steps}): its replicas must divide "
                     f"{first.replicas * self.accumulation_steps}")
 
+
+    def _validate_gpu_machines(self) -> None:
+        """A machine type with a count; no TPU, emulated replicas or parameter servers beside
+        them; fallback counts that keep gpu_machines' global batch."""
+        if self.gpu_machines < 0 or self.gpus_per_machine < 0:
+            raise TrainerConfigError("trainer.gpu_machines and trainer.gpus_per_machine cannot be "
+                                     "negative")
+        if not self.gpu_machines:
+            if self.fallback_gpu_machines:
+                raise TrainerConfigError("trainer.fallback_gpu_machines needs trainer.gpu_machines "
+                                         "(the count they stand in for)")
+            return
+        if not self.gpu_machine_type:
+            raise TrainerConfigError(f"trainer.gpu_machines = {self.gpu_machines} needs "
+                                     "trainer.gpu_machine_type (a Vertex AI machine type with "
+                                     "GPUs, e.g. \"a2-highgpu-8g\")")
+        clash = [name for name, value in (
+            ("trainer.tpu_slice", self.tpu_slice), ("trainer.tpu", self.tpu),
+            ("trainer.emulate_replicas", self.emulate_replicas > 1),
+            (f"trainer.strategy = {self.strategy}", self.strategy not in ("auto", "multi_worker")))
+            if value]
+        if clash:
+            raise TrainerConfigError(f"trainer.gpu_machines cannot take {clash[0]} (its machines "
+                                     "train under MultiWorkerMirroredStrategy: strategy auto or "
+                                     "multi_worker)")
+        for count in self.fallback_gpu_machines:
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise TrainerConfigError(f"trainer.fallback_gpu_machines: a machine count such as "
+                                         f"2, got {count!r}")
+            if (self.gpu_machines * self.accumulation_steps) % count:
+                raise TrainerConfigError(
+                    f"trainer.fallback_gpu_machines: {count} machines cannot keep the global batch "
+                    f"of {self.gpu_machines} machines x {self.accumulation_steps} accumulation: "
+                    f"the count must divide {self.gpu_machines * self.accumulation_steps}")
 
     def _validate_parameter_server(self) -> None:
         if self.ps_workers < 1 or self.ps_servers < 1:
