@@ -60,6 +60,7 @@ import tensorflow_transform as tft
 from trainer_module import build, input_pipeline, loop, precision, processes, scaling
 from trainer_module import strategy as strategy_lib
 from trainer_module.job import TrainJob
+from trainer_module.settings import GLOBAL
 from trainer_module.summary import Verification
 
 # Passes when the largest weight difference is at most this fraction of how far the reference
@@ -140,14 +141,10 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
     if not strategy_lib.is_chief(strategy):
         return None
 
-    tf.keras.utils.set_random_seed(cfg.seed)
-    reference = build.model(inputs, tf.distribute.get_strategy())  # no strategy: one device
-    reference.set_weights(initial)
-    reference.compile(optimizer=precision.wrap_optimizer(
-                          tf.keras.optimizers.SGD(plan.learning_rate), cfg.precision),
-                      loss=_MeanOverBatch(per_example_loss), jit_compile=False)
-    x, y = _concatenate(_global_batches(dataset_fn, workers, replicas, steps))
-    reference.fit(x, y, batch_size=plan.global_batch, epochs=1, shuffle=False, verbose=0)
+    reference = _keras_on_one_device(
+        inputs, per_example_loss, cfg.seed, initial,
+        precision.wrap_optimizer(tf.keras.optimizers.SGD(plan.learning_rate), cfg.precision),
+        _global_batches(dataset_fn, workers, replicas, steps), plan.global_batch)
 
     difference, variable, moved = _compare(
         [w.name for w in model.weights], initial, model.get_weights(), reference.get_weights())
@@ -156,6 +153,48 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
                         passed=moved > 0 and difference <= tolerance * moved and updates == steps,
                         updates=updates, accumulation_steps=plan.accumulation_steps,
                         precision=cfg.precision, jit_compile=cfg.jit_compile, workers=workers)
+
+
+def _keras_on_one_device(inputs, per_example_loss, seed: int, initial: list, optimizer,
+                         batches: list, global_batch: int) -> tf.keras.Model:
+    """Keras `fit` on one device, no strategy: the model from `initial` weights, the loss as
+    Keras reduces it on one device (the mean over the global batch) with the model's
+    regularization, one update per global batch of `batches` (per-replica batches in step
+    order, _global_batches)."""
+    tf.keras.utils.set_random_seed(seed)
+    reference = build.model(inputs, tf.distribute.get_strategy())
+    reference.set_weights(initial)
+    reference.compile(optimizer=optimizer, loss=_MeanOverBatch(per_example_loss),
+                      jit_compile=False)
+    x, y = _concatenate(batches)
+    reference.fit(x, y, batch_size=global_batch, epochs=1, shuffle=False, verbose=0)
+    return reference
+
+
+def one_device(job: TrainJob, replicas: int, make_optimizer, pipelines: int = 1,
+               hardware: str = "") -> tf.keras.Model:
+    """Keras on one device, trained as a run of the job on `replicas` replicas fed by
+    `pipelines` input pipelines would train: from the job's initial weights, on the global
+    batches that run reads (its own input: the fit rows, trainer.input_order), for its
+    trainer.train_steps, with make_optimizer(plan)'s optimizer (the run's own: AdamW and its
+    schedule). The reference a whole run's weights are held against (tests/test_gpu_machines.py:
+    4 worker processes of a Vertex AI job)."""
+    cfg = job.trainer
+    plan = scaling.make_plan(cfg, replicas, train_rows=build.train_rows(cfg, job.train_files),
+                             hardware=hardware, hosts=pipelines)
+    tf_transform_output = tft.TFTransformOutput(job.transform_dir)
+    inputs = build.model_inputs(tf_transform_output, job.label, job.task, cfg)
+    dataset_fn = input_pipeline.make_dataset_fn(
+        job.train_files, build.raw_spec(tf_transform_output, job.label), job.label, job.task,
+        plan.replica_step_batch, training=True, seed=cfg.seed,
+        transform=tf_transform_output.transform_features_layer(), part=input_pipeline.FIT,
+        validation_share=cfg.validation_share, global_order=cfg.input_order == GLOBAL)
+    tf.keras.utils.set_random_seed(cfg.seed)
+    initial = build.model(inputs, tf.distribute.get_strategy()).get_weights()
+    return _keras_on_one_device(
+        inputs, build.loss(cfg, job.task, inputs.outputs), cfg.seed, initial,
+        make_optimizer(plan), _global_batches(dataset_fn, pipelines, replicas, plan.train_steps),
+        plan.global_batch)
 
 
 def _worker_strategy(workers: int) -> tf.distribute.MultiWorkerMirroredStrategy:
