@@ -367,3 +367,6 @@ def validate(config: Config) -> None:
         raise ConfigError("kubeflow.gpus must be 0 or more")
     if config.kubeflow.gpus and config.trainer.tpu_slice:
         raise ConfigError("set trainer.tpu_slice or kubeflow.gpus, not both")
+    if config.kubeflow.gpus and config.trainer.gpu_machines:
+        raise ConfigError("set trainer.gpu_machines (GPU machines of a Vertex AI job) or "
+                          "kubeflow.gpus (GPUs of the Trainer's own pod), not both")

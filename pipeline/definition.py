@@ -96,8 +96,9 @@ def train_spec(config: Config, label: str, task: str) -> TrainSpec:
 
 
 def vertex_run_parameter_values(config: Config) -> dict[str, str]:
-    """The Vertex AI job's settings a run can override ({} unless the slice is multi-host)."""
-    if not multi_host(config):
+    """The Vertex AI job's settings a run can override ({} unless the Trainer is a Vertex AI
+    job: a multi-host slice, several GPU machines)."""
+    if not vertex_training.submits_job(config.trainer):
         return {}
     v = config.vertex
     return {vertex_training.PROJECT: v.project, vertex_training.REGION: v.region,
@@ -194,7 +195,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
     if config.trainer.warm_start:
         trainer_inputs["base_model"] = latest.outputs["model"]
     trainer_class, vertex = Trainer, {}
-    if multi_host(config):
+    if vertex_training.submits_job(config.trainer):
         trainer_class = VertexTrainer
         vertex = {"vertex": vertex_settings(config, image, binding)}
     trainer = trainer_class(

@@ -7,8 +7,9 @@ one that open-source KFP on GKE runs as we mean it:
 - resources per task, and for the Trainer an accelerator plus, in the Kubernetes platform spec
   (the format the kfp-kubernetes extension writes), the GKE node selectors that put it on the
   TPU (or GPU) node pool; every other task stays on CPU nodes. A multi-host TPU slice's Trainer
-  task stays on a CPU node too: it submits its training as a Vertex AI job on the slice and waits
-  (components/vertex_training.py); a slice Vertex cannot launch is refused here;
+  task, or several GPU machines', stays on a CPU node too: it submits its training as a Vertex AI
+  job and waits (components/vertex_training.py); a slice Vertex cannot launch, or GPUs it does
+  not know, are refused here;
 - the pipeline root as the spec's default root.
 
 The output is the two-document YAML `kfp.Client` accepts: the PipelineSpec, then the PlatformSpec.
@@ -120,6 +121,11 @@ def _trainer_placement(config: Config) -> tuple[ResourceSpec, k8s_pb2.Kubernetes
         if refusal:
             raise CompileError(f"trainer.tpu_slice={tpu.name} spans {tpu.hosts} hosts, so its "
                                f"Trainer runs as a Vertex AI custom job, but {refusal}")
+    elif config.trainer.gpu_machines:  # the task waits on a CPU node for its GPU machines
+        try:
+            vertex_training.gpu_machines(config.trainer)
+        except vertex_training.VertexError as err:
+            raise CompileError(str(err)) from None
     elif config.trainer.tpu_slice:
         tpu = slices.get(config.trainer.tpu_slice)
         resources.accelerator.CopyFrom(ResourceSpec.AcceleratorConfig(
