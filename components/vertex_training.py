@@ -392,6 +392,7 @@ class Executor(trainer.Executor):
                     raise
                 settings, properties = self._fall_back(first, exec_properties, left,
                                                        str(refused))
+                job = None  # nothing runs: submit on the fallback
                 continue
             job = self._wait(service, job.name, settings)
         _log.info("Vertex AI job %s succeeded", job.name)

@@ -117,7 +117,7 @@ class SynchronousLoop:
             sums = [s if g is None else s + strategy_lib.widened(g, wide)
                     for s, g in zip(sums, grads)]
             total += loss
-        return [strategy_lib.nonzero_rows(s) if j in rows else s
+        return [strategy_lib.as_rows(s) if j in rows else s
                 for j, s in enumerate(sums)], total
 
     def _replica_step(self, inputs):

@@ -225,12 +225,14 @@ def widened(grad, wide: tf.DType) -> tf.Tensor:
     return tf.cast(grad, wide)
 
 
-def nonzero_rows(dense: tf.Tensor) -> tf.IndexedSlices:
-    """An embedding's accumulated gradient as its rows again (those not all zero), so that the
-    optimizer updates it as it updates a replica's gathered rows (Adam's sparse update rounds
-    otherwise than its dense one)."""
-    rows = tf.reshape(tf.where(tf.reduce_any(tf.not_equal(dense, 0), axis=1)), [-1])
-    return tf.IndexedSlices(tf.gather(dense, rows), rows, tf.shape(dense, out_type=tf.int64))
+def as_rows(dense: tf.Tensor) -> tf.IndexedSlices:
+    """An embedding's accumulated gradient as rows again, so that the optimizer updates it as it
+    updates a replica's gathered rows (Adam's sparse update rounds otherwise than its dense one):
+    all its rows, a fixed shape on every replica (a collective inside the step's loop refuses
+    shapes that differ between worker processes), so an accumulating replica sends its table's
+    size, not the rows its micro-batches touched."""
+    rows = tf.range(tf.shape(dense, out_type=tf.int64)[0])
+    return tf.IndexedSlices(dense, rows, tf.shape(dense, out_type=tf.int64))
 
 
 def _narrowed(grad, dtype: tf.DType):
