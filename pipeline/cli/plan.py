@@ -1,4 +1,5 @@
-"""`lockstep plan`: the training plan for TPU slices or replica counts, side by side."""
+"""`lockstep plan`: the training plan for TPU slices, replica counts or the config's GPU machines,
+side by side."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pipeline.cli.usage import UsageError
 
 def add_parser(sub) -> None:
     plan = sub.add_parser(
-        "plan", help="print the training plan for a slice or replica count, without training",
+        "plan", help="print the training plan for a slice, replica count or the config's GPU "
+             "machines, without training",
         description="The scaling rules as numbers: the per-replica batch stays fixed, the global "
                     "batch grows with the replicas, train steps shrink so the examples stay the "
                     "same, the learning rate scales with the global batch. Repeat --slice to "
@@ -68,7 +70,7 @@ def command(args) -> int:
         return 0
     if planned.rows_line:
         print(planned.rows_line + "\n")
-    headers = {label: "TPU slice " + slices.PRESETS[label].describe()
-               for label, _ in plans if label in slices.PRESETS}
+    headers = {**{label: "TPU slice " + slices.PRESETS[label].describe()
+                  for label, _ in plans if label in slices.PRESETS}, **planned.headers}
     print(scaling.describe_plans(plans, headers))
     return 0

@@ -1,5 +1,5 @@
-"""`lockstep plan`: the training plan (batch, steps, learning rate, accumulation) for TPU slices or
-replica counts, side by side, from the config's trainer settings and, where the steps come from
+"""`lockstep plan`: the training plan (batch, steps, learning rate, accumulation) for TPU slices,
+replica counts or the config's GPU machines (trainer.gpu_machines), side by side, from the config's trainer settings and, where the steps come from
 the data, the training split's rows (trainer_module/scaling.py holds the rules).
 
 It trains nothing, writes nothing and loads no TensorFlow; the only data it reads is data.path's
@@ -19,13 +19,17 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class Size:
-    """One size to plan for: a label, its replicas, whether they are TPU cores, and the hosts
-    that feed them (a multi-host slice's)."""
+    """One size to plan for: a label, its replicas, whether they are TPU cores, the hosts that
+    feed them (a multi-host slice's, or GPU machines), what a replica is ("gpu", or "" for the
+    default), and a header line to print above its plan ("" for none)."""
 
     label: str
     replicas: int
     on_tpu: bool
     hosts: int = 1
+    hardware: str = ""
+    header: str = ""
+    accumulation: int = 0  # 0: the config's; a fallback's: what keeps the first size's batch
 
 
 class SizeError(ConfigError):
@@ -44,6 +48,7 @@ class Planned:
 
     plans: list[tuple[str, Plan]]
     rows_line: str = ""
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)  # a line above a plan
 
 
 def plan(config: Config, *, slices: list[str] | None = None, replicas: int | None = None,
@@ -73,7 +78,10 @@ def plan(config: Config, *, slices: list[str] | None = None, replicas: int | Non
         raise SizeError("like", str(err)) from None
     count, rows_line = train_rows(config, rows)
     try:
-        return Planned(plans_for(config, sizes, count, larger), rows_line)
+        plans = plans_for(config, sizes, count, larger)
+        headers = {s.label: f"{s.header}; per-machine batch {p.host_batch}"
+                   for s, (_, p) in zip(sizes, plans) if s.header}
+        return Planned(plans, rows_line, headers)
     except scaling.ScalingError as err:
         if larger is None:
             raise
@@ -97,23 +105,27 @@ def plans_for(config: Config, sizes: list[Size], rows: int | None = None,
     from trainer_module import scaling
 
     if like is None:
-        return [(s.label, scaling.make_plan(config.trainer, s.replicas, s.on_tpu, rows,
-                                            hosts=s.hosts)) for s in sizes]
+        return [(s.label, scaling.make_plan(
+            dataclasses.replace(config.trainer, accumulation_steps=s.accumulation)
+            if s.accumulation else config.trainer, s.replicas, s.on_tpu, rows,
+            hardware=s.hardware, hosts=s.hosts)) for s in sizes]
     plans = []
     for s in sizes + [like]:
         trainer = dataclasses.replace(config.trainer,
                                       accumulation_steps=scaling.like(s.replicas, like.replicas))
         plans.append((s.label, scaling.make_plan(trainer, s.replicas, s.on_tpu, rows,
-                                                 hosts=s.hosts)))
+                                                 hardware=s.hardware, hosts=s.hosts)))
     return plans
 
 
 def sizes_for(config: Config, slices: list[str] | None = None,
               replicas: int | None = None) -> list[Size]:
-    """The sizes asked for: TPU slice presets, a replica count, or else the config's own.
+    """The sizes asked for: TPU slice presets, a replica count, or else the config's own (its
+    GPU machines, and each fallback count, when it has them).
 
     Raises:
-      ConfigError: a replica count below 1; SliceError: an unknown slice, named.
+      ConfigError: a replica count below 1, GPU machines that name no GPUs; SliceError: an
+        unknown slice, named.
     """
     from trainer_module import slices as slices_lib
 
@@ -121,11 +133,37 @@ def sizes_for(config: Config, slices: list[str] | None = None,
         if replicas < 1:
             raise ConfigError(f"replicas must be at least 1, got {replicas}")
         return [Size(f"{replicas} replicas", replicas, False)]
+    if config.trainer.gpu_machines and not slices:
+        return gpu_sizes(config)
     names = slices or ([config.trainer.tpu_slice] if config.trainer.tpu_slice else [])
     if names:
         return [Size(s.name, s.replicas, True, s.hosts) for s in map(slices_lib.get, names)]
     count = max(config.trainer.emulate_replicas, 1)
     return [Size(f"{count} replica(s)", count, False)]
+
+
+def gpu_sizes(config: Config) -> list[Size]:
+    """The config's GPU machines (trainer.gpu_machines), then each of
+    trainer.fallback_gpu_machines: a machine an input pipeline (a host), its GPUs its replicas.
+
+    Raises:
+      ConfigError: a machine type that names no GPUs, without trainer.gpu_accelerator and
+        trainer.gpus_per_machine.
+    """
+    from components.gpu_machines import GpuMachines, GpuMachinesError
+
+    sizes, first = [], config.trainer.gpu_machines
+    for count in [first, *config.trainer.fallback_gpu_machines]:
+        try:
+            machines = GpuMachines.of(config.trainer, count, check=False)
+        except GpuMachinesError as err:
+            raise ConfigError(str(err)) from None
+        workers = f"a chief and {count - 1} worker{'s' * (count != 2)}" if count > 1 else "a chief"
+        sizes.append(Size(machines.name, machines.replicas, False, count, "gpu",
+                          f"GPU machines {machines.describe()}: {workers}" + (
+                              "; trainer.fallback_gpu_machines" if sizes else ""),
+                          first * config.trainer.accumulation_steps // count if sizes else 0))
+    return sizes
 
 
 def train_rows(config: Config, rows: int | None = None) -> tuple[int | None, str]:
