@@ -7,6 +7,10 @@ multi-replica behaviour on a laptop.
 
 `strategy = "parameter_server"` is asynchronous training on a cluster of workers and parameter
 servers: trainer_module/parameter_server.py makes that strategy, above this module.
+
+A synchronous strategy's replicas' gradients are summed here too (`sum_over_replicas`, in
+float64), so the sum is the same whichever strategy adds them and in whatever order: N worker
+processes (Vertex AI's GPU machines, a TF_CONFIG cluster) update as N replicas in one process do.
 """
 
 from __future__ import annotations
