@@ -3,15 +3,14 @@ version (the first check of an upgrade: docs/upgrading.md), each named with the 
 not; the wall declares every private name its source uses; its rebinds are undone."""
 
 import importlib
-import importlib.util
 import pkgutil
-import sys
 from pathlib import Path
 
 import pytest
 
 from components import compat
 from components.compat.symbols import Symbol, problem, version
+from lint_tool import load_lint
 
 REPO = Path(__file__).resolve().parent.parent
 # One module per dependency: the wall's modules that declare SYMBOLS.
@@ -19,16 +18,6 @@ WALL = {name: importlib.import_module(f"components.compat.{name}")
         for _, name, _ in pkgutil.iter_modules(compat.__path__)}
 WALL = {name: module for name, module in WALL.items() if hasattr(module, "SYMBOLS")}
 MPV = "tensorflow_model_analysis.evaluators.metrics_plots_and_validations_evaluator"
-
-
-def load_lint():
-    """tools/private_names.py, the lint rule behind the wall (tools/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("private_names",
-                                                  REPO / "tools" / "private_names.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses looks its module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_one_module_per_dependency():

@@ -2,22 +2,13 @@
 wall uses a private name of TFX, tfx_bsl, TFMA, tf.Transform, KFP or ML Metadata, or rebinds one
 of their names; and each kind of use, planted, is found at its line (and nothing else is)."""
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+from lint_tool import load_lint
+
 REPO = Path(__file__).resolve().parent.parent
-
-
-def load_lint():
-    """tools/private_names.py as a module (tools/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("private_names",
-                                                  REPO / "tools" / "private_names.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses looks its module up
-    spec.loader.exec_module(module)
-    return module
 
 
 lint = load_lint()
