@@ -93,6 +93,7 @@ def test_an_error_in_either_lane_stops_the_run_with_that_error(tmp_path, fail):
     assert worker._process.poll() is not None
 
 
+@pytest.mark.slow
 def test_one_lane_runs_every_node_in_this_process(tmp_path):
     ir, _ = dag_runner.compile_run(_pipeline(tmp_path))
     dag_runner.run_ir(ir, None)

@@ -187,6 +187,7 @@ def _no_token_env(**more):
     return {**env, **more}
 
 
+@pytest.mark.slow
 def test_a_token_is_never_a_flag_value_and_never_leaks(kfp, compiled, tmp_path):
     """The token from a file or stdin reaches the server, and nothing else: not argv (of this
     process or the compile it starts), not stdout or stderr, not a file."""

@@ -5,6 +5,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 import yaml
 from google.protobuf import json_format
 from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
@@ -169,6 +170,7 @@ def test_compiling_with_import_stand_ins_gives_the_same_spec(compiled, tmp_path)
         assert output.read_text() == real.to_yaml()
 
 
+@pytest.mark.slow
 def test_compile_falls_back_to_real_imports(tmp_path, monkeypatch, capsys):
     """If compiling with the stand-ins fails, compile runs again in a fresh process for real."""
     from pipeline import cli
@@ -205,6 +207,7 @@ def _variants() -> dict[str, str]:
     return variants
 
 
+@pytest.mark.slow
 def test_every_variant_loads_in_kfp_and_stand_ins_compile_it_identically(tmp_path):
     """Schema 2.1 for CPU, GPU and every single-host slice: KFP's own SDK loads each spec, the
     platform spec puts the Trainer (and only the Trainer) where it belongs, and the import

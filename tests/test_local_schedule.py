@@ -7,9 +7,13 @@ import re
 import subprocess
 import time
 
+import pytest
+
 from conftest import REPO, cli, lockstep
 from pipeline.local import run_lock
 from unit.test_local_schedule_entry import _env
+
+pytestmark = pytest.mark.slow  # lockstep processes
 
 
 def test_a_scheduled_run_with_a_missing_root_starts_and_logs(tmp_path, monkeypatch):

@@ -1,6 +1,8 @@
 """preprocessing_fn on a small dataset, through tf.Transform's Beam implementation: numeric,
 string, missing and label columns, for both tasks."""
 
+import copy
+import functools
 import math
 import tempfile
 
@@ -22,6 +24,13 @@ ROWS = [{"x": [1.0], "color": [b"red"], "n": [], "y": [3]},
 
 
 def _transform(task):
+    """The rows preprocessing_fn makes of ROWS under tf.Transform, for that task: one Beam run
+    a task, shared by the tests that read them (a copy each)."""
+    return copy.deepcopy(_transformed(task))
+
+
+@functools.cache
+def _transformed(task):
     spec = TransformSpec("y", task).to_custom_config()
     with tempfile.TemporaryDirectory() as tmp, tft_beam.Context(temp_dir=tmp):
         metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(FEATURE_SPEC))
@@ -76,6 +85,7 @@ def test_label_by_task():
     assert math.isnan(values[3])
 
 
+@pytest.mark.slow
 def test_string_vocabularies_are_the_files_tft_vocabulary_writes(tmp_path, monkeypatch):
     """The built-in rules use tf.Transform's approximate vocabulary (its analyzers pack into one
     Beam stage); below VOCABULARY_TOP_K distinct values each file equals tft.vocabulary's: the

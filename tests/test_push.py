@@ -54,6 +54,7 @@ def _numbered(serving):
     return sorted(int(n) for n in os.listdir(serving) if n.isdigit())
 
 
+@pytest.mark.slow
 def test_a_poller_never_sees_a_partial_version_and_each_loads(tmp_path):
     files = _examples(tmp_path / "eval.gz")
     models = [_model(tmp_path / f"m{i}", 1.0 + i, padding_floats=2_000_000) for i in range(3)]
@@ -102,6 +103,7 @@ serving_versions.push({model!r}, {serving!r}, check=(lambda p: serving_check.run
 """
 
 
+@pytest.mark.slow
 def test_a_push_killed_at_random_points_never_leaves_a_partial_version(tmp_path):
     files = _examples(tmp_path / "eval.gz")
     serving = tmp_path / "serving"
@@ -127,6 +129,7 @@ def test_a_push_killed_at_random_points_never_leaves_a_partial_version(tmp_path)
     assert not [n for n in os.listdir(serving) if n.startswith(serving_versions.TEMP_PREFIX)]
 
 
+@pytest.mark.slow
 def test_a_model_that_does_not_serve_is_not_published(tmp_path):
     files = _examples(tmp_path / "eval.gz")
     serving = tmp_path / "serving"
@@ -151,6 +154,7 @@ def _blessing(verdict: str, sha: str):
     return blessing
 
 
+@pytest.mark.slow
 def test_the_pusher_relies_on_the_evaluators_check_of_the_same_content_only(tmp_path):
     from components import pusher
 
@@ -238,6 +242,7 @@ def test_a_damaged_version_is_never_the_baseline_and_its_model_is_pushed_again(t
     assert float(tf.saved_model.load(again.destination).scale.numpy()) == 2.0
 
 
+@pytest.mark.slow
 def test_concurrent_pushes_never_share_a_version(tmp_path):
     serving = tmp_path / "serving"
     serving.mkdir()
@@ -295,6 +300,7 @@ def test_a_push_killed_after_its_rename_is_not_pushed_again(tmp_path):
     assert len(_numbered(serving)) == 1
 
 
+@pytest.mark.slow
 def test_a_prewarmed_check_process_takes_the_next_check_and_is_ended_when_unused(tmp_path):
     """The local runner prewarms the check as the Trainer starts: the process imports TensorFlow
     and waits; the next start hands it its arguments (the same process answers), a failing

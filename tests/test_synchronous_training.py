@@ -10,6 +10,10 @@ import tensorflow as tf
 from trainer_module import equivalence, input_pipeline, loop, model as model_lib, precision, settings
 
 GLOBAL_BATCH = 64
+# The fast tier (`make test-fast`) checks the same rules on fewer replicas where a case costs
+# seconds: 8 replicas, and 4 for the built-in model and mixed precision, run in `make test`.
+EIGHT = pytest.param(8, marks=pytest.mark.slow)
+FOUR = pytest.param(4, marks=pytest.mark.slow)
 SPEC = {
     "a_xf": tf.io.FixedLenFeature([], tf.float32),
     "b_xf": tf.io.FixedLenFeature([], tf.float32),
@@ -148,7 +152,7 @@ def test_lockstep_on_one_device_equals_keras(records, single_device):
         np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
 
 
-@pytest.mark.parametrize("replicas", [2, 4, 8])
+@pytest.mark.parametrize("replicas", [2, 4, EIGHT])
 def test_n_replicas_equal_one_device_on_the_global_batch(records, single_device, replicas):
     model, opt = train(records, replicas, 5)
     assert int(opt.iterations.numpy()) == 5  # one update per global step, not per replica
@@ -162,7 +166,7 @@ def test_model_is_l2_regularized(records):
     assert model.losses, "the equivalence must hold with regularization losses"
 
 
-@pytest.mark.parametrize("replicas", [2, 4, 8])
+@pytest.mark.parametrize("replicas", [2, 4, EIGHT])
 def test_counter_example_per_replica_mean_makes_the_update_n_times_too_large(records, replicas):
     per_replica_mean = lambda per_replica_batch: (  # noqa: E731
         lambda per_example: tf.reduce_sum(per_example) / per_replica_batch)
@@ -229,7 +233,7 @@ PRECISION_TOLERANCE = equivalence.TOLERANCES
 
 
 @pytest.mark.parametrize("dtype_policy", ["mixed_bfloat16", "mixed_float16"])
-@pytest.mark.parametrize("replicas", [2, 4])
+@pytest.mark.parametrize("replicas", [2, FOUR])
 def test_mixed_precision_equals_keras_in_the_same_policy(records, dtype_policy, replicas):
     initial = _weights(keras_fit(records, 0))
     want = keras_fit(records, 5, dtype_policy=dtype_policy)
@@ -404,7 +408,7 @@ def _adamw():
 
 
 @pytest.mark.parametrize("task", [settings.CLASSIFICATION, settings.REGRESSION])
-@pytest.mark.parametrize("replicas", [2, 4])
+@pytest.mark.parametrize("replicas", [2, FOUR])
 def test_the_builtin_model_on_n_replicas_equals_keras_on_one_device(builtin_records, task,
                                                                     replicas):
     """The default model (an ensemble whose members' losses are averaged, trained with AdamW)
