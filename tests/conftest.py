@@ -121,12 +121,20 @@ def _freeze_what_came_before():
 
 @pytest.fixture(autouse=True)
 def _collect_tensorflow_garbage():
-    """Frees each test's garbage in cycles (traced functions holding tf.data iterators) between
-    tests, as the Trainer does at its end (components/memory.py), so that no test pays for an
-    earlier one's. A synchronous strategy's input frees at once since loop.py quiets its
+    """Each test starts with TensorFlow's global seed unset, as in a fresh process: an earlier
+    test that trained in this process (train.py and equivalence.py seed it) would otherwise
+    change the order a seeded shuffle gives, and so a test's figures (a bfloat16 check in
+    tests/test_synchronous_training.py measured 0.63 alone, 0.76 after a seeding test, and 0.47,
+    failing, in a whole suite).
+
+    Afterwards it frees the test's garbage in cycles (traced functions holding tf.data
+    iterators), as the Trainer does at its end (components/memory.py), so that no test pays for
+    an earlier one's. A synchronous strategy's input frees at once since loop.py quiets its
     per-device iterators (trainer_module/strategy.py, quiet_device_iterators; before, a
     collection here waited minutes on their autotuning threads, and once for good:
     tests/test_input_teardown.py)."""
+    if HEAVY in sys.modules:
+        sys.modules[HEAVY].random.set_seed(None)
     yield
     gc.collect()
 
