@@ -23,7 +23,8 @@ def _pytest(tmp_path, *args) -> subprocess.CompletedProcess:
         "def test_imports_it():\n    import tensorflow  # noqa: F401\n\n\n"
         "def test_clean():\n    import json  # noqa: F401\n")
     (tmp_path / "standin").mkdir()
-    (tmp_path / "standin" / "tensorflow.py").write_text("")
+    (tmp_path / "standin" / "tensorflow.py").write_text(  # what conftest calls once it is in
+        "class random:\n    set_seed = staticmethod(lambda seed: None)\n")
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "unit", *args],
         cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "standin"), "PATH": "/usr/bin:/bin"},
