@@ -112,8 +112,9 @@ def _same_model_as(path: Path, clean: Path) -> None:
 def test_sigterm_as_each_node_starts_stops_the_run_naming_it_and_the_next_run_completes(
         tmp_path, penguins_run):
     """Run after run, SIGTERM as the next node starts (each earlier one cached by then): every
-    run ends within seconds, status 5, its last line naming that node; nothing is pushed; then a
-    run completes and pushes the model a clean run pushes."""
+    run ends within seconds, status 5, its last line naming that node; nothing is pushed (but by
+    a Pusher that finished first, once); then a run completes, and the one version pushed is the
+    model a clean run pushes."""
     run = PipelineRun(tmp_path)
     for node in NODES:
         started = Run(run)
@@ -125,7 +126,11 @@ def test_sigterm_as_each_node_starts_stops_the_run_naming_it_and_the_next_run_co
         named = _STOPPED.match(line)
         assert named and node in (named.group("nodes") or "").split(", "), (node, line)
         assert line.endswith("run again: the components that completed are reused"), line
-        assert _complete_versions(run) == [], node
+        # Nothing is pushed, but by a Pusher whose (atomic) push completed before the signal
+        # landed (a fresh-clone CI on a loaded machine saw it): then one whole version, which
+        # the next run does not push again (a model is pushed once).
+        pushed = _complete_versions(run)
+        assert pushed == [] or (node == "Pusher" and len(pushed) == 1), (node, pushed)
     result = run.run()
     assert result.returncode == 0, result.stderr[-2000:]
     assert re.search(r"^  CsvExampleGen +cached", result.stdout, re.M), result.stdout
