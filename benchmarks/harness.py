@@ -13,10 +13,15 @@ REPO = Path(__file__).resolve().parent.parent
 
 def timed(cmd, cwd) -> float:
     """Wall seconds of one command; exits with its stderr if it fails."""
+    return timed_output(cmd, cwd)[0]
+
+
+def timed_output(cmd, cwd) -> tuple[float, str]:
+    """(wall seconds, stdout) of one command; exits with its stderr if it fails."""
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
     tic = time.perf_counter()
     result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - tic
     if result.returncode:
         sys.exit(f"failed: {' '.join(map(str, cmd))}\n{result.stderr[-3000:]}")
-    return seconds
+    return seconds, result.stdout
