@@ -20,7 +20,9 @@ Without --pipeline-root it first runs the pipeline on the bundled data with trai
 parameter_server, so that its Transform keeps tf.Transform's TF2 graph (pipeline/definition.py,
 transform_settings: a parameter-server worker gets the transform's tables from the chief, which
 a TF1 graph's cannot give); both sides read that graph and those examples. A --pipeline-root of
-yours must come from such a run. --smoke: a few hundred examples, seconds of training each.
+yours must come from such a run. --smoke: 320 examples (5 synchronous updates), seconds of
+training each, and a straggler stopped 50 ms of every 100 (it is stopped from its start, so at 75
+its TensorFlow import alone takes four times as long).
 A run that fails keeps its directory and names its logs.
 """
 
@@ -162,10 +164,10 @@ def main() -> None:
     parser.add_argument("--stall", type=float, default=0.075,
                         help="seconds of every 0.1 s the straggler is stopped")
     parser.add_argument("--smoke", action="store_true",
-                        help="a few hundred examples: does it run and print its table")
+                        help="320 examples, a 50 ms stall: does it run and print its table")
     args = parser.parse_args()
     if args.smoke:
-        args.examples = min(args.examples, 640)
+        args.examples, args.stall = min(args.examples, 320), min(args.stall, 0.05)
     tmp = Path(tempfile.mkdtemp(prefix="lockstep-sync-async-"))
     try:
         root = args.pipeline_root or bundled_root(tmp, args.examples)
@@ -173,6 +175,9 @@ def main() -> None:
                 for stall in (0.0, args.stall) for kind in ("sync", "async")]
     except Failed as failed:  # its logs stay where it says
         sys.exit(str(failed))
+    except BaseException:  # anything else: the logs stay too
+        print(f"kept {tmp}, with the logs of each run", file=sys.stderr, flush=True)
+        raise
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"{args.workers} workers, {args.examples} examples, batch {args.batch} per worker; "
           f"straggler: worker 1 stopped {args.stall * 1000:.0f} ms of every 100 ms")
