@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,8 +48,9 @@ def lockstep_run(root: Path, *flags: str) -> tuple[float, float, str]:
     done = subprocess.run(command, cwd=root, env=_env(), capture_output=True, text=True)
     wall = time.perf_counter() - tic
     total = _TOTAL.search(done.stdout)
-    if done.returncode or not total:
-        sys.exit(f"failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-3000:]}")
+    if done.returncode or not total:  # the directory stays, with the run's logs
+        sys.exit(f"failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-3000:]}\n"
+                 f"its logs: {root / 'pipeline_root' / 'logs'} (kept)")
     executed = len(re.findall(r"^  \w+\s+(?:executed|done)\s", done.stdout, re.M))
     cached = len(re.findall(r"^  \w+\s+cached\s", done.stdout, re.M))
     return float(total.group(1)), wall, f"{executed} executed, {cached} cached"
@@ -76,14 +78,16 @@ def main() -> None:
     if args.smoke:
         runs, args.no_tests, args.kfp_local = runs[:1], True, False
     lines = []
-    with tempfile.TemporaryDirectory(prefix="lockstep-figures-") as work:
-        for what in runs:
-            total, wall, work_done = lockstep_run(Path(work))
-            lines.append(f"bundled data, {what}: Total {total:.1f} s, the process {wall:.1f} s "
-                         f"({work_done})")
+    work = Path(tempfile.mkdtemp(prefix="lockstep-figures-"))  # removed once the runs succeeded
+    for what in runs:
+        total, wall, work_done = lockstep_run(work)
+        lines.append(f"bundled data, {what}: Total {total:.1f} s, the process {wall:.1f} s "
+                     f"({work_done})")
+    shutil.rmtree(work)
     if args.kfp_local:
-        with tempfile.TemporaryDirectory(prefix="lockstep-figures-") as work:
-            total, wall, _ = lockstep_run(Path(work), "--orchestrator", "kfp-local")
+        work = Path(tempfile.mkdtemp(prefix="lockstep-figures-"))
+        total, wall, _ = lockstep_run(work, "--orchestrator", "kfp-local")
+        shutil.rmtree(work)
         lines.append(f"bundled data under kfp-local, fresh root: Total {total:.1f} s, the process "
                      f"{wall:.1f} s")
     if not args.no_tests:

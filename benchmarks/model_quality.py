@@ -216,18 +216,20 @@ def main() -> int:
             train = pd.read_csv(train_csv, keep_default_na=False, na_values=MISSING,
                                 low_memory=False)
             theirs = boosting(train, test, label, task)
-            key = headline(ours, task, "auc" in ours)
-            rows.append((name, key, ours.get(key, float("nan")), theirs.get(key, float("nan")),
-                         run["wall"], run["trainer"], theirs["seconds"],
-                         ours.get("rmse"), theirs.get("rmse"), run["epochs"]))
-            print(json.dumps({"table": name, "metric": key, "lockstep": ours, "boosting": theirs,
-                              "wall": round(run["wall"], 1), "trainer": run["trainer"],
-                              "training": run["epochs"]}), flush=True)
-        finally:
-            if not args.keep:
-                shutil.rmtree(work, ignore_errors=True)
-            else:
-                print(f"kept {work}", flush=True)
+        except BaseException:  # a failed case keeps its directory (and run.log) to read
+            print(f"kept {work}: {name} failed", file=sys.stderr, flush=True)
+            raise
+        key = headline(ours, task, "auc" in ours)
+        rows.append((name, key, ours.get(key, float("nan")), theirs.get(key, float("nan")),
+                     run["wall"], run["trainer"], theirs["seconds"],
+                     ours.get("rmse"), theirs.get("rmse"), run["epochs"]))
+        print(json.dumps({"table": name, "metric": key, "lockstep": ours, "boosting": theirs,
+                          "wall": round(run["wall"], 1), "trainer": run["trainer"],
+                          "training": run["epochs"]}), flush=True)
+        if args.keep:
+            print(f"kept {work}", flush=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     print()
     print(f"{'table':<11} {'metric':<8} {'lockstep':>9} {'boosting':>9} {'diff':>8} "
           f"{'run s':>6} {'train s':>7} {'fit s':>6}  rmse (lockstep / boosting)")
