@@ -1,12 +1,18 @@
 """Every benchmark in benchmarks/ runs at a tiny size (its --smoke) and prints its table, so one
-that breaks fails here (`make bench-smoke` runs them all). One takes seconds; the others are
-slow-marked, and those that run pipelines run on the bundled data or generated tables (none
-downloads: CI has no data cache)."""
+that breaks fails here (`make bench-smoke` runs them all). Each smoke runs both sides of its
+comparisons, on the bundled data or generated tables (none downloads: CI has no data cache), in
+seconds to a minute or two on 2 cores. One takes seconds (the fast tier); the others start
+TensorFlow in more than one process or run pipelines (slow-marked, in `make test`).
+
+Each smoke runs with TMPDIR set to its test's own directory: its work directories (the
+benchmarks make them with tempfile) are its own beside other tests (pytest-xdist), and a smoke
+that fails leaves the logs it names there, under pytest's base temporary directory."""
 
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -29,13 +35,8 @@ TABLES = {
     "figures.py": "bundled data, first run, fresh root: Total ",
 }
 # In the fast tier: seconds. The others start TensorFlow in more than one process, trace twice
-# (trace_cost.py: 70 s under load) or run pipelines.
+# or run pipelines: 15 s to 3 minutes each on 2 cores under load.
 FAST = {"record_reading.py"}
-# Slow, and in CI: under a minute each. The pipeline benchmarks' smokes take 2 to 6 minutes each
-# on 2 cores (25 minutes together under load), more than CI's budget allows beside the suite:
-# they run with LOCKSTEP_BENCH_SMOKE=all (`make bench-smoke`).
-IN_CI = {"compile_time.py", "trainer_throughput.py"}
-ALL = os.environ.get("LOCKSTEP_BENCH_SMOKE") == "all"
 HELPERS = {"harness.py", "datasets.py"}  # imported by the others, no table of their own
 
 
@@ -46,29 +47,28 @@ def test_every_benchmark_has_a_smoke_run():
         assert "--smoke" in (BENCHMARKS / name).read_text(), name
 
 
-def smoke(script: str) -> tuple[str, float]:
+def smoke(script: str, tmp: Path) -> tuple[str, float]:
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=str(REPO))
+               PYTHONPATH=str(REPO), TMPDIR=str(tmp))
     tic = time.perf_counter()
     result = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke"], cwd=REPO,
                             env=env, capture_output=True, text=True, timeout=1200)
     seconds = time.perf_counter() - tic
-    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert result.returncode == 0, (f"{script} --smoke failed after {seconds:.0f}s (its work "
+                                    f"directories: {tmp})\n" + (result.stdout + result.stderr)[-4000:])
     return result.stdout, seconds
 
 
 @pytest.mark.parametrize("script", sorted(FAST))
-def test_smoke_run_prints_its_table(script):
-    out, seconds = smoke(script)
+def test_smoke_run_prints_its_table(script, tmp_path):
+    out, seconds = smoke(script, tmp_path)
     print(f"{script}: {seconds:.1f}s\n{out}")
     assert TABLES[script] in out, out
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(set(TABLES) - FAST))
-def test_pipeline_benchmark_smoke_run_prints_its_table(script):
-    if script not in IN_CI and not ALL:
-        pytest.skip(f"{script} --smoke takes minutes: LOCKSTEP_BENCH_SMOKE=all (make bench-smoke)")
-    out, seconds = smoke(script)
+def test_pipeline_benchmark_smoke_run_prints_its_table(script, tmp_path):
+    out, seconds = smoke(script, tmp_path)
     print(f"{script}: {seconds:.1f}s\n{out}")
     assert TABLES[script] in out, out
