@@ -26,13 +26,18 @@ run: setup
 # Three tiers. The whole suite (CI's): the system tools of the image and report tests installed as
 # root with apt, else those tests skip with the command that would enable them (tests/tools.sh;
 # LOCKSTEP_TEST_INSTALL=no: never install).
+# The whole suite and the fast tier run on every core (TEST_WORKERS=0: in one process): pytest-xdist,
+# a test file to a worker but for a few spread test by test, the longest first (tests/conftest.py,
+# `scope`; tests/test_seconds.json); the real runs that files share are made once (`shared`).
+TEST_WORKERS ?= auto
+WORKERS := -n $(TEST_WORKERS) --dist loadscope
 test: setup
 	@bash tests/tools.sh
-	$(UV) run --frozen pytest -q -p no:cacheprovider --durations=30 tests
+	$(UV) run --frozen pytest -q -p no:cacheprovider $(WORKERS) --durations=30 tests
 
 # Everything but the real pipelines and multi-process runs (`slow`): minutes.
 test-fast: setup
-	$(UV) run --frozen pytest -q -p no:cacheprovider -m "not slow" tests
+	$(UV) run --frozen pytest -q -p no:cacheprovider $(WORKERS) -m "not slow" tests
 
 # tests/unit: no TensorFlow in the process (tests/conftest.py fails a test that imports it): seconds.
 test-unit: setup
@@ -57,6 +62,7 @@ bench: setup
 	$(UV) run --frozen python benchmarks/pipeline_e2e.py
 	$(UV) run --frozen python benchmarks/trainer_throughput.py
 
-# Every benchmark at a tiny size (--smoke): does it still run and print its table (tests/test_benchmarks.py).
+# Every benchmark at a tiny size (--smoke): does it still run and print its table
+# (tests/test_benchmarks.py; `make test` runs them too).
 bench-smoke: setup
-	LOCKSTEP_BENCH_SMOKE=all $(UV) run --frozen pytest -q -p no:cacheprovider --durations=0 tests/test_benchmarks.py
+	$(UV) run --frozen pytest -q -p no:cacheprovider $(WORKERS) --durations=0 tests/test_benchmarks.py

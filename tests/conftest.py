@@ -48,10 +48,51 @@ def _brought_in(what: str) -> str:
             "test out of tests/unit, or the import into the code that needs it")
 
 
+# Seconds each test took in a whole suite (tools/test_seconds.py writes them from a run's JUnit
+# XML). With workers (`make test`: pytest-xdist) a test file goes to one worker whole, its module
+# fixtures made once, but for the files in APART, whose tests share nothing costly of their own
+# (each runs its own pipelines or processes): their tests are spread one by one. Longest first,
+# so that no long one starts last while the other worker idles. A test not listed counts as
+# DEFAULT_SECONDS.
+SECONDS = Path(__file__).resolve().parent / "test_seconds.json"
+DEFAULT_SECONDS = 5.0
+APART = {"tests/test_benchmarks.py", "tests/test_dag_runner.py", "tests/test_elastic_resume.py",
+         "tests/test_faults.py", "tests/test_push.py", "tests/test_stops.py",
+         "tests/test_trainer_jobs.py"}
+
+
+def scope(nodeid: str) -> str:
+    """What goes to one worker whole: the test's file, or the test itself in APART files."""
+    path = nodeid.split("::")[0]
+    return nodeid if path in APART else path
+
+
 def pytest_collection_modifyitems(items):
+    import collections
+    import json
+
     for item in items:
         if _in_unit(item.path):
             item.add_marker(pytest.mark.unit)
+    seconds = json.loads(SECONDS.read_text()) if SECONDS.exists() else {}
+    cost = collections.Counter()
+    for item in items:
+        cost[scope(item.nodeid)] += seconds.get(item.nodeid, DEFAULT_SECONDS)
+    items.sort(key=lambda item: -cost[scope(item.nodeid)])  # stable: a file's tests keep order
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scheduler (--dist loadscope), a work unit a `scope`, handed out in the order
+    collected (longest first), not reordered by its number of tests."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
+
+    class ByScope(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return scope(nodeid)
+
+    return ByScope(config, log)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -230,13 +271,42 @@ class PipelineRun:
         return sorted(p for p in self.serving_dir.iterdir() if p.is_dir() and p.name.isdigit())
 
 
+def shared(tmp_path_factory, name: str, make) -> tuple[Path, subprocess.CompletedProcess]:
+    """(root, make(root)), made once for the whole session: make, a real run writing under root,
+    returns its CompletedProcess. With workers (pytest-xdist, `make test`), the first worker to
+    ask makes it under their common base directory while the others wait on a lock, then each
+    reads the same files and the same result (a failed make fails each test that asks, with its
+    stderr)."""
+    import fcntl
+    import json
+
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        root = tmp_path_factory.mktemp(name)
+        return root, make(root)
+    common = tmp_path_factory.getbasetemp().parent
+    root, done = common / name, common / f"{name}.json"
+    with open(common / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            root.mkdir()
+            result = make(root)
+            done.write_text(json.dumps([[str(a) for a in result.args], result.returncode,
+                                        result.stdout, result.stderr]))
+    args, status, out, err = json.loads(done.read_text())
+    return root, subprocess.CompletedProcess(args, status, out, err)
+
+
 @pytest.fixture(scope="session")
 def penguins_run(tmp_path_factory):
-    """One real run of the whole pipeline on the bundled data (shared by the slow tests)."""
-    run = PipelineRun(tmp_path_factory.mktemp("penguins"))
-    (run.root / "slices.toml").write_text('[eval]\nslices = ["island"]\n')
-    result = run.run("--config", run.root / "slices.toml")
+    """One real run of the whole pipeline on the bundled data (shared by the slow tests; a test
+    that runs on its root again is the one test that does: test_pipeline_e2e's cached run)."""
+    def make(root):
+        (root / "slices.toml").write_text('[eval]\nslices = ["island"]\n')
+        return PipelineRun(root).run("--config", root / "slices.toml")
+
+    root, result = shared(tmp_path_factory, "penguins", make)
     assert result.returncode == 0, result.stderr[-3000:]
+    run = PipelineRun(root)
     run.first = result
     return run
 
@@ -244,18 +314,21 @@ def penguins_run(tmp_path_factory):
 @pytest.fixture(scope="session")
 def compiled(tmp_path_factory):
     """One real `lockstep compile` for a v5e-4 Trainer, with spans and remote data and models."""
-    root = tmp_path_factory.mktemp("compile")
+    root, result = shared(tmp_path_factory, "compile", _compile)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {"root": root, "config": root / "kfp.toml", "output": root / "out" / "pipeline.yaml",
+            "result": result}
+
+
+def _compile(root):
     config = root / "kfp.toml"
     config.write_text(
         'beam_args = ["--runner=DataflowRunner", "--region=europe-west4"]\n'
         '[data]\npath = "gs://lockstep-test/data"\nspan_pattern = "span-{SPAN}/*.csv"\n'
         'task = "classification"\n[eval]\nbounds = {accuracy = 0.8}\n[trainer]\ntpu_slice = "v5e-4"\nper_replica_batch = 128\n'
         '[paths]\nserving_dir = "gs://lockstep-test/serving"\n')
-    output = root / "out" / "pipeline.yaml"
-    result = lockstep("compile", "--config", config, "--pipeline-root", root / "pipeline_root",
-                      "--output", output, cwd=root)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return {"root": root, "config": config, "output": output, "result": result}
+    return lockstep("compile", "--config", config, "--pipeline-root", root / "pipeline_root",
+                    "--output", root / "out" / "pipeline.yaml", cwd=root)
 
 
 def penguins_job(penguins_run, out_dir, **trainer):
