@@ -10,6 +10,7 @@ as an id, the date parsed into parts, and the served model still takes the raw c
 import csv
 import glob
 import html
+import os
 import re
 
 import numpy as np
@@ -30,15 +31,23 @@ def _served(run: PipelineRun, label: str):
     return model.signatures["serving_default"](examples=tf.constant(serialized)), labels
 
 
+def _first_evaluation(run: PipelineRun) -> str:
+    """The Evaluator's output of the run's first execution (its directory is the execution's
+    id): the shared penguins run's root also holds a second run's (tests/test_pipeline_e2e.py),
+    which may come first or last."""
+    return min(glob.glob(str(run.pipeline_root / "Evaluator" / "evaluation" / "*")),
+               key=lambda uri: int(os.path.basename(uri)))
+
+
 def _reported(run: PipelineRun, stdout: str) -> tuple[dict, dict, dict]:
     """The Evaluator's metrics, the summary's and the report page's."""
     from components import evaluator
 
-    [uri] = glob.glob(str(run.pipeline_root / "Evaluator" / "evaluation" / "*"))
-    tfma_metrics, _ = evaluator.read_metrics(uri)
+    tfma_metrics, _ = evaluator.read_metrics(_first_evaluation(run))
     summary = {k: float(v) for k, v in re.findall(
         r"(\w+) ([-\d.]+)", re.search(r"^Eval metrics: (.*)$", stdout, re.M).group(1))}
-    [page] = glob.glob(str(run.pipeline_root / "reports" / "*.html"))
+    page = re.search(r"^Report: (.*)$", stdout, re.M).group(1)  # this run's page
+    assert page.startswith(str(run.pipeline_root / "reports")), page
     text = open(page, encoding="utf-8").read()
     shown = {html.unescape(k): float(v) for k, v in re.findall(
         r"data-metric='([^']+)'>([-\d.]+)<", text)}
@@ -227,8 +236,8 @@ def _evaluate_again(run: PipelineRun, out, monkeypatch, more_inputs=None,
     connection.sqlite.filename_uri = str(run.pipeline_root / "metadata.sqlite")
     store = metadata_store.MetadataStore(connection)
     kinds = {t.id: t.name for t in store.get_execution_types()}
-    execution = max((e for e in store.get_executions() if kinds[e.type_id].endswith("Evaluator")),
-                    key=lambda e: e.id)
+    execution = min((e for e in store.get_executions() if kinds[e.type_id].endswith("Evaluator")),
+                    key=lambda e: e.id)  # the first run's, as _first_evaluation
     artifact_types = {t.id: t.name for t in store.get_artifact_types()}
     inputs = {}
     for event in store.get_events_by_execution_ids([execution.id]):
@@ -286,7 +295,7 @@ def test_batched_metrics_equal_tfmas_own_per_example_ones(which, request, tmp_pa
     model and rows, to 1e-6 (binary with unlabeled rows and a calibration plot; regression;
     three classes sliced by island, with a confusion matrix plot)."""
     run = request.getfixturevalue(which)
-    [batched] = glob.glob(str(run.pipeline_root / "Evaluator" / "evaluation" / "*"))
+    batched = _first_evaluation(run)
     mine, tfmas = _figures(batched), _figures(_evaluate_with_tfma_alone(run, tmp_path, monkeypatch))
     assert mine.keys() == tfmas.keys() and len(mine) >= 5  # regression: 5 figures, no plot
     assert {k: (v, tfmas[k]) for k, v in mine.items()

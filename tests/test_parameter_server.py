@@ -97,8 +97,12 @@ def ps_run(penguins_run, tmp_path_factory):
     shared run's pipeline root, so the ExampleGen comes from the cache; Transform runs again, in
     tf.Transform's TF2 graph (a parameter-server worker gets the transform's tables copied from
     the chief: pipeline/definition.py, transform_settings), and the Trainer, Evaluator and Pusher."""
+    from pipeline.local import run_lock
+
     root = tmp_path_factory.mktemp("ps")
-    shutil.copytree(penguins_run.pipeline_root, root / "pipeline_root")
+    # Copied under the root's run lock: with workers, test_pipeline_e2e may run on it meanwhile.
+    with run_lock.hold(str(penguins_run.pipeline_root / run_lock.LOCK_FILE), wait_seconds=600):
+        shutil.copytree(penguins_run.pipeline_root, root / "pipeline_root")
     (root / "ps.toml").write_text('[trainer]\nstrategy = "parameter_server"\n')
     run = PipelineRun(root)
     run.result = run.run("--config", root / "ps.toml")

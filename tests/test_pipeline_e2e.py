@@ -69,7 +69,8 @@ def test_pushed_model_serves_raw_examples_accurately(penguins_run):
 def test_second_run_is_cached_and_compares_with_the_first_model(penguins_run):
     first_total = float(re.search(r"^Total: ([\d.]+)s", penguins_run.first.stdout, re.M).group(1))
     tic = time.perf_counter()
-    result = penguins_run.run("--config", penguins_run.root / "slices.toml")
+    # --wait: with workers, test_parameter_server may be copying the root under its lock.
+    result = penguins_run.run("--config", penguins_run.root / "slices.toml", "--wait", "600")
     assert result.returncode == 0, result.stderr[-3000:]
     comps = _components(result.stdout)
     for node in ("CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator",
