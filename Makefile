@@ -59,7 +59,7 @@ image:
 	USER_CODE=$(USER_CODE) bash infra/build-image.sh
 
 bench: setup
-	$(UV) run --frozen python benchmarks/pipeline_e2e.py
+	$(UV) run --frozen python benchmarks/whole_run.py --cases penguins
 	$(UV) run --frozen python benchmarks/trainer_throughput.py
 
 # Every benchmark at a tiny size (--smoke): does it still run and print its table

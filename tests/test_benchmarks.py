@@ -26,7 +26,6 @@ TABLES = {
     "trainer_throughput.py": "loop / ceiling  = ",
     "compile_time.py": "ratio lockstep / stock = ",
     "analyzer_cache.py": "median of 1, 200 rows per span, window 2: Transform full ",
-    "pipeline_e2e.py": "lockstep / reference = ",
     "kfp_local.py": "kfp-local / local = ",
     "model_quality.py": "penguins    accuracy ",
     "scale.py": "Whole pipeline on 500 rows: ",

@@ -1,5 +1,7 @@
 """The reference Trainer/Transform module, written the way the TFX penguin tutorials do it:
-a module_file with preprocessing_fn and run_fn, Keras model.fit under MirroredStrategy."""
+a module_file with preprocessing_fn and run_fn, Keras model.fit under MirroredStrategy. The
+module_file of reference/pipeline.py, which compile_time.py compiles (a compile does not run it).
+Stock TFX runs end to end in whole_run.py, with reference/tabular_module.py."""
 
 import tensorflow as tf
 import tensorflow_transform as tft

@@ -1,6 +1,7 @@
 """The reference pipeline, as in the TFX tutorials: stock components, module_file, a Resolver for
-the baseline, LocalDagRunner or a KubeflowV2DagRunner compile.
-usage: pipeline.py DATA_DIR ROOT [--kubeflow OUTPUT.json]"""
+the baseline, compiled with KubeflowV2DagRunner (compile_time.py times it beside `lockstep
+compile`). Stock TFX runs end to end in whole_run.py (reference/tabular_pipeline.py).
+usage: pipeline.py DATA_DIR ROOT --kubeflow OUTPUT.json"""
 
 import os
 import sys
@@ -13,7 +14,7 @@ from tfx import v1 as tfx  # noqa: E402
 MODULE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "penguin_module.py")
 
 
-def build(data_dir, root, kubeflow=False):
+def build(data_dir, root):
     example_gen = tfx.components.CsvExampleGen(input_base=data_dir)
     stats = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema = tfx.components.SchemaGen(statistics=stats.outputs["statistics"])
@@ -30,24 +31,20 @@ def build(data_dir, root, kubeflow=False):
         pipeline_name="reference", pipeline_root=os.path.join(root, "pipeline_root"),
         components=[example_gen, stats, schema, validator, transform, trainer, resolver,
                     evaluator, pusher],
-        enable_cache=True,
-        metadata_connection_config=None if kubeflow else
-        tfx.orchestration.metadata.sqlite_metadata_connection_config(
-            os.path.join(root, "metadata.sqlite")))
+        enable_cache=True)
     return pipeline
 
 
-def main(data_dir, root, kubeflow_output=None):
-    if kubeflow_output:
-        runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
-            config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
-                default_image="reference:0.1.0"),
-            output_dir=os.path.dirname(kubeflow_output),
-            output_filename=os.path.basename(kubeflow_output))
-        runner.run(build(data_dir, root, kubeflow=True))
-    else:
-        tfx.orchestration.LocalDagRunner().run(build(data_dir, root))
+def main(data_dir, root, kubeflow_output):
+    runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
+        config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
+            default_image="reference:0.1.0"),
+        output_dir=os.path.dirname(kubeflow_output),
+        output_filename=os.path.basename(kubeflow_output))
+    runner.run(build(data_dir, root))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[4] if sys.argv[3:4] == ["--kubeflow"] else None)
+    if sys.argv[3:4] != ["--kubeflow"] or len(sys.argv) != 5:
+        sys.exit(__doc__.rsplit("\n", 1)[-1])
+    main(sys.argv[1], sys.argv[2], sys.argv[4])
