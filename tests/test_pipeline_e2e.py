@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, PipelineRun, eval_examples, lockstep
+from conftest import REPO, PipelineRun, cli, eval_examples, lockstep
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +86,7 @@ def test_second_run_is_cached_and_compares_with_the_first_model(penguins_run):
     second_total = float(re.search(r"^Total: ([\d.]+)s", result.stdout, re.M).group(1))
     assert second_total < first_total, (first_total, second_total, time.perf_counter() - tic)
     # `lockstep runs` lists both, newest first, from ML Metadata.
-    listed = lockstep("runs", "--pipeline-root", penguins_run.pipeline_root, "--json")
+    listed = cli("runs", "--pipeline-root", penguins_run.pipeline_root, "--json")
     assert listed.returncode == 0, listed.stderr[-2000:]
     runs = json.loads(listed.stdout)
     assert len(runs) == 2 and runs[0]["started"] >= runs[1]["started"]
@@ -104,7 +104,7 @@ def test_second_run_is_cached_and_compares_with_the_first_model(penguins_run):
     assert set(runs[1]["recall_by_class"]) == {"Adelie", "Gentoo", "Chinstrap"}
     assert "Eval by slice: island=Biscoe example_count" not in penguins_run.first.stdout
     assert "Eval by slice: island=Biscoe n=" in penguins_run.first.stdout
-    lines = lockstep("runs", "--pipeline-root", penguins_run.pipeline_root).stdout.splitlines()
+    lines = cli("runs", "--pipeline-root", penguins_run.pipeline_root).stdout.splitlines()
     text = [line for line in lines if not line.startswith("  by slice: ")]  # a run's own line
     assert len(text) == 2 and "7 cached" in text[0] and "pushed" in text[1], lines
     assert len(lines) == 4 and lines[1].startswith("  by slice: island=Biscoe"), lines
@@ -125,8 +125,8 @@ def test_the_gradient_boosting_reference_ran_beside_the_trainer_on_the_same_rows
     assert line.group(3) == model
     assert float(line.group(1)) > 0.9  # penguins' species: an easy table
     # `lockstep runs --json`: the figures, scored on exactly the rows the Evaluator scored.
-    listed = json.loads(lockstep("runs", "--pipeline-root", penguins_run.pipeline_root,
-                                 "--json").stdout)
+    listed = json.loads(cli("runs", "--pipeline-root", penguins_run.pipeline_root,
+                            "--json").stdout)
     reference = listed[-1]["reference"]  # the fixture's run, the oldest
     assert reference["eval_rows"] == listed[-1]["metrics"]["example_count"]
     assert f"{reference['value']:.4f}" == line.group(1) and reference["metric"] == "accuracy"
@@ -165,7 +165,7 @@ def test_two_concurrent_runs_on_one_root_push_once_and_each_reports_its_own(tmp_
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     while not (run.pipeline_root / "run.lock").exists():
         time.sleep(0.1)
-    busy = lockstep(*args, cwd=tmp_path)  # no waiting: refused at once, status 3
+    busy = cli(*args, cwd=tmp_path)  # no waiting: refused at once, status 3 (in this process)
     assert busy.returncode == 3 and "another lockstep run holds" in busy.stderr, busy.stderr
     second = lockstep(*args, "--wait", "600", cwd=tmp_path)  # waits its turn
     out, err = first.communicate(timeout=600)
@@ -174,7 +174,7 @@ def test_two_concurrent_runs_on_one_root_push_once_and_each_reports_its_own(tmp_
     assert f"Model pushed to: {version}" in out
     assert "Model not pushed: this model was already pushed as version" in second.stdout
     assert "Trainer              cached" in second.stdout
-    listed = json.loads(lockstep("runs", "--pipeline-root", run.pipeline_root, "--json").stdout)
+    listed = json.loads(cli("runs", "--pipeline-root", run.pipeline_root, "--json").stdout)
     assert [r["pushed_to"] for r in listed] == [None, str(version)]
     assert all(not r["unfinished"] for r in listed), listed
 

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import lockstep
+from conftest import cli, lockstep
 
 pytestmark = pytest.mark.slow
 
@@ -100,10 +100,10 @@ def test_the_report_of_a_run_shows_what_the_summary_says(penguins_run, tmp_path)
 def test_lockstep_runs_lists_each_slice_as_the_summary_does(penguins_run):
     out = penguins_run.first.stdout
     slices = re.search(r"^Eval by slice: (.*)$", out, re.M).group(1)
-    listed = lockstep("runs", "--pipeline-root", penguins_run.pipeline_root, "-n", "100")
+    listed = cli("runs", "--pipeline-root", penguins_run.pipeline_root, "-n", "100")
     assert listed.returncode == 0, listed.stderr
-    first = json.loads(lockstep("runs", "--pipeline-root", penguins_run.pipeline_root, "-n",
-                                "100", "--json").stdout)[-1]["run_id"]  # the oldest: the fixture's
+    first = json.loads(cli("runs", "--pipeline-root", penguins_run.pipeline_root, "-n",
+                           "100", "--json").stdout)[-1]["run_id"]  # the oldest: the fixture's
     lines = listed.stdout.splitlines()
     [at] = [i for i, line in enumerate(lines) if line.endswith(f"({first})")]
     assert lines[at + 1] == f"  by slice: {slices}", lines[at:at + 2]
@@ -111,11 +111,11 @@ def test_lockstep_runs_lists_each_slice_as_the_summary_does(penguins_run):
 
 
 def test_lockstep_report_rewrites_a_past_run(penguins_run, tmp_path):
-    runs = json.loads(lockstep("runs", "--pipeline-root", penguins_run.pipeline_root,
-                               "--json").stdout)
+    runs = json.loads(cli("runs", "--pipeline-root", penguins_run.pipeline_root,
+                          "--json").stdout)
     first = runs[-1]["run_id"]  # the oldest: the fixture's run
-    result = lockstep("report", first, "--pipeline-root", penguins_run.pipeline_root,
-                      "--output", tmp_path)
+    result = cli("report", first, "--pipeline-root", penguins_run.pipeline_root,
+                 "--output", tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     [written] = list(tmp_path.glob("*.html"))
     assert result.stdout.strip() == f"lockstep: wrote {written}"
@@ -123,6 +123,7 @@ def test_lockstep_report_rewrites_a_past_run(penguins_run, tmp_path):
     metric = re.compile(r"data-metric='[^']+'>[-\d.]+<")  # as written (the DOM quotes with ")
     assert metric.findall(again) == metric.findall(original) != []
     assert f">{first}</span></h1>" in again
+    # The errors in a fresh process, as a user meets them: one line each, nothing else.
     missing = lockstep("report", "no-such-run", "--pipeline-root", penguins_run.pipeline_root)
     assert missing.returncode == 2
     assert missing.stderr.strip().startswith("lockstep: error: no run 'no-such-run' in ")

@@ -20,7 +20,7 @@ import pytest
 import tensorflow as tf
 from sklearn import metrics as sk
 
-from conftest import PipelineRun, lockstep
+from conftest import PipelineRun, cli
 
 pytestmark = pytest.mark.slow
 
@@ -183,7 +183,7 @@ def test_the_split_rule_is_said_first_and_recorded(run):
                      r"\(data.max_skew 0.1 and 4x what a random split of these sizes gives\); "
                      r"largest label ", out, re.M), out
     assert f"Split: {words} (never by the label), seed 0, train 4 : eval 1 buckets" in out
-    rows = json.loads(lockstep("runs", "--json", "--pipeline-root", run.pipeline_root).stdout)
+    rows = json.loads(cli("runs", "--json", "--pipeline-root", run.pipeline_root).stdout)
     assert rows[0]["split"]["rule"]["kind"] == ("group" if run.kind == "numeric" else "position")
     assert rows[0]["generalization"]["metric"]
     [page] = glob.glob(str(run.pipeline_root / "reports" / "*.html"))
@@ -212,8 +212,8 @@ def test_the_label_is_never_a_split_key_and_a_skewed_split_stops_the_run(tmp_pat
     _table(tmp_path / "table.csv", "binary")
     config = tmp_path / "c.toml"
     config.write_text('[data]\nsplit_by = ["label"]\n')
-    result = lockstep("run", "--config", config, "--data", tmp_path / "table.csv", "--label",
-                      "label", "--pipeline-root", tmp_path / "root", cwd=tmp_path)
+    result = cli("run", "--config", config, "--data", tmp_path / "table.csv", "--label",
+                 "label", "--pipeline-root", tmp_path / "root", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].endswith(
         "data.split_by: the label 'label' can never decide the split (a row's split must not "
@@ -231,8 +231,8 @@ def test_the_label_is_never_a_split_key_and_a_skewed_split_stops_the_run(tmp_pat
     seed = next(s for s in range(100) if list(row_split.SplitRule(
         (4, 1), ("batch",), s).assign(names, "batches.csv", 0, 0)) == [1, 0, 0, 0, 0])
     config.write_text(f'[data]\nsplit_by = ["batch"]\nsplit_seed = {seed}\n')
-    result = lockstep("run", "--config", config, "--data", tmp_path / "batches.csv", "--label",
-                      "label", "--pipeline-root", tmp_path / "root", cwd=tmp_path)
+    result = cli("run", "--config", config, "--data", tmp_path / "batches.csv", "--label",
+                 "label", "--pipeline-root", tmp_path / "root", cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert re.search(r"the train and eval rows differ past both bounds \(data.max_skew 0.1 and 4x "
