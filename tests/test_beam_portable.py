@@ -1,4 +1,5 @@
-"""The pipeline's Beam components run on Beam's portable runner, not only in memory.
+"""The pipeline's Beam components run on Beam's portable runner, not only in memory (in the
+same run, its Trainer on 8 emulated replicas).
 
 `beam_args` goes unchanged to every Beam component (CsvExampleGen, StatisticsGen, Transform,
 Evaluator). With the portable runner, each transform is pickled, sent through the job service
@@ -8,6 +9,7 @@ in-memory runner.
 """
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -39,30 +41,52 @@ HOOK = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow
-def test_the_pipeline_runs_on_the_portable_runner(tmp_path):
+@pytest.fixture(scope="module")
+def portable_run(tmp_path_factory):
+    """One real run with two settings that touch apart (one run, many assertions): Beam's
+    portable runner for every Beam component, and the Trainer on 8 emulated replicas of 8 (the
+    Trainer runs no Beam)."""
+    tmp_path = tmp_path_factory.mktemp("portable")
     config = tmp_path / "portable.toml"
-    config.write_text("beam_args = [" + ", ".join(f'"{a}"' for a in PORTABLE) + "]\n")
+    config.write_text("beam_args = [" + ", ".join(f'"{a}"' for a in PORTABLE) + "]\n"
+                      "[trainer]\nemulate_replicas = 8\nper_replica_batch = 8\n")
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(HOOK)
-    log = tmp_path / "beam.log"
     run = PipelineRun(tmp_path)
-    env = dict(os.environ, PYTHONPATH=f"{hook}:{REPO}", LOCKSTEP_BEAM_LOG=str(log))
-    result = subprocess.run(
+    run.beam_log = tmp_path / "beam.log"
+    env = dict(os.environ, PYTHONPATH=f"{hook}:{REPO}", LOCKSTEP_BEAM_LOG=str(run.beam_log))
+    run.result = subprocess.run(
         LOCKSTEP + ["run", "--config", str(config), "--pipeline-root", str(run.pipeline_root),
-                    "--serving-dir", str(run.serving_dir)],
+                    "--serving-dir", str(run.serving_dir), "--verbose"],
         cwd=tmp_path, env=env, text=True, capture_output=True, timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert run.result.returncode == 0, run.result.stderr[-3000:]
+    return run
+
+
+@pytest.mark.slow
+def test_the_pipeline_runs_on_the_portable_runner(portable_run):
+    result, run = portable_run.result, portable_run
     for node in ("CsvExampleGen", "StatisticsGen", "Transform", "Evaluator"):
         assert f"{node:<20} executed" in result.stdout, result.stdout
     # Each Beam component's pipeline went through the portable runner's job service.
+    log = run.beam_log
     assert len(log.read_text().splitlines()) >= 4, log.read_text()
     examples = list((run.pipeline_root / "CsvExampleGen" / "examples").glob("*/Split-*/*.gz"))
     assert {p.parent.name for p in examples} == {"Split-train", "Split-eval"}
     rows = sum(1 for p in examples for _ in tf.data.TFRecordDataset(str(p), "GZIP"))
     assert rows == 344
     assert run.pushed_versions(), result.stdout
+
+
+@pytest.mark.slow
+def test_pipeline_trains_on_8_emulated_replicas(portable_run):
+    """trainer.emulate_replicas = 8 in a real run: 8 replicas in sync, global batch 8 x 8."""
+    result, run = portable_run.result, portable_run
+    log = result.stdout + result.stderr
+    assert re.search(r"num_replicas_in_sync=8", log)
+    assert "global batch          64  (= 8 x 8)" in log
+    assert "Blessed: yes" in result.stdout and len(run.pushed_versions()) == 1
 
 
 def test_the_image_entrypoint_hands_a_beam_worker_to_beams_boot(tmp_path, monkeypatch):

@@ -1,9 +1,9 @@
-"""The trainer as users run it: killed and resumed, on two workers, inside the pipeline."""
+"""The trainer as users run it: killed and resumed, on two workers (inside the pipeline on 8
+emulated replicas: tests/test_beam_portable.py, whose run it shares)."""
 
 import dataclasses
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, PipelineRun, penguins_job
+from conftest import REPO, penguins_job
 from trainer_module.processes import free_ports
 
 pytestmark = pytest.mark.slow
@@ -76,15 +76,3 @@ def test_two_workers_train_one_model_and_only_the_chief_exports(penguins_run, tm
     assert results[0]["plan"]["global_batch"] == 32
     assert results[0]["train"]["loss"] == pytest.approx(results[1]["train"]["loss"], rel=1e-6)
     assert (tmp_path / "serving" / "saved_model.pb").is_file()
-
-
-def test_pipeline_trains_on_8_emulated_replicas(tmp_path):
-    config = tmp_path / "c.toml"
-    config.write_text("[trainer]\nemulate_replicas = 8\nper_replica_batch = 8\n")
-    run = PipelineRun(tmp_path)
-    result = run.run("--config", config, "--verbose")
-    assert result.returncode == 0, result.stderr[-3000:]
-    log = result.stdout + result.stderr
-    assert re.search(r"num_replicas_in_sync=8", log)
-    assert "global batch          64  (= 8 x 8)" in log
-    assert "Blessed: yes" in result.stdout and len(run.pushed_versions()) == 1
