@@ -63,6 +63,9 @@ bench: setup
 	$(UV) run --frozen python benchmarks/trainer_throughput.py
 
 # Every benchmark at a tiny size (--smoke): does it still run and print its table
-# (tests/test_benchmarks.py; `make test` runs them too).
+# (tests/test_benchmarks.py, and those it names in ELSEWHERE, which share their runs with the
+# tests of what they measure; `make test` runs them too).
+BENCH_ELSEWHERE = tests/test_parameter_server.py::test_the_sync_vs_async_benchmark_prints_its_table
 bench-smoke: setup
-	$(UV) run --frozen pytest -q -p no:cacheprovider $(WORKERS) --durations=0 tests/test_benchmarks.py
+	$(UV) run --frozen pytest -q -p no:cacheprovider $(WORKERS) --durations=0 tests/test_benchmarks.py \
+		$(BENCH_ELSEWHERE)

@@ -20,9 +20,10 @@ Without --pipeline-root it first runs the pipeline on the bundled data with trai
 parameter_server, so that its Transform keeps tf.Transform's TF2 graph (pipeline/definition.py,
 transform_settings: a parameter-server worker gets the transform's tables from the chief, which
 a TF1 graph's cannot give); both sides read that graph and those examples. A --pipeline-root of
-yours must come from such a run. --smoke: 320 examples (5 synchronous updates), seconds of
-training each, and a straggler stopped 50 ms of every 100 (it is stopped from its start, so at 75
-its TensorFlow import alone takes four times as long).
+yours must come from such a run (its latest Transform's; tests/test_parameter_server.py smokes
+the benchmark on the root of its own parameter-server run). --smoke: 320 examples (5 synchronous
+updates), seconds of training each, and a straggler stopped 50 ms of every 100 (it is stopped from
+its start, so at 75 its TensorFlow import alone takes four times as long).
 A run that fails keeps its directory and names its logs.
 """
 
@@ -72,9 +73,14 @@ def bundled_root(tmp: Path, examples: int) -> Path:
     return root
 
 
+def _latest(pattern: Path) -> str:
+    """The output of the latest execution (directories named by execution id: 9 before 10)."""
+    return max(glob.glob(str(pattern)), key=lambda path: (len(Path(path).name), Path(path).name))
+
+
 def job(root: Path, label: str, out: Path, **trainer) -> Path:
-    transform_dir = sorted(glob.glob(str(root / "Transform" / "transform_graph" / "*")))[-1]
-    examples = sorted(glob.glob(str(root / "CsvExampleGen" / "examples" / "*")))[-1]
+    transform_dir = _latest(root / "Transform" / "transform_graph" / "*")
+    examples = _latest(root / "CsvExampleGen" / "examples" / "*")
     out.mkdir(parents=True)
     path = out / "job.json"
     path.write_text(TrainJob(

@@ -4,6 +4,10 @@ comparisons, on the bundled data or generated tables (none downloads: CI has no 
 seconds to a minute or two on 2 cores. One takes seconds (the fast tier); the others start
 TensorFlow in more than one process or run pipelines (slow-marked, in `make test`).
 
+A smoke whose run is shared with the tests of what it measures runs there (ELSEWHERE):
+sync_vs_async.py's trains from the root of tests/test_parameter_server.py's parameter-server run;
+that test checks the table.
+
 Each smoke runs with TMPDIR set to its test's own directory: its work directories (the
 benchmarks make them with tempfile) are its own beside other tests (pytest-xdist), and a smoke
 that fails leaves the logs it names there, under pytest's base temporary directory."""
@@ -34,9 +38,14 @@ TABLES = {
     "figures.py": "bundled data, first run, fresh root: Total ",
 }
 # In the fast tier: seconds. The others start TensorFlow in more than one process, trace twice
-# or run pipelines: 15 s to 3 minutes each on 2 cores under load.
+# or run pipelines: 15 s to 2 minutes each on 2 cores under load.
 FAST = {"record_reading.py"}
 HELPERS = {"harness.py", "datasets.py"}  # imported by the others, no table of their own
+# script -> the test (not in this file) that runs its smoke and checks its table
+ELSEWHERE = {
+    "sync_vs_async.py":
+        "tests/test_parameter_server.py::test_the_sync_vs_async_benchmark_prints_its_table",
+}
 
 
 def test_every_benchmark_has_a_smoke_run():
@@ -44,14 +53,22 @@ def test_every_benchmark_has_a_smoke_run():
     assert scripts == set(TABLES), "a benchmark without a smoke run here, or one gone"
     for name in scripts:
         assert "--smoke" in (BENCHMARKS / name).read_text(), name
+    for name, test in ELSEWHERE.items():  # the test is there, smokes it and reads its table
+        path, function = test.split("::")
+        text = (REPO / path).read_text()
+        assert f"def {function}(" in text and f'smoke("{name}"' in text, test
+        assert f'TABLES["{name}"]' in text.split(f"def {function}(")[1].split("\ndef ")[0], test
+        assert test in (REPO / "Makefile").read_text(), f"make bench-smoke runs no {test}"
 
 
-def smoke(script: str, tmp: Path) -> tuple[str, float]:
+def smoke(script: str, tmp: Path, *extra, timeout: int = 1200) -> tuple[str, float]:
+    """(stdout, wall seconds) of `benchmarks/<script> --smoke *extra`, TMPDIR in `tmp`."""
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=str(REPO), TMPDIR=str(tmp))
     tic = time.perf_counter()
-    result = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke"], cwd=REPO,
-                            env=env, capture_output=True, text=True, timeout=1200)
+    result = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke",
+                             *map(str, extra)], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=timeout)
     seconds = time.perf_counter() - tic
     assert result.returncode == 0, (f"{script} --smoke failed after {seconds:.0f}s (its work "
                                     f"directories: {tmp})\n" + (result.stdout + result.stderr)[-4000:])
@@ -66,7 +83,7 @@ def test_smoke_run_prints_its_table(script, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", sorted(set(TABLES) - FAST))
+@pytest.mark.parametrize("script", sorted(set(TABLES) - FAST - set(ELSEWHERE)))
 def test_pipeline_benchmark_smoke_run_prints_its_table(script, tmp_path):
     out, seconds = smoke(script, tmp_path)
     print(f"{script}: {seconds:.1f}s\n{out}")

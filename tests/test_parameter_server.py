@@ -1,6 +1,6 @@
 """Asynchronous training (trainer.strategy = parameter_server): what the config refuses, the
-plan, the staleness count on constructed cases, a killed worker, and a whole pipeline run that
-pushes a model that serves.
+plan, the staleness count on constructed cases, a killed worker, a whole pipeline run that
+pushes a model that serves, and benchmarks/sync_vs_async.py's smoke run on that run's root.
 
 A ParameterServerStrategy connects its process to a cluster for good, so everything that trains
 runs in processes of its own."""
@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from conftest import REPO, PipelineRun, penguins_job, serving_accuracy
+from test_benchmarks import TABLES, smoke
 from trainer_module import scaling
 from trainer_module.settings import TrainerConfig, TrainerConfigError
 from trainer_module.processes import free_ports
@@ -168,3 +169,15 @@ def test_a_parameter_server_run_pushes_a_model_that_serves(ps_run):
     summary = json.loads(summaries[-1].read_text())
     assert summary["asynchronous"]["updates"] == summary["plan"]["train_steps"]
     assert summary["plan"]["workers"] == 2
+
+
+@pytest.mark.slow
+def test_the_sync_vs_async_benchmark_prints_its_table(ps_run, tmp_path):
+    """benchmarks/sync_vs_async.py's smoke (tests/test_benchmarks.py names this test for it), on
+    the parameter-server run's root, whose transform graph is TF2's as the benchmark needs: sync
+    and async clusters of processes, each again with a straggler."""
+    assert ps_run.result.returncode == 0, ps_run.result.stderr[-3000:]
+    out = smoke("sync_vs_async.py", tmp_path, "--pipeline-root", ps_run.pipeline_root)[0]
+    assert TABLES["sync_vs_async.py"] in out, out
+    rows = re.findall(r"^(\S+)\s+\d+\s+\d+\s+\d+\s", out, re.M)
+    assert rows == ["sync", "async", "sync-straggler", "async-straggler"], out
