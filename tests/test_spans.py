@@ -102,9 +102,10 @@ def test_spans_arriving_over_runs_never_make_the_serving_model_worse(tmp_path):
     assert "<p data-analysis>Transform analyzed span(s) 2; from its analyzer cache: 1.</p>" in page
 
     (model_2,) = set(run.pushed_versions()) - {model_1}
-    # More of span 3 arrives, still without its marker: nothing new for the pipeline.
+    # More of span 3 arrives, still without its marker: nothing new for the pipeline (decided
+    # before anything runs: the CLI's main in this process).
     (data / "span-3" / "more.csv").write_text(PENGUINS.read_text())
-    again = run.run("--config", config)
+    again = run.run_here("--config", config)
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.strip().endswith(
         f"lockstep: no new complete span since the serving model (version {model_2.name}, "
@@ -128,7 +129,7 @@ def test_spans_arriving_over_runs_never_make_the_serving_model_worse(tmp_path):
     (data / "span-3" / "penguins.csv").write_text(
         "\n".join([lines[0]] + [",".join(r) for r in rows]) + "\n")
     serving = set(run.pushed_versions())
-    drifted = run.run("--config", config)
+    drifted = run.run_here("--config", config)  # refused before anything runs
     assert drifted.returncode == 2, drifted.stdout + drifted.stderr
     assert re.fullmatch(r"lockstep: error: data drift from span 2 to span 3: body_mass_g "
                         r"\(JSD [\d.]+ > 0.25\) \(data.max_drift, data.feature_drift\); "
@@ -136,10 +137,11 @@ def test_spans_arriving_over_runs_never_make_the_serving_model_worse(tmp_path):
     assert set(run.pushed_versions()) == serving
 
     # The trend: each run's model beside the model serving when it ran, on that run's rows.
-    from conftest import lockstep
     import json
 
-    runs = json.loads(lockstep("runs", "--pipeline-root", run.pipeline_root, "--json").stdout)
+    from conftest import cli
+
+    runs = json.loads(cli("runs", "--pipeline-root", run.pipeline_root, "--json").stdout)
     assert [r["versus_serving"]["serving"] is None for r in runs] == [False, False, True]
     assert runs[1]["versus_serving"]["metric"] == "accuracy"
     for r in runs:  # a pushed model is never worse than the one it replaced beyond the allowed drop
