@@ -74,6 +74,10 @@ def test_a_poller_never_sees_a_partial_version_and_each_loads(tmp_path):
                     seen.setdefault(name, []).append(contents)
             if done:
                 return
+            # A look a millisecond: a version copied in place (8 MB, fsynced) would be seen
+            # partial many times over; without a pause the loop held the GIL and a core from the
+            # pushes it watches.
+            time.sleep(0.001)
 
     poller = threading.Thread(target=poll)
     poller.start()
