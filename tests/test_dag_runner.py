@@ -83,7 +83,9 @@ def test_ready_nodes_run_side_by_side_and_a_second_run_is_cached(tmp_path, caplo
 @pytest.mark.slow
 @pytest.mark.parametrize("fail", ["B", "C"])
 def test_an_error_in_either_lane_stops_the_run_with_that_error(tmp_path, fail):
-    ir, _ = dag_runner.compile_run(_pipeline(tmp_path, fail=fail))
+    # No overlap measured here: a second a node (the other lane's node is taken as the failing
+    # one is, and the run waits for it).
+    ir, _ = dag_runner.compile_run(_pipeline(tmp_path, fail=fail, seconds=1.0))
     worker = _ready_worker()
     with pytest.raises(ValueError, match=f"^{fail} failed as told$"):
         dag_runner.run_ir(ir, worker)
@@ -95,7 +97,7 @@ def test_an_error_in_either_lane_stops_the_run_with_that_error(tmp_path, fail):
 
 @pytest.mark.slow
 def test_one_lane_runs_every_node_in_this_process(tmp_path):
-    ir, _ = dag_runner.compile_run(_pipeline(tmp_path))
+    ir, _ = dag_runner.compile_run(_pipeline(tmp_path, seconds=0.5))  # an order, not an overlap
     dag_runner.run_ir(ir, None)
     ran = _records(tmp_path)
     assert sorted(ran) == ["A", "B", "C", "D"]
