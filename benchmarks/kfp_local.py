@@ -4,10 +4,16 @@ with TFX's stock task command, to show what the lean task start (components/entr
 
 Prints, per task, start-up (process start to the executor's Do) and work seconds, and the wall
 time ratio kfp-local / local (goal <= 2.0). Each variant runs in a fresh process and directory.
-usage: python benchmarks/kfp_local.py [--data PATH --label COLUMN] [--smoke]
---smoke: the bundled data, as by default (the smallest there is), and the per-task split of
-lockstep's own task command read from the `--orchestrator kfp-local` run's task lines instead of
-a second run of the spec with it (does it run and print its table, both sides).
+usage: python benchmarks/kfp_local.py [--data PATH --label COLUMN] [--config TOML] [--work DIR]
+                                     [--smoke]
+--config: a `lockstep run` config, for both runs (its hook code's directory goes on PYTHONPATH
+for the stock task command too); --work: keep the runs there (DIR/local, DIR/kfp: each a
+pipeline_root, a serving directory and stdout.txt, the run's output), else in a fresh temporary
+directory. --smoke: the per-task split of lockstep's own task command read from the
+`--orchestrator kfp-local` run's task lines instead of a second run of the spec with it, and TFX's
+stock task command on the tasks before the Trainer only (does it run and print its table, both
+sides). tests/test_kfp_local.py smokes it on examples/wide_deep
+and checks the kfp-local run it makes: the one kfp.local run of the suite.
 """
 
 from __future__ import annotations
@@ -22,10 +28,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import REPO, timed, timed_output
+from harness import REPO, timed_output
 
 STOCK_COMMAND = ["python", "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"]
 _ABSL_TIME = re.compile(r"^I(\d{4}) (\d\d:\d\d:\d\d\.\d+) .*\] Starting executor")
+# --smoke: TFX's stock task command on the tasks before the Trainer (the Trainer, its check before
+# training and what reads its model run only with lockstep's command, in the kfp-local run).
+SMOKE_STOCK_DROPS_FROM = "Trainer"
 _TASK_LINE = re.compile(r"^  (\S+)\s+done\s+([\d.]+)s \(start-up ([\d.]+)s\)$", re.M)
 
 
@@ -40,13 +49,35 @@ def _stock_do_began(log: str, year: int) -> float | None:
     return None
 
 
-def _run_spec(spec: Path, root: Path, command: list[str] | None) -> tuple[float, list[dict]]:
-    """Wall seconds of kfp.local over the spec (its task command swapped if given) and the tasks."""
+def _drop_from(docs: list, task: str) -> None:
+    """Takes `task` and every task downstream of it out of the spec's DAG."""
+    tasks = docs[0]["root"]["dag"]["tasks"]
+
+    def upstream(t: dict) -> set[str]:
+        inputs = [*t.get("inputs", {}).get("artifacts", {}).values(),
+                  *t.get("inputs", {}).get("parameters", {}).values()]
+        return set(t.get("dependentTasks", [])) | {
+            i.get(key, {}).get("producerTask") for i in inputs
+            for key in ("taskOutputArtifact", "taskOutputParameter")}
+
+    dropped = {task}
+    while more := {name for name, t in tasks.items() if upstream(t) & dropped} - dropped:
+        dropped |= more
+    for name in dropped:
+        del tasks[name]
+
+
+def _run_spec(spec: Path, root: Path, command: list[str] | None,
+              drop_from: str | None = None) -> tuple[float, list[dict]]:
+    """Wall seconds of kfp.local over the spec (its task command swapped if given; without
+    drop_from and what runs after it, if given) and the tasks."""
     import yaml
 
     from pipeline.local import kfp_local
 
     docs = list(yaml.safe_load_all(spec.read_text()))
+    if drop_from:
+        _drop_from(docs, drop_from)
     if command:
         for executor in docs[0]["deploymentSpec"]["executors"].values():
             executor["container"]["command"] = command
@@ -79,42 +110,57 @@ def _printed_tasks(stdout: str) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--data", default=str(REPO / "data" / "penguins"))
-    parser.add_argument("--label", default="species")
+    parser.add_argument("--data", help="default: the config's, else the bundled penguins")
+    parser.add_argument("--label", help="default: the config's, else species")
+    parser.add_argument("--config", type=Path, help="a lockstep config, for both runs")
+    parser.add_argument("--work", type=Path, help="keep the runs here (default: a temporary one)")
     parser.add_argument("--smoke", action="store_true",
-                        help="the bundled data, the spec run once each way")
+                        help="the spec run once each way")
     args = parser.parse_args()
-    if args.smoke:
-        args.data, args.label = str(REPO / "data" / "penguins"), "species"
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    work = Path(tempfile.mkdtemp(prefix="lockstep-bench-kfp-"))
-    common = ["--data", args.data, "--label", args.label]
+    work = (args.work or Path(tempfile.mkdtemp(prefix="lockstep-bench-kfp-"))).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    common = [*(["--config", args.config.resolve()] if args.config else []),
+              *(["--data", Path(args.data).resolve()] if args.data else []),
+              *(["--label", args.label] if args.label else [])]
 
-    local = timed([sys.executable, "-m", "pipeline.cli", "run", *common, "--pipeline-root",
-                   work / "local/root", "--serving-dir", work / "local/serving"], work)
+    def places(name):
+        return ["--pipeline-root", work / name / "pipeline_root",
+                "--serving-dir", work / name / "serving"]
+
+    local, printed = timed_output([sys.executable, "-m", "pipeline.cli", "run", *common,
+                                   *places("local")], work)
+    (work / "local" / "stdout.txt").write_text(printed)
     print(f"lockstep run (LocalDagRunner):        {local:6.1f}s wall", flush=True)
     ours, printed = timed_output([sys.executable, "-m", "pipeline.cli", "run", "--orchestrator",
-                                  "kfp-local", *common, "--pipeline-root", work / "kfp/root",
-                                  "--serving-dir", work / "kfp/serving"], work)
+                                  "kfp-local", *common, *places("kfp")], work)
+    (work / "kfp" / "stdout.txt").write_text(printed)
     print(f"lockstep run --orchestrator kfp-local: {ours:6.1f}s wall", flush=True)
 
     # Per-task split, ours and with TFX's stock task command, on the spec compiled above.
-    spec = work / "kfp/root/kfp-local/pipeline.yaml"
+    spec = work / "kfp/pipeline_root/kfp-local/pipeline.yaml"
     sys.path.insert(0, str(REPO))
+    if args.config:  # its hooks' directory, as `lockstep run` puts it on the tasks' path
+        from trainer_module.hooks import add_code_path
+
+        add_code_path(args.config.resolve().parent)
     if args.smoke:  # the run above already ran the spec with lockstep's task command
         lean = _printed_tasks(printed)
     else:
         _, lean = _run_spec(spec, work / "lean", None)
-    stock_wall, stock = _run_spec(spec, work / "stock", STOCK_COMMAND)
+    stock_wall, stock = _run_spec(spec, work / "stock", STOCK_COMMAND,
+                                  SMOKE_STOCK_DROPS_FROM if args.smoke else None)
     by_task = {t["task"]: t for t in stock}
     print(f"\n{'task':<20} {'start-up':>9} {'work':>7}   {'stock start-up':>14} {'work':>7}")
-    for a, b in ((a, by_task[a["task"]]) for a in lean):
-        print(f"{a['task']:<20} {a['start']:8.1f}s {a['work']:6.1f}s   {b['start']:13.1f}s "
-              f"{b['work']:6.1f}s")
+    for a, b in ((a, by_task.get(a["task"])) for a in lean):
+        theirs = f"{b['start']:13.1f}s {b['work']:6.1f}s" if b else f"{'-':>14} {'-':>7}"
+        print(f"{a['task']:<20} {a['start']:8.1f}s {a['work']:6.1f}s   {theirs}")
+    both = [a for a in lean if a["task"] in by_task]
     total = lambda tasks, key: sum(t[key] for t in tasks)  # noqa: E731
-    print(f"{'sum':<20} {total(lean, 'start'):8.1f}s {total(lean, 'work'):6.1f}s   "
-          f"{total(stock, 'start'):13.1f}s {total(stock, 'work'):6.1f}s")
+    print(f"{'sum':<20} {total(both, 'start'):8.1f}s {total(both, 'work'):6.1f}s   "
+          f"{total(stock, 'start'):13.1f}s {total(stock, 'work'):6.1f}s"
+          + ("  (the tasks both ran)" if len(both) < len(lean) else ""))
     print(f"\nkfp-local / local = {ours / local:.2f}  (goal <= 2.0); with TFX's stock task command "
           f"the tasks alone took {stock_wall:.1f}s")
     (work / "result.json").write_text(json.dumps(

@@ -1,7 +1,10 @@
 """The compiled spec, run the way Kubeflow Pipelines runs it: kfp.local's DAG orchestrator builds
 each task's executor input, each task runs its own container command as a process of its own.
 The run is of examples/wide_deep, a user's own model and preprocessing by dotted path: each task
-process finds that code through PYTHONPATH, as a task in the image does (tests/test_image.py)."""
+process finds that code through PYTHONPATH, as a task in the image does (tests/test_image.py).
+
+The run is the one benchmarks/kfp_local.py makes (its smoke run, on this example): the suite's one
+kfp.local run of the whole spec, checked here, beside the benchmark's table."""
 
 import json
 import os
@@ -16,6 +19,7 @@ import tensorflow as tf
 import yaml
 
 from conftest import REPO, PipelineRun, lockstep, serving_accuracy
+from test_benchmarks import TABLES, smoke
 
 pytestmark = pytest.mark.slow
 
@@ -26,13 +30,32 @@ TASKS = ["CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Gra
 
 @pytest.fixture(scope="session")
 def kfp_local_run(tmp_path_factory):
-    run = PipelineRun(tmp_path_factory.mktemp("kfp-local"))
-    result = run.run("--orchestrator", "kfp-local", "--config", EXAMPLE / "config.toml",
-                     "--data", EXAMPLE / "data" / "credit_data.csv")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    """`lockstep run --orchestrator kfp-local` on the example, as benchmarks/kfp_local.py --smoke
+    runs it (beside a LocalDagRunner run and the spec under TFX's stock task command): its root
+    and its stdout; the benchmark's own output as `benchmark`."""
+    work = tmp_path_factory.mktemp("kfp-local")
+    benchmark = smoke("kfp_local.py", work, "--config", EXAMPLE / "config.toml",
+                      "--data", EXAMPLE / "data" / "credit_data.csv", "--work", work / "bench",
+                      timeout=2400)[0]  # three runs; the kfp-local one alone had 900 s
+    run = PipelineRun(work / "bench" / "kfp")
     [run.pipeline_dir] = [p for p in run.pipeline_root.iterdir() if p.name.startswith("wide-deep-")]
-    run.result = result
+    run.result = subprocess.CompletedProcess("lockstep run --orchestrator kfp-local", 0,
+                                             (run.root / "stdout.txt").read_text(), "")
+    run.benchmark = benchmark
     return run
+
+
+def test_the_kfp_local_benchmark_prints_its_table(kfp_local_run):
+    """benchmarks/kfp_local.py's smoke (tests/test_benchmarks.py names this test for it)."""
+    out = kfp_local_run.benchmark
+    assert TABLES["kfp_local.py"] in out, out
+    # A row per task: lockstep's task command, and TFX's stock one on the tasks before the Trainer
+    # (the smoke's; the whole spec at full size).
+    rows = re.findall(r"^(\w+)(?:\s+-?[\d.]+s){2}\s+(-?[\d.]+s|-)\s+(?:-?[\d.]+s|-)(?:\s|$)", out,
+                      re.M)
+    assert [task for task, _ in rows] == TASKS + ["sum"], out
+    stock = [task for task, seconds in rows if seconds != "-"]
+    assert stock == [t for t in TASKS if t not in ("Trainer", "Evaluator", "Pusher")] + ["sum"], out
 
 
 def test_kfp_local_runs_every_task_to_a_model_that_serves(kfp_local_run):
