@@ -153,9 +153,86 @@ def _newest(run, pattern: str):
 
 
 @pytest.mark.slow
-def test_each_corrupt_cached_artifact_is_named_its_node_runs_again_and_the_model_is_a_clean_runs(
+def test_sigterm_while_training_resumes_then_each_corrupt_cached_artifact_is_run_again(
         tmp_path, penguins_run):
-    """Bytes overwritten in a cached output (a disk fault), one artifact a run: its manifest in
+    """One chain of runs on one pipeline root, each part needing a completed run of its own
+    before it: the first part's is the second's. SIGTERM while the Trainer trains, then the run
+    that resumes it; then a cached output damaged at a time, each run after it again."""
+    from conftest import PipelineRun
+
+    run = PipelineRun(tmp_path)
+    _sigterm_while_training_then_resumed(tmp_path, run)
+    _each_corrupt_cached_artifact(run, penguins_run)
+
+
+def _sigterm_while_training_then_resumed(tmp_path, run) -> None:
+    """`lockstep run` gets SIGTERM (a pod evicted, a `kill`) while the Trainer trains: one line,
+    exit 5, nothing pushed; the next run reuses every completed component, resumes the Trainer
+    at the step saved, and pushes the model that training the same job without a stop gives."""
+    import glob
+    import os
+    import signal
+    import sys
+
+    import numpy as np
+    import tensorflow as tf
+
+    from conftest import LOCKSTEP, REPO, eval_examples
+    from pipeline import config as config_lib, definition
+    from trainer_module.job import TrainJob
+
+    steps = 3000  # about 5 s of training here: progress lines come about once a second
+    args = LOCKSTEP + ["run", "--pipeline-root", str(run.pipeline_root), "--serving-dir",
+                       str(run.serving_dir), "--train-steps", str(steps)]
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+    process = subprocess.Popen(args, cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    for line in process.stdout:
+        if re.match(rf"^  Trainer +step \d+/{steps} ", line):
+            process.send_signal(signal.SIGTERM)
+            break
+    process.stdout.read()
+    assert process.wait(timeout=300) == 5
+    [line] = process.stderr.read().strip().splitlines()[-1:]
+    saved = re.match(r"lockstep: error: stopped by SIGTERM at step (\d+): a checkpoint was "
+                     r"saved there \((.*/Trainer/model_run/\.interrupted/\w+/ckpt-\d+)\); run "
+                     r"again to resume from it$", line)
+    assert saved, line
+    step = int(saved.group(1))
+    assert 0 < step < steps and saved.group(2).endswith(f"ckpt-{step}")
+    assert run.pushed_versions() == []
+
+    result = run.run("--train-steps", str(steps))
+    assert result.returncode == 0, result.stderr[-2000:]
+    for node in ("CsvExampleGen", "Transform"):
+        assert re.search(rf"^  {node} +cached", result.stdout, re.M), result.stdout
+    assert (f"Checkpoints: resumed from a checkpoint at step {step} of an interrupted attempt"
+            in result.stdout), result.stdout
+    [version] = run.pushed_versions()
+
+    # The same job trained without a stop, in a fresh process, from the run's own inputs.
+    root = run.pipeline_root
+    [examples] = glob.glob(str(root / "CsvExampleGen" / "examples" / "*"))
+    [transform] = glob.glob(str(root / "Transform" / "transform_graph" / "*"))
+    config = config_lib.load(None, {"trainer.train_steps": steps})
+    job = TrainJob(train_files=[f"{examples}/Split-train/*"], eval_files=[],
+                   transform_dir=transform, model_run_dir=str(tmp_path / "clean" / "run"),
+                   serving_model_dir=str(tmp_path / "clean" / "model"),
+                   spec=definition.train_spec(config, "species", "classification"))
+    (tmp_path / "job.json").write_text(job.to_json())
+    clean = subprocess.run([sys.executable, str(REPO / "tests" / "train_job.py"),
+                            str(tmp_path / "job.json"), str(tmp_path / "result.json")],
+                           env=env, capture_output=True, text=True, timeout=600)
+    assert clean.returncode == 0, clean.stderr[-2000:]
+    serialized, _ = eval_examples(glob.glob(f"{examples}/Split-eval/*"), "species")
+    predict = lambda path: tf.saved_model.load(str(path)).signatures["serving_default"](  # noqa: E731
+        examples=tf.constant(serialized))["probabilities"].numpy()
+    np.testing.assert_allclose(predict(version), predict(job.serving_model_dir), atol=1e-6)
+
+
+def _each_corrupt_cached_artifact(run, penguins_run) -> None:
+    """Bytes overwritten in a cached output (a disk fault), one artifact a run, on a root whose
+    last run pushed a model other than a clean run's (other training steps): its manifest in
     ML Metadata (size and CRC-32 of each file, recorded as its node ran) names the file before
     anything reads it; that node runs again once, not from the cache, and the run completes with
     the model a clean run pushes. Examples, the Transform graph and the model (the schema and the
@@ -164,11 +241,9 @@ def test_each_corrupt_cached_artifact_is_named_its_node_runs_again_and_the_model
     import numpy as np
     import tensorflow as tf
 
-    from conftest import PipelineRun, eval_examples
+    from conftest import eval_examples
 
-    run = PipelineRun(tmp_path)
-    first = run.run("--train-steps", "300")
-    assert first.returncode == 0, first.stderr[-2000:]
+    assert len(run.pushed_versions()) == 1
     files = list(penguins_run.pipeline_root.glob("CsvExampleGen/examples/*/Split-eval/*"))
     serialized, _ = eval_examples(files, "species")
     predict = lambda path: tf.saved_model.load(str(path)).signatures["serving_default"](  # noqa: E731
@@ -245,74 +320,6 @@ def test_a_token_file_other_users_can_read_is_refused(tmp_path):
         client.resolve_token(str(token))
     token.chmod(0o600)
     assert client.resolve_token(str(token)) == "secret"
-
-
-@pytest.mark.slow
-def test_sigterm_while_training_saves_and_the_next_run_resumes_to_an_uninterrupted_model(
-        tmp_path):
-    """`lockstep run` gets SIGTERM (a pod evicted, a `kill`) while the Trainer trains: one line,
-    exit 5, nothing pushed; the next run reuses every completed component, resumes the Trainer
-    at the step saved, and pushes the model that training the same job without a stop gives."""
-    import glob
-    import os
-    import signal
-    import sys
-
-    import numpy as np
-    import tensorflow as tf
-
-    from conftest import LOCKSTEP, REPO, PipelineRun, eval_examples
-    from pipeline import config as config_lib, definition
-    from trainer_module.job import TrainJob
-
-    steps = 3000  # about 5 s of training here: progress lines come about once a second
-    run = PipelineRun(tmp_path)
-    args = LOCKSTEP + ["run", "--pipeline-root", str(run.pipeline_root), "--serving-dir",
-                       str(run.serving_dir), "--train-steps", str(steps)]
-    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-    process = subprocess.Popen(args, cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
-    for line in process.stdout:
-        if re.match(rf"^  Trainer +step \d+/{steps} ", line):
-            process.send_signal(signal.SIGTERM)
-            break
-    process.stdout.read()
-    assert process.wait(timeout=300) == 5
-    [line] = process.stderr.read().strip().splitlines()[-1:]
-    saved = re.match(r"lockstep: error: stopped by SIGTERM at step (\d+): a checkpoint was "
-                     r"saved there \((.*/Trainer/model_run/\.interrupted/\w+/ckpt-\d+)\); run "
-                     r"again to resume from it$", line)
-    assert saved, line
-    step = int(saved.group(1))
-    assert 0 < step < steps and saved.group(2).endswith(f"ckpt-{step}")
-    assert run.pushed_versions() == []
-
-    result = run.run("--train-steps", str(steps))
-    assert result.returncode == 0, result.stderr[-2000:]
-    for node in ("CsvExampleGen", "Transform"):
-        assert re.search(rf"^  {node} +cached", result.stdout, re.M), result.stdout
-    assert (f"Checkpoints: resumed from a checkpoint at step {step} of an interrupted attempt"
-            in result.stdout), result.stdout
-    [version] = run.pushed_versions()
-
-    # The same job trained without a stop, in a fresh process, from the run's own inputs.
-    root = run.pipeline_root
-    [examples] = glob.glob(str(root / "CsvExampleGen" / "examples" / "*"))
-    [transform] = glob.glob(str(root / "Transform" / "transform_graph" / "*"))
-    config = config_lib.load(None, {"trainer.train_steps": steps})
-    job = TrainJob(train_files=[f"{examples}/Split-train/*"], eval_files=[],
-                   transform_dir=transform, model_run_dir=str(tmp_path / "clean" / "run"),
-                   serving_model_dir=str(tmp_path / "clean" / "model"),
-                   spec=definition.train_spec(config, "species", "classification"))
-    (tmp_path / "job.json").write_text(job.to_json())
-    clean = subprocess.run([sys.executable, str(REPO / "tests" / "train_job.py"),
-                            str(tmp_path / "job.json"), str(tmp_path / "result.json")],
-                           env=env, capture_output=True, text=True, timeout=600)
-    assert clean.returncode == 0, clean.stderr[-2000:]
-    serialized, _ = eval_examples(glob.glob(f"{examples}/Split-eval/*"), "species")
-    predict = lambda path: tf.saved_model.load(str(path)).signatures["serving_default"](  # noqa: E731
-        examples=tf.constant(serialized))["probabilities"].numpy()
-    np.testing.assert_allclose(predict(version), predict(job.serving_model_dir), atol=1e-6)
 
 
 def test_a_kubeflow_task_that_cannot_write_its_outputs_stops_before_it_runs(tmp_path, mount):
