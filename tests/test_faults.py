@@ -1,7 +1,10 @@
 """Faults met on real file systems, found before anything runs: a read-only serving dir or
 pipeline root, and a disk too small for the run, each one line naming the place, exit 2, within
 seconds, with nothing written. Each file system is a real tmpfs mounted here (read-only, or of
-1 MB); where this machine does not let the test mount one, it skips and says so."""
+1 MB); where this machine does not let the test mount one, it skips and says so.
+
+A disk that fills while a run runs: tests/test_stops.py, in the chain of runs that stops each
+node with SIGTERM."""
 
 import re
 import subprocess
@@ -73,69 +76,6 @@ def test_a_disk_too_small_for_the_run_is_refused_with_what_it_needs(tmp_path, mo
     assert line.startswith(f"lockstep: error: the pipeline root {small}/root and the serving dir "
                            f"{small}/serving: the run needs about 128.1 MB there"), line
     assert list(small.iterdir()) == []
-
-
-def _fill(disk) -> None:
-    """Every byte left on the file system, taken by one file."""
-    with open(disk / "filler", "wb") as filler:
-        try:
-            while True:
-                filler.write(b"\0" * (1 << 20))
-                filler.flush()
-        except OSError:
-            pass
-
-
-@pytest.mark.slow
-def test_a_disk_that_fills_at_each_stage_is_one_line_and_the_next_run_recovers(tmp_path, mount,
-                                                                               penguins_run):
-    """The disk under the pipeline root and the serving dir fills as the ExampleGen writes, as
-    Transform does, as the Trainer trains (its next checkpoint), as the Evaluator and the Pusher
-    start, and as the run's page is written: each time one line naming the node and the place;
-    space freed, the next run reuses what completed, and the model pushed in the end is the one
-    a clean run pushes (the shared run's, the same predictions)."""
-    from conftest import PipelineRun
-    from test_stops import Run, _complete_versions, _same_model_as
-
-    disk, serving = mount("size=140m"), mount("size=70m")  # the serving dir needs 64 MB
-    run = PipelineRun(tmp_path)
-    run.pipeline_root, run.serving_dir = disk / "root", serving / "serving"
-    failed = re.compile(r"lockstep: error: pipeline run failed in (\w+): out of disk space under "
-                        r"the (pipeline root|serving dir) (\S+)[^;]*; free some space and run "
-                        r"again: the components that completed are reused")
-    beside = {"Transform": ("Transform", "StatisticsGen", "SchemaGen", "ExampleValidator")}
-    for node, when, full in (("CsvExampleGen", r"Component CsvExampleGen is running\.", disk),
-                             ("Transform", r"Component Transform is running\.", disk),
-                             ("Trainer", r"^  Trainer +step \d+/", disk),
-                             ("Evaluator", r"Component Evaluator is running\.", disk),
-                             # The push is quick: its disk is filled as the Evaluator runs.
-                             ("Pusher", r"Component Evaluator is running\.", serving)):
-        started = Run(run)
-        if when.startswith("^"):  # a progress line, on stdout
-            started.log_file()
-            assert any(re.match(when, line) for line in started.process.stdout)
-        else:
-            assert started.wait_for_log(when), started.process.communicate()[1][-2000:]
-        _fill(full)
-        out, err = started.process.communicate(timeout=300)
-        assert started.process.returncode == 1, (node, out[-2000:], err[-2000:])
-        line = err.strip().splitlines()[-1]
-        said = failed.match(line)  # Transform runs beside the validation branch: either fails
-        assert said and said.group(1) in beside.get(node, (node,)), (node, line)
-        assert said.group(3) == str(run.serving_dir if full == serving else run.pipeline_root)
-        assert _complete_versions(run) == []
-        (full / "filler").unlink()
-    started = Run(run)  # the page: written after the push
-    assert started.wait_for_log(r"Component Pusher is finished\.")
-    _fill(disk)
-    out, err = started.process.communicate(timeout=300)
-    assert started.process.returncode == 0, err[-2000:]
-    assert re.search(r"^lockstep: the run report could not be written: out of disk space under "
-                     rf"the pipeline root {disk}/root[^;]*; free some space, then `lockstep "
-                     r"report` writes it$", out, re.M), out
-    (disk / "filler").unlink()
-    [version] = _complete_versions(run)
-    _same_model_as(version, penguins_run.pushed_versions()[0])
 
 
 def _zero(path, at: int = 200) -> None:

@@ -4,16 +4,22 @@ reuses what completed and pushes the model a clean run pushes. Kubernetes' evict
 SIGKILL after the grace period) never leaves a partial version either.
 
 The signal goes to the `lockstep run` process only, as Kubernetes sends it to a container's first
-process; the instant is chosen from the run's log (`Component X is running.`) or at random."""
+process; the instant is chosen from the run's log (`Component X is running.`) or at random.
+
+The same chain of runs that stops each node fills the disk as each stage runs (a real tmpfs
+mounted here, where the machine lets the test): both need a run for each node, each on the state
+the one before left, so one chain serves both and its one completing run checks the model."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
 import signal
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -54,18 +60,24 @@ class Run:
         return self.log
 
     def wait_for_log(self, pattern: str, timeout: float = 300) -> bool:
-        """Waits until the log has a line matching `pattern`; False if the run ended first."""
-        log, seen = self.log_file(), 0
+        """Waits until the log has a line matching `pattern`; False if the run ended first. The
+        log is read as it grows, each part once (a run's log is hundreds of kB)."""
+        log, tail, handle = self.log_file(), "", None
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if log.exists():
-                text = log.read_text(errors="replace")
-                if re.search(pattern, text[seen:], re.M):
-                    return True
-                seen = max(0, len(text) - 200)
-            if self.process.poll() is not None:
-                return False
-            time.sleep(0.02)
+        try:
+            while time.monotonic() < deadline:
+                if handle is None and log.exists():
+                    handle = open(log, errors="replace")  # noqa: SIM115  closed below
+                if handle is not None and (new := handle.read()):
+                    if re.search(pattern, tail + new, re.M):
+                        return True
+                    tail = (tail + new)[-200:]
+                if self.process.poll() is not None:
+                    return False
+                time.sleep(0.02)
+        finally:
+            if handle is not None:
+                handle.close()
         raise AssertionError(f"no {pattern!r} in {log} within {timeout} s")
 
     def stop(self, grace: float | None = None) -> tuple[int, float, str]:
@@ -108,34 +120,149 @@ def _same_model_as(path: Path, clean: Path) -> None:
     np.testing.assert_allclose(predict(path), predict(clean), atol=1e-6)
 
 
+# The chain of runs on one root: SIGTERM as each node starts ("stop"), and (where this machine
+# lets the test mount a tmpfs of its own under the pipeline root and one under the serving dir)
+# the disk that fills as each stage runs ("fill": its log line, or a progress line on stdout with
+# "^"; the disk). Each run needs the one before it: a node stopped (or failed) in one run runs
+# in the next. Each stop finds its node not completed and the nodes before it completed or
+# about to run, as when the stops ran alone; each fill the state it found when the fills ran alone.
+_CHAIN = (("stop", "CsvExampleGen"),
+          ("fill", "CsvExampleGen", r"Component CsvExampleGen is running\.", "root"),
+          ("stop", "StatisticsGen"), ("stop", "SchemaGen"), ("stop", "ExampleValidator"),
+          ("stop", "Transform"),
+          ("fill", "Transform", r"Component Transform is running\.", "root"),
+          ("stop", "LatestPushedModel"), ("stop", "Trainer"), ("stop", "GradientBoosting"),
+          ("fill", "Trainer", r"^  Trainer +step \d+/", "root"),
+          # The Trainer runs again first: the gradient-boosting reference beside it has ended
+          # when the Evaluator starts (with the Trainer cached, both would start together).
+          ("fill", "Evaluator", r"Component Evaluator is running\.", "root"),
+          ("stop", "Evaluator"),
+          # The push is quick: its disk is filled as the Evaluator runs (then the Pusher's stop,
+          # whose run finds the Evaluator cached).
+          ("fill", "Pusher", r"Component Evaluator is running\.", "serving"),
+          ("stop", "Pusher"))
+assert [step[1] for step in _CHAIN if step[0] == "stop"] == list(NODES)
+_FAILED = re.compile(r"lockstep: error: pipeline run failed in (\w+): out of disk space under "
+                     r"the (pipeline root|serving dir) (\S+)[^;]*; free some space and run "
+                     r"again: the components that completed are reused")
+# Transform runs beside the validation branch: either fails.
+_BESIDE = {"Transform": ("Transform", "StatisticsGen", "SchemaGen", "ExampleValidator")}
+
+
 @pytest.mark.slow
-def test_sigterm_as_each_node_starts_stops_the_run_naming_it_and_the_next_run_completes(
+def test_each_node_stopped_by_sigterm_or_a_full_disk_is_one_line_and_the_next_run_completes(
         tmp_path, penguins_run):
-    """Run after run, SIGTERM as the next node starts (each earlier one cached by then): every
-    run ends within seconds, status 5, its last line naming that node; nothing is pushed (but by
-    a Pusher that finished first, once); then a run completes, and the one version pushed is the
-    model a clean run pushes."""
+    """Run after run on one root, SIGTERM as the next node starts (each earlier one cached by
+    then): every run ends within seconds, status 5, its last line naming that node; nothing is
+    pushed (but by a Pusher that finished first, once).
+
+    Between them, the disk under the pipeline root and the serving dir fills as the ExampleGen
+    writes, as Transform does, as the Trainer trains (its next checkpoint), as the Evaluator and
+    the Pusher start, and as the run's page is written: each time one line naming the node and
+    the place, status 1, nothing pushed; space freed, the next run goes on.
+
+    Then a run completes, reusing what completed, and the one version pushed is the model a clean
+    run pushes (the shared run's, the same predictions). Where no tmpfs can be mounted here, the
+    stops and the completing run alone, and the test says so (skipped, after passing them)."""
     run = PipelineRun(tmp_path)
-    for node in NODES:
-        started = Run(run)
-        assert started.wait_for_log(rf"Component {node} is running\."), \
-            started.process.communicate()[1][-2000:]
-        status, seconds, line = started.stop()
-        assert status == STOPPED_STATUS, line
-        assert seconds < WITHIN_SECONDS, (node, seconds)
-        named = _STOPPED.match(line)
-        assert named and node in (named.group("nodes") or "").split(", "), (node, line)
-        assert line.endswith("run again: the components that completed are reused"), line
-        # Nothing is pushed, but by a Pusher whose (atomic) push completed before the signal
-        # landed (a fresh-clone CI on a loaded machine saw it): then one whole version, which
-        # the next run does not push again (a model is pushed once).
-        pushed = _complete_versions(run)
-        assert pushed == [] or (node == "Pusher" and len(pushed) == 1), (node, pushed)
-    result = run.run()
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert re.search(r"^  CsvExampleGen +cached", result.stdout, re.M), result.stdout
-    [version] = _complete_versions(run)
-    _same_model_as(version, penguins_run.pushed_versions()[0])
+    with _tmpfs(tmp_path, "size=140m") as disk, _tmpfs(tmp_path, "size=70m") as serving:
+        if disk and serving:  # the serving dir needs 64 MB
+            run.pipeline_root, run.serving_dir = disk / "root", serving / "serving"
+        for step in _CHAIN:
+            if step[0] == "stop":
+                _stop_as_it_starts(run, step[1])
+            elif disk and serving:
+                node, when, full = step[1:]
+                _fill_as_it_runs(run, node, when, disk if full == "root" else serving)
+        if disk and serving:
+            out = _page_on_a_full_disk(run, disk)
+        else:
+            result = run.run()
+            assert result.returncode == 0, result.stderr[-2000:]
+            out = result.stdout
+        assert re.search(r"^  CsvExampleGen +cached", out, re.M), out
+        [version] = _complete_versions(run)
+        _same_model_as(version, penguins_run.pushed_versions()[0])
+    if not (disk and serving):
+        pytest.skip("cannot mount a tmpfs here: the disk fills were not tested (the stops "
+                    "passed); they need a real file system of their own")
+
+
+@contextlib.contextmanager
+def _tmpfs(tmp_path, options: str):
+    """A fresh tmpfs with those options, unmounted afterwards; None where this machine does not
+    let the test mount one."""
+    point = tmp_path / f"fs-{uuid.uuid4().hex[:6]}"
+    point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
+                             capture_output=True, text=True, check=False).returncode == 0
+    try:
+        yield point if mounted else None
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(point)], capture_output=True, check=False)
+
+
+def _stop_as_it_starts(run: PipelineRun, node: str) -> None:
+    started = Run(run)
+    assert started.wait_for_log(rf"Component {node} is running\."), \
+        started.process.communicate()[1][-2000:]
+    status, seconds, line = started.stop()
+    assert status == STOPPED_STATUS, line
+    assert seconds < WITHIN_SECONDS, (node, seconds)
+    named = _STOPPED.match(line)
+    assert named and node in (named.group("nodes") or "").split(", "), (node, line)
+    assert line.endswith("run again: the components that completed are reused"), line
+    # Nothing is pushed, but by a Pusher whose (atomic) push completed before the signal
+    # landed (a fresh-clone CI on a loaded machine saw it): then one whole version, which
+    # the next run does not push again (a model is pushed once).
+    pushed = _complete_versions(run)
+    assert pushed == [] or (node == "Pusher" and len(pushed) == 1), (node, pushed)
+
+
+def _fill(disk) -> None:
+    """Every byte left on the file system, taken by one file."""
+    with open(disk / "filler", "wb") as filler:
+        try:
+            while True:
+                filler.write(b"\0" * (1 << 20))
+                filler.flush()
+        except OSError:
+            pass
+
+
+def _fill_as_it_runs(run: PipelineRun, node: str, when: str, full: Path) -> None:
+    started = Run(run)
+    if when.startswith("^"):  # a progress line, on stdout
+        started.log_file()
+        assert any(re.match(when, line) for line in started.process.stdout)
+    else:
+        assert started.wait_for_log(when), started.process.communicate()[1][-2000:]
+    _fill(full)
+    out, err = started.process.communicate(timeout=300)
+    assert started.process.returncode == 1, (node, out[-2000:], err[-2000:])
+    line = err.strip().splitlines()[-1]
+    said = _FAILED.match(line)
+    assert said and said.group(1) in _BESIDE.get(node, (node,)), (node, line)
+    assert said.group(3) == str(run.serving_dir if full == run.serving_dir.parent
+                                else run.pipeline_root)
+    assert _complete_versions(run) == []
+    (full / "filler").unlink()
+
+
+def _page_on_a_full_disk(run: PipelineRun, disk: Path) -> str:
+    """A run whose disk fills after the push, as its page is written: it completes (status 0),
+    saying the report could not be written. Its stdout."""
+    started = Run(run)
+    assert started.wait_for_log(r"Component Pusher is finished\.")
+    _fill(disk)
+    out, err = started.process.communicate(timeout=300)
+    assert started.process.returncode == 0, err[-2000:]
+    assert re.search(r"^lockstep: the run report could not be written: out of disk space under "
+                     rf"the pipeline root {disk}/root[^;]*; free some space, then `lockstep "
+                     r"report` writes it$", out, re.M), out
+    (disk / "filler").unlink()
+    return out
 
 
 @pytest.mark.slow
@@ -146,7 +273,7 @@ def test_sigterm_at_random_instants_is_never_lost_and_an_eviction_leaves_no_part
     fresh root every fourth): a run the signal reached while it lasted ends within seconds with
     status 5 and a `stopped by SIGTERM` line, never status 0. Then Kubernetes' eviction: SIGTERM,
     SIGKILL after LOCKSTEP_GRACE_SECONDS. The serving dir never holds a partial version, and the
-    next run completes."""
+    next run (the evicted one's command again, so what it completed is reused) completes."""
     rng = random.Random(int(os.environ.get("LOCKSTEP_SIGTERM_SEED", "0")))
     instants = int(os.environ.get("LOCKSTEP_SIGTERM_INSTANTS", "1"))
     grace = float(os.environ.get("LOCKSTEP_GRACE_SECONDS", "3"))
@@ -175,6 +302,6 @@ def test_sigterm_at_random_instants_is_never_lost_and_an_eviction_leaves_no_part
             assert seconds < WITHIN_SECONDS, outcomes
         _complete_versions(run)
     print("\n".join(map(str, outcomes)))
-    result = run.run()
+    result = run.run("--train-steps", str(300 + instants))  # the evicted run again
     assert result.returncode == 0, result.stderr[-2000:]
     _complete_versions(run)
