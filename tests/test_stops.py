@@ -267,7 +267,7 @@ def _page_on_a_full_disk(run: PipelineRun, disk: Path) -> str:
 
 @pytest.mark.slow
 def test_sigterm_at_random_instants_is_never_lost_and_an_eviction_leaves_no_partial_version(
-        tmp_path, penguins_run):
+        tmp_path):
     """SIGTERM at random instants of runs (LOCKSTEP_SIGTERM_INSTANTS of them; each run trains
     another number of steps, so the Trainer, the Evaluator and the Pusher run every time; a
     fresh root every fourth): a run the signal reached while it lasted ends within seconds with
