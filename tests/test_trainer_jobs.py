@@ -58,7 +58,8 @@ def test_two_workers_train_one_model_and_only_the_chief_exports(penguins_run, tm
     workers = [f"127.0.0.1:{p}" for p in free_ports(2)]
     procs = []
     for index in range(2):
-        env = dict(os.environ, TF_CONFIG=json.dumps(
+        (tmp_path / f"tmp{index}").mkdir()
+        env = dict(os.environ, TMPDIR=str(tmp_path / f"tmp{index}"), TF_CONFIG=json.dumps(
             {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}))
         job = dataclasses.replace(penguins_job(
             penguins_run, tmp_path, train_steps=30, steps_per_execution=5, per_replica_batch=16),
@@ -76,3 +77,6 @@ def test_two_workers_train_one_model_and_only_the_chief_exports(penguins_run, tm
     assert results[0]["plan"]["global_batch"] == 32
     assert results[0]["train"]["loss"] == pytest.approx(results[1]["train"]["loss"], rel=1e-6)
     assert (tmp_path / "serving" / "saved_model.pb").is_file()
+    # The other worker's checkpoints and export (the collectives need it to write them too) were
+    # its own, in a directory it removed: nothing is left in either worker's temporary directory.
+    assert [list((tmp_path / f"tmp{i}").glob("lockstep-*")) for i in range(2)] == [[], []]

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -85,6 +86,29 @@ def train_metrics(task: str) -> dict[str, tf.keras.metrics.Metric]:
     return {}
 
 
+class _Scratch:
+    """A non-chief worker's own directory for what only the chief keeps (its checkpoints, its
+    export): made on first use, removed whole on the way out, however training ends."""
+
+    def __init__(self, chief: bool):
+        self._chief, self._root = chief, None
+
+    def mkdir(self, name: str) -> str:
+        assert not self._chief, "the chief writes where the job says"
+        if self._root is None:
+            self._root = tempfile.mkdtemp(prefix="lockstep-worker-")
+        path = os.path.join(self._root, name)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def __enter__(self) -> "_Scratch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+
+
 def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     """Trains, evaluates and exports one job; returns its summary (plan, train logs, eval).
 
@@ -118,57 +142,62 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         # Asynchronous: made in the scope, so its tables are copied to every worker.
         transform = tf_transform_output.transform_features_layer() if asynchronous else None
     chief = strategy_lib.is_chief(strategy)
-    topology = resume.TopologyState(scaling.Topology.of(plan))  # saved in each checkpoint
-    if chief:
-        resume.mark(job)
-    raw_spec = build.raw_spec(tf_transform_output, job.label)
-    stopping = _early_stopping(job, plan, model, loss, best, raw_spec,
-                               tf_transform_output) if validating else None
-    train_actions = ([stopping] if stopping else []) + actions_lib.standard_actions(
-        total_steps=plan.train_steps, global_batch=plan.global_batch, log_every=cfg.log_every,
-        summary_dir=actions_lib.summary_dir(job.model_run_dir),
-        learning_rate=lambda step: schedule(step))
-    controller = controller_lib.Controller(
-        model, optimizer, restore_from=resume.restore_from(job), strategy=strategy,
-        # Every worker saves (the all-reduce needs them all); only the chief's copy is kept.
-        directory=resume.checkpoint_dir(job) if chief else tempfile.mkdtemp(
-            prefix="lockstep-ckpt-"),
-        total_steps=plan.train_steps, steps_per_execution=_chunk(cfg, plan),
-        checkpoint_every=cfg.checkpoint_every, actions=[*train_actions, *callbacks],
-        tracked={resume.TOPOLOGY: topology, **({"best": best} if best else {})})
-    start = controller.start_step
-    elastic = _elastic(job, plan, topology.restored, start, model)
-    warm, cold_because = (_warm_start(model, job.base_model) if start == 0 and cfg.warm_start
-                          else (False, ""))
+    # A worker that is not the chief writes checkpoints and an export too (the all-reduce and the
+    # export's collectives need every worker), into a directory of its own removed at the end.
+    with _Scratch(chief) as scratch:
+        topology = resume.TopologyState(scaling.Topology.of(plan))  # saved in each checkpoint
+        if chief:
+            resume.mark(job)
+        raw_spec = build.raw_spec(tf_transform_output, job.label)
+        stopping = _early_stopping(job, plan, model, loss, best, raw_spec,
+                                   tf_transform_output) if validating else None
+        train_actions = ([stopping] if stopping else []) + actions_lib.standard_actions(
+            total_steps=plan.train_steps, global_batch=plan.global_batch, log_every=cfg.log_every,
+            summary_dir=actions_lib.summary_dir(job.model_run_dir),
+            learning_rate=lambda step: schedule(step))
+        controller = controller_lib.Controller(
+            model, optimizer, restore_from=resume.restore_from(job), strategy=strategy,
+            # Every worker saves (the all-reduce needs them all); only the chief's copy is kept.
+            directory=resume.checkpoint_dir(job) if chief else scratch.mkdir("ckpt"),
+            total_steps=plan.train_steps, steps_per_execution=_chunk(cfg, plan),
+            checkpoint_every=cfg.checkpoint_every, actions=[*train_actions, *callbacks],
+            tracked={resume.TOPOLOGY: topology, **({"best": best} if best else {})})
+        start = controller.start_step
+        elastic = _elastic(job, plan, topology.restored, start, model)
+        warm, cold_because = (_warm_start(model, job.base_model) if start == 0 and cfg.warm_start
+                              else (False, ""))
 
-    steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, raw_spec,
-                       transform or tf_transform_output.transform_features_layer(), start)
-    tic = time.perf_counter()
-    try:
-        logs = controller.train(steps)
-    except termination.Preempted as stopped:  # SIGTERM: checkpointed; outlive a failed execution
-        if not chief:
-            raise
-        raise termination.Preempted(stopped.step, resume.park(job, stopped.checkpoint)) from None
-    train_seconds = time.perf_counter() - tic
-    if chief:
-        resume.finished(job)
+        steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, raw_spec,
+                           transform or tf_transform_output.transform_features_layer(), start)
+        tic = time.perf_counter()
+        try:
+            logs = controller.train(steps)
+        # SIGTERM: checkpointed; outlive a failed execution
+        except termination.Preempted as stopped:
+            if not chief:
+                raise
+            raise termination.Preempted(stopped.step,
+                                        resume.park(job, stopped.checkpoint)) from None
+        train_seconds = time.perf_counter() - tic
+        if chief:
+            resume.finished(job)
 
-    if asynchronous:  # export and evaluate a copy on the chief, not the servers' variables
-        model = _local_copy(model, inputs)
-    transform = tf_transform_output.transform_features_layer()
-    eval_metrics = (evaluate(model, job, raw_spec, transform, task, plan)
-                    if job.eval_files else {})
-    logging.info("Eval: %s", eval_metrics)
-    target = job.serving_model_dir if chief else tempfile.mkdtemp(prefix="lockstep-worker-export-")
-    export.export_serving_model(model, tf_transform_output, job.label, task, target)
-    return TrainingSummary(
-        plan, dict(logs), eval_metrics, strategy_lib.name(strategy),
-        strategy.num_replicas_in_sync, chief=chief, train_seconds=train_seconds,
-        warm_started=bool(warm), not_warm_started=cold_because, model=cfg.model, loss=cfg.loss, verify=verified,
-        resumed_at=start, unreadable_checkpoints=tuple(controller.unreadable),
-        stopping=stopping.summary(controller.step) if stopping else None, elastic=elastic,
-        asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None)
+        if asynchronous:  # export and evaluate a copy on the chief, not the servers' variables
+            model = _local_copy(model, inputs)
+        transform = tf_transform_output.transform_features_layer()
+        eval_metrics = (evaluate(model, job, raw_spec, transform, task, plan)
+                        if job.eval_files else {})
+        logging.info("Eval: %s", eval_metrics)
+        target = job.serving_model_dir if chief else scratch.mkdir("export")
+        export.export_serving_model(model, tf_transform_output, job.label, task, target)
+        return TrainingSummary(
+            plan, dict(logs), eval_metrics, strategy_lib.name(strategy),
+            strategy.num_replicas_in_sync, chief=chief, train_seconds=train_seconds,
+            warm_started=bool(warm), not_warm_started=cold_because, model=cfg.model,
+            loss=cfg.loss, verify=verified,
+            resumed_at=start, unreadable_checkpoints=tuple(controller.unreadable),
+            stopping=stopping.summary(controller.step) if stopping else None, elastic=elastic,
+            asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None)
 
 
 def _elastic(job: TrainJob, plan: scaling.Plan, restored: scaling.Topology | None, start: int,
