@@ -49,13 +49,13 @@ def test_the_kfp_local_benchmark_prints_its_table(kfp_local_run):
     """benchmarks/kfp_local.py's smoke (tests/test_benchmarks.py names this test for it)."""
     out = kfp_local_run.benchmark
     assert TABLES["kfp_local.py"] in out, out
-    # A row per task: lockstep's task command, and TFX's stock one on the tasks before the Trainer
-    # (the smoke's; the whole spec at full size).
+    # A row per task: lockstep's task command, and TFX's stock one on the first task (the
+    # smoke's; the whole spec at full size).
     rows = re.findall(r"^(\w+)(?:\s+-?[\d.]+s){2}\s+(-?[\d.]+s|-)\s+(?:-?[\d.]+s|-)(?:\s|$)", out,
                       re.M)
     assert [task for task, _ in rows] == TASKS + ["sum"], out
     stock = [task for task, seconds in rows if seconds != "-"]
-    assert stock == [t for t in TASKS if t not in ("Trainer", "Evaluator", "Pusher")] + ["sum"], out
+    assert stock == ["CsvExampleGen", "sum"], out
 
 
 def test_kfp_local_runs_every_task_to_a_model_that_serves(kfp_local_run):
