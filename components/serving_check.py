@@ -13,10 +13,13 @@ Asked for (`figures`), the same process then scores samples of the train and eva
 writes the model's metrics on each (components/generalization.py: the generalisation gap).
 
 Most of the check is the new process importing TensorFlow. A runner that knows a check is coming
-(the local runner, as the Trainer starts: pipeline/local/dag_runner.py) calls `prewarm`: a process
-started with `--arguments-on-stdin` imports TensorFlow beside the training and then waits for its
-arguments, and the next `start` in this process hands them to it. It is still a process that has
-loaded no model but the one it checks.
+(the local runner, when it runs the Evaluator in the process that trains:
+pipeline/local/dag_runner.py) calls `prewarm_when_training_begins`; the Trainer's executor calls
+`training_begins` as its Do starts (a cached Trainer never does, and nor does a run that trains
+nothing: no process is started for nothing). Then `prewarm` starts a process with
+`--arguments-on-stdin` that imports TensorFlow beside the training and waits for its arguments,
+and the next `start` in this process hands them to it. It is still a process that has loaded no
+model but the one it checks.
 
     python -m components.serving_check MODEL_DIR EXAMPLE_FILE [EXAMPLE_FILE ...]
         [--figures OUT.json --label-key KEY --split NAME=PATTERN ...]
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import subprocess
 import sys
 import tempfile
@@ -61,6 +65,19 @@ def _spawn(arguments: list[str]) -> tuple[subprocess.Popen, typing.IO]:
 
 
 _prewarmed: list[tuple[subprocess.Popen, typing.IO]] = []  # at most one, waiting for arguments
+_prewarm_when_training: list[bool] = []  # [True] while a runner asks for it
+
+
+def prewarm_when_training_begins() -> None:
+    """The next `training_begins` in this process prewarms a check (until `discard_prewarmed`)."""
+    _prewarm_when_training[:] = [True]
+
+
+def training_begins() -> None:
+    """The Trainer's executor begins: prewarms a check if a runner asked for one."""
+    if _prewarm_when_training:
+        _prewarm_when_training.clear()
+        prewarm()
 
 
 def prewarm() -> None:
@@ -69,10 +86,14 @@ def prewarm() -> None:
     if not any(process.poll() is None for process, _ in _prewarmed):
         discard_prewarmed()
         _prewarmed.append(_spawn([ON_STDIN]))
+        logging.getLogger(__name__).info("Serving check: process %d prewarmed",
+                                         _prewarmed[0][0].pid)
 
 
 def discard_prewarmed() -> None:
-    """Ends a prewarmed process that no check used (the run is over)."""
+    """Ends a prewarmed process that no check used (the run is over), and forgets a
+    `prewarm_when_training_begins` no training met."""
+    _prewarm_when_training.clear()
     while _prewarmed:
         process, output = _prewarmed.pop()
         if process.poll() is None:

@@ -22,6 +22,7 @@ from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils
 
 from components.compat import tfx as tfx_compat
+from components import serving_check
 from components.memory import release_free_memory
 from trainer_module.settings import RUN_PARAMETERS, TrainSpec
 
@@ -36,6 +37,7 @@ class TrainerSpec(standard_component_specs.TrainerSpec):
 
 class Executor(tfx_compat.FnArgsHook, trainer_executor.GenericExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
+        serving_check.training_begins()  # its import beside the training, if a runner asked
         try:
             return super().Do(input_dict, output_dict, exec_properties)
         finally:

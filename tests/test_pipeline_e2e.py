@@ -6,6 +6,7 @@ import json
 import os
 import re
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,11 @@ pytestmark = pytest.mark.slow
 
 def _components(stdout: str) -> dict[str, str]:
     return dict(re.findall(r"^  (\w+)\s+(executed|cached|failed)\s", stdout, re.M))
+
+
+def _log(stdout: str) -> str:
+    """The library log of the run that printed `stdout` (its file named on stdout)."""
+    return Path(re.search(r"^lockstep: library logs go to (\S+) ", stdout, re.M).group(1)).read_text()
 
 
 def test_pushed_model_serves_raw_examples_accurately(penguins_run):
@@ -79,6 +85,10 @@ def test_second_run_is_cached_and_compares_with_the_first_model(penguins_run):
     # The baseline is looked up anew: the Evaluator now compares against run 1's pushed model.
     assert comps["LatestPushedModel"] == "executed" and comps["Evaluator"] == "executed"
     assert "(baseline diff)" in result.stdout
+    # The serving check's process is prewarmed as training begins: in the first run, not in this
+    # one, whose Trainer is cached (the Evaluator starts its check itself).
+    prewarmed = "Serving check: process "
+    assert prewarmed in _log(penguins_run.first.stdout) and prewarmed not in _log(result.stdout)
     # The same model, blessed again, is not pushed again: one version, and the summary says so.
     [version] = penguins_run.pushed_versions()
     assert (f"Model not pushed: this model was already pushed as version {version.name}; not "

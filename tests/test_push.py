@@ -325,3 +325,17 @@ def test_a_prewarmed_check_process_takes_the_next_check_and_is_ended_when_unused
     [(unused, _)] = serving_check._prewarmed
     serving_check.discard_prewarmed()
     assert unused.poll() is not None and serving_check._prewarmed == []
+    # Asked for as the Trainer is launched, it starts only as training begins (a cached Trainer
+    # starts none), and an ask that no training met is forgotten with the run.
+    serving_check.prewarm_when_training_begins()
+    assert serving_check._prewarmed == []
+    serving_check.discard_prewarmed()
+    serving_check.training_begins()
+    assert serving_check._prewarmed == []
+    serving_check.prewarm_when_training_begins()
+    serving_check.training_begins()
+    [(warm, _)] = serving_check._prewarmed
+    serving_check.training_begins()  # once per ask
+    assert [p for p, _ in serving_check._prewarmed] == [warm]
+    serving_check.discard_prewarmed()
+    assert warm.poll() is not None

@@ -42,7 +42,7 @@ _log = logging.getLogger(__name__)
 
 # Nodes this process runs itself: the Trainer's progress records reach the console from here,
 # and emulated replicas are configured in this process before TensorFlow starts; the Evaluator
-# finds here the serving check prewarmed as the Trainer started (components/serving_check.py).
+# finds here the serving check prewarmed as training began (components/serving_check.py).
 IN_PROCESS = (definition.TRAINER_NODE, definition.EVALUATOR_NODE)
 
 
@@ -281,8 +281,8 @@ def _run_lanes(ir, worker: node_worker.Worker | None) -> _Schedule:
         with _stopped_by_sigterm(schedule) as check:
             while (node := schedule.take(in_process=True)) is not None:
                 if node == definition.TRAINER_NODE and definition.EVALUATOR_NODE in \
-                        schedule.order:  # its TensorFlow imports beside the training
-                    serving_check.prewarm()
+                        schedule.order:  # its TensorFlow imports beside the training, if it trains
+                    serving_check.prewarm_when_training_begins()
                 try:
                     cached = node_worker.launch(ir, node)
                 except Stopped:
