@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import subprocess
 import sys
 import tempfile
@@ -45,6 +46,7 @@ VERDICT_KEY = "serving_check"  # on the blessing: PASSED, or why the model does 
 CHECKED_SHA_KEY = "serving_check_sha256"  # ... and the content hash of what was checked
 PASSED = "passed"
 ON_STDIN = "--arguments-on-stdin"
+PARENT = "LOCKSTEP_CHECK_PARENT"  # the pid of the process that started the check, which it dies with
 
 
 class ServingCheckFailed(RuntimeError):
@@ -60,7 +62,8 @@ def _spawn(arguments: list[str]) -> tuple[subprocess.Popen, typing.IO]:
     output = tempfile.TemporaryFile(mode="w+")
     process = subprocess.Popen([sys.executable, "-m", "components.serving_check", *arguments],
                                stdin=subprocess.PIPE if arguments == [ON_STDIN] else None,
-                               stdout=output, stderr=subprocess.STDOUT, text=True, env=env)
+                               stdout=output, stderr=subprocess.STDOUT, text=True,
+                               env=dict(env, **{PARENT: str(os.getpid())}))
     return process, output
 
 
@@ -253,4 +256,10 @@ def _write_figures(model, path: str, label_key: str, splits: dict[str, str]) -> 
 
 
 if __name__ == "__main__":
+    # Ended by the kernel when the process that started it ends (a run killed or stopped while it
+    # imports or waits), set here rather than in a preexec_fn, which a process with threads
+    # running must not use; a parent already gone: nothing to check for.
+    processes.die_with_parent()
+    if os.environ.get(PARENT, str(os.getppid())) != str(os.getppid()):
+        sys.exit(1)
     sys.exit(main(sys.argv[1:]))

@@ -1,11 +1,14 @@
 """What a child process of lockstep needs from its parent: an environment in which it imports
 what the parent imports (the worker lane, the serving check, the equivalence check's and the
-parameter-server trainer's processes), and free ports on loopback for a cluster of them."""
+parameter-server trainer's processes), free ports on loopback for a cluster of them, and an end
+with its parent (`die_with_parent`)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import sys
 from pathlib import Path
 from typing import Iterable
 
@@ -18,6 +21,20 @@ def python_env(paths: Iterable[str] = (), **variables: str) -> dict[str, str]:
     current = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     path = list(dict.fromkeys(p for p in [*current, *paths, PACKAGE_ROOT] if p))
     return dict(os.environ, **variables, PYTHONPATH=os.pathsep.join(path))
+
+
+def die_with_parent() -> None:
+    """In a child, before it runs (subprocess's preexec_fn, or after a fork): the kernel kills it
+    when its parent ends (a run stopped by its time limit or a signal, or killed), rather than
+    leaving it working for no one. Linux only; elsewhere nothing."""
+    if sys.platform != "linux":
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def free_ports(n: int) -> list[int]:
