@@ -9,10 +9,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 from tfx.orchestration import metadata, pipeline as tfx_pipeline
 
+from conftest import REPO
 from dag_nodes import Consume, Produce, Step
 from pipeline.local import dag_runner, node_worker
 
@@ -78,6 +83,100 @@ def test_ready_nodes_run_side_by_side_and_a_second_run_is_cached(tmp_path, caplo
     assert len(_records(tmp_path)) == 4  # nothing ran again
     finished = [r for r in caplog.records if r.getMessage().endswith("is finished.")]
     assert len(finished) == 4 and all(r.cached for r in finished), finished
+
+
+# A fresh process (no TensorFlow op has run in it) with a forked worker, as `lockstep run` has one
+# (pipeline/orchestrators/local_dag.py): argv[1] the directory, argv[2] each node's seconds.
+_FORKED = """
+import json, os, sys, time
+from pathlib import Path
+from components import serving_check
+from pipeline.local import dag_runner, node_worker
+import test_dag_runner as t
+tic = time.monotonic()
+worker = node_worker.Worker(fork=True)
+ready = worker.wait_ready()
+serving_check.prewarm()
+[(check, _)] = serving_check._prewarmed
+print(json.dumps({"pid": os.getpid(), "worker": worker.pid, "ready": ready,
+                  "seconds": time.monotonic() - tic, "check": check.pid}), flush=True)
+ir, _ = dag_runner.compile_run(t._pipeline(Path(sys.argv[1]), trainer_last=True,
+                                           seconds=float(sys.argv[2])))
+dag_runner.run_ir(ir, worker)
+"""
+
+
+def _forked_run(tmp_path, seconds: float) -> tuple[subprocess.Popen, dict]:
+    tmp_path.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests")]))
+    process = subprocess.Popen([sys.executable, "-c", _FORKED, str(tmp_path), str(seconds)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    line = process.stdout.readline()
+    assert line, process.communicate()[1][-3000:]
+    return process, json.loads(line)
+
+
+@pytest.mark.slow
+def test_a_forked_worker_is_ready_at_once_runs_the_other_lane_and_dies_with_its_parent(tmp_path):
+    """The worker `lockstep run` forks once its imports are done needs no start-up (a spawned one
+    imports TFX for seconds), runs the other lane's nodes beside this process's, and is killed
+    by the kernel when its parent dies (SIGKILL: nothing of the parent's runs), as is the serving
+    check's prewarmed process."""
+    process, started = _forked_run(tmp_path / "lanes", SECONDS)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err[-3000:]
+    assert started["ready"] and started["seconds"] < 2.0, started
+    ran = _records(tmp_path / "lanes")
+    b, c = ran["B"], ran["C"]
+    assert {b["pid"], c["pid"]} == {started["pid"], started["worker"]}
+    assert max(b["start"], c["start"]) < min(b["end"], c["end"]) - SECONDS / 2
+    assert ran["D"]["pid"] == started["pid"]
+
+    process, started = _forked_run(tmp_path / "killed", 60.0)
+    os.kill(started["pid"], signal.SIGKILL)
+    process.wait(timeout=60)
+    deadline = time.monotonic() + 10
+    for child in ("worker", "check"):
+        while _alive(started[child]):
+            assert time.monotonic() < deadline, f"the {child} process outlived its parent"
+            time.sleep(0.1)
+
+
+def test_the_lanes_take_ml_metadata_sessions_in_turn(tmp_path):
+    """Each lane's ML Metadata sessions (the launcher's, never its executor) under one flock
+    beside the SQLite file: another process waits for its turn (rather than aborting the other's
+    transaction, which ML Metadata's client retries after 2 s on average); nested sessions are
+    one turn."""
+    import select
+
+    config = metadata.sqlite_metadata_connection_config(str(tmp_path / "mlmd.sqlite"))
+    script = ("import sys; from tfx.orchestration import metadata; "
+              "from pipeline.local import node_worker; "
+              "config = metadata.sqlite_metadata_connection_config(sys.argv[1]); "
+              "print('ready', flush=True); "
+              "session = node_worker._in_turn(metadata.Metadata, config); "
+              "session.__enter__(); print('entered', flush=True); session.__exit__(None, None, None)")
+    turn = node_worker._in_turn(metadata.Metadata, config)
+    with turn:
+        with turn as handle:  # nested: the same turn
+            handle.store.get_executions()
+        other = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "mlmd.sqlite")],
+                                 stdout=subprocess.PIPE, text=True,
+                                 env=dict(os.environ, PYTHONPATH=str(REPO)))
+        assert other.stdout.readline() == "ready\n"
+        assert not select.select([other.stdout], [], [], 1.5)[0], "it did not wait for its turn"
+        assert (tmp_path / "mlmd.sqlite.lanes").exists()
+    assert select.select([other.stdout], [], [], 30)[0] and other.stdout.readline() == "entered\n"
+    assert other.wait(timeout=30) == 0
+
+
+def _alive(pid: int) -> bool:
+    """Running, not ended (a zombie that nobody reaped here counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 @pytest.mark.slow

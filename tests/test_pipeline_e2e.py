@@ -89,6 +89,11 @@ def test_second_run_is_cached_and_compares_with_the_first_model(penguins_run):
     # one, whose Trainer is cached (the Evaluator starts its check itself).
     prewarmed = "Serving check: process "
     assert prewarmed in _log(penguins_run.first.stdout) and prewarmed not in _log(result.stdout)
+    # Each run's second lane: the run's process forked once its imports were done, not a second
+    # interpreter importing TFX (pipeline/local/node_worker.py).
+    for run in (penguins_run.first, result):
+        assert re.search(r" \[worker\]: Node worker: process \d+, forked from \d+ once its imports "
+                         r"were done$", _log(run.stdout), re.M)
     # The same model, blessed again, is not pushed again: one version, and the summary says so.
     [version] = penguins_run.pushed_versions()
     assert (f"Model not pushed: this model was already pushed as version {version.name}; not "

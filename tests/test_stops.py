@@ -234,7 +234,13 @@ def _stop_as_it_starts(run: PipelineRun, node: str) -> None:
 
 def _fill(disk) -> None:
     """Every byte left on the file system, taken by one file."""
-    with open(disk / "filler", "wb") as filler:
+    try:
+        filler = open(disk / "filler", "wb")
+    except OSError as err:  # full before the fill: by what?
+        used = sorted(((sum(f.stat().st_size for f in d.rglob("*") if f.is_file()), str(d))
+                       for d in disk.glob("*/*")), reverse=True)[:8]
+        raise AssertionError(f"{disk} full before the fill ({err}): {used}") from None
+    with filler:
         try:
             while True:
                 filler.write(b"\0" * (1 << 20))

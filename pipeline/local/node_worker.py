@@ -1,19 +1,33 @@
 """Launching one node of a compiled pipeline (TFX's launcher, as LocalDagRunner does), in this
 process or in a worker process of its own (pipeline/local/dag_runner.py runs two lanes).
 
-The worker is `python -m pipeline.local.node_worker`: it imports TFX as it starts (beside whatever
-the parent is doing), then reads requests (the pipeline IR and a node id, pickled) on stdin and
-answers each with a pickled reply on the stdout it had when it started. Its own stdout and stderr
-both go to the parent's stderr, which during a run is the run's log file (pipeline/local/console.py).
+The worker reads requests (the pipeline IR and a node id, pickled) and answers each with a pickled
+reply. It is either
+
+- this process forked (`Worker(fork=True)`), once its imports are done: the worker needs no
+  start-up of its own (a `lockstep run` saves the 6 CPU-seconds a second interpreter spends
+  importing TensorFlow and TFX). Only where no TensorFlow op has run in this process: its thread
+  pools do not survive a fork (the caller knows: pipeline/orchestrators/local_dag.py forks a
+  fresh `lockstep run` process right after it imports the runner, before any node runs); or
+- `python -m pipeline.local.node_worker`, a fresh interpreter that imports TFX as it starts
+  (beside whatever the parent is doing), requests on its stdin, answers on the stdout it had when
+  it started.
+
+Its own stdout and stderr both go to the parent's stderr, which during a run is the run's log file
+(pipeline/local/console.py); it dies with its parent.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import threading
+import time
 import traceback
 from dataclasses import dataclass
 
@@ -52,18 +66,63 @@ def launch(ir, node_id: str) -> bool:
                          deployment.metadata_connection_config.WhichOneof("connection_config"))
     node = next(n.pipeline_node for n in ir.nodes if n.pipeline_node.node_info.id == node_id)
     info = launcher.Launcher(
-        pipeline_node=node, mlmd_connection=metadata.Metadata(connection),
+        pipeline_node=node, mlmd_connection=_in_turn(metadata.Metadata, connection),
         pipeline_info=ir.pipeline_info, pipeline_runtime_spec=ir.runtime_spec,
         executor_spec=runner_utils.extract_executor_spec(deployment, node_id),
         custom_driver_spec=runner_utils.extract_custom_driver_spec(deployment, node_id),
     ).launch()
     if info is None or not info.execution_id:
         return False
-    with metadata.Metadata(connection) as handle:
+    with _in_turn(metadata.Metadata, connection) as handle:
         [execution] = handle.store.get_executions_by_id([info.execution_id])
         cached = execution.last_known_state == metadata_store_pb2.Execution.CACHED
         _manifests(handle.store, node_id, execution.id, check=cached)
     return cached
+
+
+def _in_turn(metadata_class, connection):
+    """TFX's ML Metadata connection (metadata_class: tfx.orchestration.metadata.Metadata) whose
+    sessions (each outermost `with`: the launcher's driver and cache lookup, its publishing; never
+    the executor) the two lanes take in turn, under an flock beside an SQLite store. Side by
+    side, two processes writing to one SQLite file abort each other's transactions, and ML
+    Metadata's client retries after a random wait of 2 s on average: with both lanes starting
+    nodes together (a forked worker is ready at once), most runs waited so, some 8 s."""
+
+    class InTurn(metadata_class):
+        def __init__(self, config):
+            super().__init__(config)
+            sqlite = config.sqlite if config.WhichOneof("config") == "sqlite" else None
+            self._lock_path = f"{sqlite.filename_uri}.lanes" if sqlite else ""
+            self._depth, self._lock_fd = 0, -1
+
+        def __enter__(self):
+            if self._depth == 0 and self._lock_path:
+                self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+                except BaseException:
+                    os.close(self._lock_fd)
+                    raise
+            self._depth += 1
+            try:
+                return super().__enter__()
+            except BaseException:
+                self._leave()
+                raise
+
+        def __exit__(self, *exc):
+            try:
+                return super().__exit__(*exc)
+            finally:
+                self._leave()
+
+        def _leave(self):
+            self._depth -= 1
+            if self._depth == 0 and self._lock_fd >= 0:
+                os.close(self._lock_fd)  # releases the flock
+                self._lock_fd = -1
+
+    return InTurn(connection)
 
 
 def _manifests(store, node_id: str, execution_id: int, check: bool) -> None:
@@ -101,34 +160,118 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def _die_with_parent() -> None:
-    """In the worker, before it runs: the kernel kills it when its parent ends (a run stopped by
-    its time limit or a signal), rather than leaving it finishing a node for no one."""
-    try:
-        import ctypes
-        import signal
+class _Forked:
+    """This process forked into a worker, seen as the subprocess.Popen the spawned worker is
+    (stdin, stdout, pid, poll, kill, wait): requests and answers go through two pipes."""
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    def __init__(self):
+        import gc
+
+        from tfx.orchestration.local import runner_utils  # noqa: F401  what `launch` imports,
+        from tfx.orchestration.portable import launcher  # noqa: F401  once, before the fork
+
+        requests, self_requests = os.pipe()
+        self_answers, answers = os.pipe()
+        # What both processes hold as they part (the imports) leaves the collector's generations:
+        # no collection in either then writes to (so copies) every page of it they share.
+        gc.freeze()
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:  # nothing buffered here is written twice, once by each process
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                os.close(self_requests), os.close(self_answers)
+                processes.die_with_parent()
+                if os.getppid() != parent:  # it ended before the line above
+                    os._exit(1)
+                _as_a_fresh_worker()
+                logging.info("Node worker: process %d, forked from %d once its imports were done",
+                             os.getpid(), parent)
+                _serve(os.fdopen(requests, "rb"), os.fdopen(answers, "wb"))
+                status = 0
+            except BaseException:  # noqa: BLE001  in the log; the parent sees the pipe close
+                traceback.print_exc()
+            finally:
+                for stream in (sys.stdout, sys.stderr):
+                    try:
+                        stream.flush()
+                    except (AttributeError, OSError, ValueError):
+                        pass
+                os._exit(status)  # never the parent's atexit handlers or buffers
+        os.close(requests), os.close(answers)
+        self.pid, self.returncode = pid, None
+        self.stdin, self.stdout = os.fdopen(self_requests, "wb"), os.fdopen(self_answers, "rb")
+        self._reaping = threading.Lock()  # both lanes' threads wait for it at a stop: one reaps
+
+    def poll(self) -> int | None:
+        with self._reaping:
+            if self.returncode is None:
+                try:
+                    pid, status = os.waitpid(self.pid, os.WNOHANG)
+                except ChildProcessError:  # reaped, and not by this object: its status is lost
+                    pid, status = self.pid, 255 << 8
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+            return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self) -> int:
+        while (code := self.poll()) is None:  # not a blocking waitpid: the other lane may poll
+            time.sleep(0.01)
+        return code
+
+
+def _as_a_fresh_worker() -> None:
+    """In a forked worker: what a fresh `python -m pipeline.local.node_worker` has. Its stdout
+    and stderr to the parent's stderr (the run's log), signals as an interpreter starts them,
+    and no handler of the parent's (its console's): log records to stderr, marked [worker]."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.dup2(2, 1)
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    loggers = [logging.getLogger(), *(logger for logger in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(logger, logging.Logger))]
+    for logger in loggers:
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+    _log_to_stderr()
+
+
+def _log_to_stderr() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s [worker]: %(message)s")
+    logging.getLogger("absl").setLevel(logging.INFO)
 
 
 class Worker:
-    """A worker process that launches nodes; start it early: it imports TFX as it starts."""
+    """A worker process that launches nodes: this process forked once its imports are done
+    (fork=True; see the module's doc for when), else a fresh interpreter (start it early: it
+    imports TFX as it starts)."""
 
-    def __init__(self):
-        env = processes.python_env(sys.path)  # this process's whole import path (a test's dir too)
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.local.node_worker"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=None, env=env,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    def __init__(self, fork: bool = False):
+        if fork and sys.platform == "linux":
+            self._process = _Forked()
+        else:
+            env = processes.python_env(sys.path)  # this process's import path (a test's dir too)
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "pipeline.local.node_worker"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=None, env=env,
+                preexec_fn=processes.die_with_parent)
         self._ready: bool | None = None
         self.pid = self._process.pid
 
     @classmethod
-    def if_useful(cls) -> "Worker | None":
+    def if_useful(cls, fork: bool = False) -> "Worker | None":
         """A worker where a second lane can run (more than one core), else None."""
-        return cls() if cores() > 1 else None
+        return cls(fork) if cores() > 1 else None
 
     def wait_ready(self) -> bool:
         """Waits for the worker to have imported TFX; False when it ended instead."""
@@ -177,13 +320,16 @@ def _portable(err: BaseException) -> BaseException:
 def main() -> None:
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # prints of the libraries go to the log, not into the answers
-    requests = sys.stdin.buffer
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s [worker]: %(message)s")
-    logging.getLogger("absl").setLevel(logging.INFO)
+    _log_to_stderr()
     import trainer_module  # noqa: F401  TF_USE_LEGACY_KERAS, before TensorFlow
     from tfx.orchestration.local import runner_utils  # noqa: F401  TFX, before the first request
     from tfx.orchestration.portable import launcher  # noqa: F401
+
+    _serve(sys.stdin.buffer, answers)
+
+
+def _serve(requests, answers) -> None:
+    """Says it is ready, then launches each node asked for, until the requests end."""
     from tfx.proto.orchestration import pipeline_pb2
 
     from components import memory

@@ -25,12 +25,20 @@ NEVER_CACHED = (BASELINE_NODE,)
 
 
 def run(prepared, console: Console) -> RunReport:
-    """The whole pipeline; the second lane's worker process starts beside this one's imports."""
+    """The whole pipeline. In a process where TensorFlow has not been imported (a `lockstep run`
+    process: no TensorFlow op can have run here), the second lane's worker is this process,
+    forked once the runner's imports are done (pipeline/local/node_worker.py); elsewhere (a
+    test's process, a notebook) a fresh interpreter, started beside this one's imports."""
+    import sys
+
     from pipeline.local import node_worker
 
-    worker = node_worker.Worker.if_useful()  # its imports beside this process's
-    try:  # TFX's imports here, beside the worker's; run_dag uses them
+    fresh = "tensorflow" not in sys.modules
+    worker = None if fresh else node_worker.Worker.if_useful()  # its imports beside ours
+    try:  # TFX's imports here; run_dag uses them
         from pipeline.local import dag_runner  # noqa: F401
+        if fresh:
+            worker = node_worker.Worker.if_useful(fork=True)
     except BaseException:
         if worker is not None:
             worker.close()
