@@ -142,6 +142,7 @@ def test_a_forked_worker_is_ready_at_once_runs_the_other_lane_and_dies_with_its_
             time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_the_lanes_take_ml_metadata_sessions_in_turn(tmp_path):
     """Each lane's ML Metadata sessions (the launcher's, never its executor) under one flock
     beside the SQLite file: another process waits for its turn (rather than aborting the other's
