@@ -3,6 +3,10 @@ whole run and released by the kernel however the process ends (killed, crashed, 
 
 The lock file says who holds it (pid, host, start time), so a run that finds it taken can say
 since when. A second run waits up to `wait_seconds`, then raises Locked (exit status 3).
+
+A fork of the holder (the run's worker lane, pipeline/local/node_worker.py) closes its copy of
+the lock's file as it starts: the lock is the run's alone, released as the run ends even while a
+fork is still being killed (a run stopped by its time limit ends at once, with os._exit).
 """
 
 from __future__ import annotations
@@ -24,6 +28,21 @@ class Locked(RuntimeError):
     """Another run holds the lock; the message says which and since when."""
 
     lockstep_exit_status = exit_status.LOCKED
+
+
+_HELD: list = []  # the lock files this process holds
+
+
+def _not_in_a_fork() -> None:
+    for handle in _HELD:
+        try:
+            handle.close()  # this process's copy: the holder keeps the lock
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_not_in_a_fork)
 
 
 def default_path(pipeline_root: str) -> str:
@@ -63,6 +82,9 @@ def hold(path: str, wait_seconds: float = 0.0, poll_seconds: float = 0.5):
         handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                  "since": time.time()}))
         handle.flush()
+        _HELD.append(handle)
         yield
     finally:
+        if handle in _HELD:
+            _HELD.remove(handle)
         handle.close()
