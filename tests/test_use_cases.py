@@ -6,6 +6,7 @@ and the report a run's outputs make."""
 import json
 import re
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,20 @@ def test_a_run_that_finds_the_lock_held_runs_nothing(tmp_path):
     assert not any("library logs" in line for line in said) and not os.path.exists(log)
     with pytest.raises(config_lib.ConfigError, match="orchestrator must be one of local, kfp-local"):
         local_run.run(config, orchestrator="airflow")
+
+
+def test_each_run_has_a_log_file_of_its_own_named_in_the_order_the_runs_began(tmp_path):
+    """Two runs that begin within a second (a run stopped, then run again at once) write two
+    logs: named to the second, the second run wrote on in the first's (a test that waits for a
+    line in the log found the first run's)."""
+    config = _config(tmp_path)
+    names = []
+    for _ in range(3):
+        names.append(local_run.log_path(config))
+        time.sleep(0.001)
+    assert len(set(names)) == 3 and names == sorted(names)
+    assert all(re.fullmatch(rf"{tmp_path}/root/logs/run-\d{{8}}T\d{{6}}\.\d{{6}}Z-{os.getpid()}"
+                            r"\.log", name) for name in names), names
 
 
 def _outputs(tmp_path) -> dict:

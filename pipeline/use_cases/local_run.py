@@ -110,9 +110,14 @@ class _Phase:
 
 
 def log_path(config: Config) -> str:
-    """A new run's log file: <pipeline root>/logs/run-<UTC time>.log."""
+    """A new run's log file: <pipeline root>/logs/run-<UTC time to the microsecond>-<pid>.log, its
+    own (names in the order the runs started). To the second, a run that began in the second
+    another ended wrote on in that one's log."""
+    import datetime
+
+    now = datetime.datetime.now(datetime.timezone.utc)
     return os.path.join(config.paths.pipeline_root, "logs",
-                        time.strftime("run-%Y%m%dT%H%M%SZ.log", time.gmtime()))
+                        f"{now:run-%Y%m%dT%H%M%S.%fZ}-{os.getpid()}.log")
 
 
 def _run_prepared(prepared: preparing.Prepared, orchestrator: Orchestrator, log_file: str,
