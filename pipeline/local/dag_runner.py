@@ -273,12 +273,12 @@ def _run(ir, worker: node_worker.Worker | None) -> _Schedule:
 
 def _run_lanes(ir, worker: node_worker.Worker | None) -> _Schedule:
     schedule = _Schedule(ir)
-    if worker is not None:
-        schedule.worker_lane_open = True
-        threading.Thread(target=_worker_lane, args=(schedule, worker, ir), daemon=True,
-                         name="lockstep-worker-lane").start()
     try:
-        with _stopped_by_sigterm(schedule) as check:
+        with _stopped_by_sigterm(schedule) as check:  # before either lane takes a node
+            if worker is not None:
+                schedule.worker_lane_open = True
+                threading.Thread(target=_worker_lane, args=(schedule, worker, ir), daemon=True,
+                                 name="lockstep-worker-lane").start()
             while (node := schedule.take(in_process=True)) is not None:
                 if node == definition.TRAINER_NODE and definition.EVALUATOR_NODE in \
                         schedule.order:  # its TensorFlow imports beside the training, if it trains
