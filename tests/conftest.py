@@ -184,13 +184,64 @@ def _collect_tensorflow_garbage():
 LOCKSTEP = [sys.executable, "-m", "pipeline.cli"]
 
 
-def lockstep(*args, cwd=None, timeout=900, env=None) -> subprocess.CompletedProcess:
-    """Runs the real CLI in a fresh process (env: its whole environment; default ours). For a
-    test about the process: its exit status as a shell sees it, signals, stderr from C++, a
-    fresh interpreter's imports; else `cli`, the same command seconds sooner."""
+def lockstep(*args, cwd=None, timeout=900, env=None, fresh=False) -> subprocess.CompletedProcess:
+    """Runs the real CLI in a process of its own (env: its whole environment; default ours). For
+    a test about the process: its exit status as a shell sees it, signals, stderr from C++, a
+    fresh interpreter's imports; else `cli`, the same command seconds sooner. `lockstep run`
+    with our environment is a fork of a server that has imported what a run imports
+    (tests/forked_cli.py: 7 CPU-seconds less a run; LOCKSTEP_TEST_FRESH_RUNS=1: none is); anything
+    else, or `fresh`, a fresh interpreter (what only one shows: TensorFlow's C++ start-up lines,
+    the order of the imports)."""
+    argv = [str(a) for a in args]
+    own = env is not None
     env = dict(os.environ if env is None else env, PYTHONPATH=str(REPO))
-    return subprocess.run(LOCKSTEP + [str(a) for a in args], cwd=cwd, env=env, text=True,
-                          capture_output=True, timeout=timeout)
+    if argv[:1] == ["run"] and not (own or fresh or os.environ.get("LOCKSTEP_TEST_FRESH_RUNS")):
+        server = _fork_server(env)
+        if server.serves(env):
+            return _forked(server, argv, cwd, env, timeout)
+    return subprocess.run(LOCKSTEP + argv, cwd=cwd, env=env, text=True, capture_output=True,
+                          timeout=timeout)
+
+
+def lockstep_started(*args, cwd=None, env=None):
+    """`lockstep ARGS` started, not waited for, its stdout and stderr read as text as they come:
+    a subprocess.Popen, or for `run` a fork server's child with the Popen methods the tests use
+    (tests/forked_cli.py's Child: as `lockstep` chooses). env: variables added to ours."""
+    import tempfile
+
+    argv = [str(a) for a in args]
+    env = dict(os.environ, **(env or {}), PYTHONPATH=str(REPO))
+    if argv[:1] == ["run"] and not os.environ.get("LOCKSTEP_TEST_FRESH_RUNS"):
+        server = _fork_server(env)
+        if server.serves(env):
+            return server.start(argv, cwd, env, Path(tempfile.mkdtemp(prefix="lockstep-output-")))
+    return subprocess.Popen(LOCKSTEP + argv, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+_SERVER = []  # this process's fork server (tests/forked_cli.py), once started
+
+
+def _fork_server(env):
+    import atexit
+    import tempfile
+
+    from forked_cli import Server
+
+    if not _SERVER:
+        log = Path(tempfile.gettempdir()) / f"lockstep-fork-server-{os.getpid()}.log"
+        _SERVER.append(Server(env, log))
+        atexit.register(_SERVER[0].close)
+    return _SERVER[0]
+
+
+def _forked(server, argv, cwd, env, timeout):
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="lockstep-output-") as output:
+        result = server.run(argv, cwd, env, timeout, Path(output))
+    result.args = LOCKSTEP + argv
+    return result
 
 
 def cli(*args, cwd=None, env=None) -> subprocess.CompletedProcess:
@@ -253,9 +304,9 @@ class PipelineRun:
         self.pipeline_root = root / "pipeline_root"
         self.serving_dir = root / "serving"
 
-    def run(self, *extra):
-        """`lockstep run` on this root, in a fresh process."""
-        return lockstep("run", *self._places(), *extra, cwd=self.root)
+    def run(self, *extra, fresh=False):
+        """`lockstep run` on this root, in a process of its own (`lockstep`)."""
+        return lockstep("run", *self._places(), *extra, cwd=self.root, fresh=fresh)
 
     def run_here(self, *extra):
         """`lockstep run` on this root through the CLI's main in this process: for a run refused
@@ -302,7 +353,8 @@ def penguins_run(tmp_path_factory):
     that runs on its root again is the one test that does: test_pipeline_e2e's cached run)."""
     def make(root):
         (root / "slices.toml").write_text('[eval]\nslices = ["island"]\n')
-        return PipelineRun(root).run("--config", root / "slices.toml")
+        # A fresh interpreter: test_pipeline_e2e reads its C++ start-up lines in the run's log.
+        return PipelineRun(root).run("--config", root / "slices.toml", fresh=True)
 
     root, result = shared(tmp_path_factory, "penguins", make)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -117,16 +117,15 @@ def _sigterm_while_training_then_resumed(tmp_path, run) -> None:
     import numpy as np
     import tensorflow as tf
 
-    from conftest import LOCKSTEP, REPO, eval_examples
+    from conftest import REPO, eval_examples, lockstep_started
     from pipeline import config as config_lib, definition
     from trainer_module.job import TrainJob
 
     steps = 3000  # about 5 s of training here: progress lines come about once a second
-    args = LOCKSTEP + ["run", "--pipeline-root", str(run.pipeline_root), "--serving-dir",
-                       str(run.serving_dir), "--train-steps", str(steps)]
     env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-    process = subprocess.Popen(args, cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
+    process = lockstep_started("run", "--pipeline-root", run.pipeline_root, "--serving-dir",
+                               run.serving_dir, "--train-steps", steps, cwd=tmp_path,
+                               env={"PYTHONUNBUFFERED": "1"})
     for line in process.stdout:
         if re.match(rf"^  Trainer +step \d+/{steps} ", line):
             process.send_signal(signal.SIGTERM)

@@ -169,15 +169,11 @@ def test_the_gradient_boosting_reference_ran_beside_the_trainer_on_the_same_rows
 
 
 def test_two_concurrent_runs_on_one_root_push_once_and_each_reports_its_own(tmp_path):
-    import subprocess
-
-    from conftest import LOCKSTEP, REPO
+    from conftest import lockstep_started
 
     run = PipelineRun(tmp_path)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
     args = ["run", "--pipeline-root", run.pipeline_root, "--serving-dir", run.serving_dir]
-    first = subprocess.Popen(LOCKSTEP + [str(a) for a in args], cwd=tmp_path, env=env, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = lockstep_started(*args, cwd=tmp_path)
     while not (run.pipeline_root / "run.lock").exists():
         time.sleep(0.1)
     busy = cli(*args, cwd=tmp_path)  # no waiting: refused at once, status 3 (in this process)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LOCKSTEP, REPO, PipelineRun
+from conftest import LOCKSTEP, REPO, PipelineRun, lockstep_started
 
 # The nodes of the bundled run, in the compiled order.
 NODES = ("CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",
@@ -45,14 +45,19 @@ _STOPPED = re.compile(r"^lockstep: error: stopped by SIGTERM (while (?P<nodes>.+
 
 
 class Run:
-    """A `lockstep run` in a process of its own, its stdout read as it comes."""
+    """A `lockstep run` in a process of its own, its stdout read as it comes: a fork of the tests'
+    fork server (conftest's lockstep_started), or with `fresh` a fresh interpreter, whose
+    imports a signal can meet too."""
 
-    def __init__(self, run: PipelineRun, *extra: str):
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-        self.process = subprocess.Popen(
-            LOCKSTEP + ["run", "--pipeline-root", str(run.pipeline_root), "--serving-dir",
-                        str(run.serving_dir), *extra],
-            cwd=run.root, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    def __init__(self, run: PipelineRun, *extra: str, fresh: bool = False):
+        argv = ["run", "--pipeline-root", str(run.pipeline_root), "--serving-dir",
+                str(run.serving_dir), *extra]
+        if fresh:
+            env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+            self.process = subprocess.Popen(LOCKSTEP + argv, cwd=run.root, env=env, text=True,
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        else:
+            self.process = lockstep_started(*argv, cwd=run.root, env={"PYTHONUNBUFFERED": "1"})
         self.log: Path | None = None
 
     def log_file(self, timeout: float = 120) -> Path:
@@ -153,11 +158,14 @@ assert [step[1] for step in _CHAIN if step[0] == "stop"] == list(NODES)
 _FAILED = re.compile(r"lockstep: error: pipeline run failed in (\w+): out of disk space under "
                      r"the (pipeline root|serving dir) (\S+)[^;]*; free some space and run "
                      r"again: the components that completed are reused")
-# Transform runs beside the validation branch, and the gradient-boosting reference (which waits
-# for the validator) beside the end of Transform and beside the Trainer: any of them can be the
-# one the full disk fails (a fresh-clone CI on 47f92c8 saw GradientBoosting fail as Transform ran).
-_BESIDE = {"Transform": ("Transform", "StatisticsGen", "SchemaGen", "ExampleValidator",
-                         "GradientBoosting"),
+# The ExampleGen runs beside LatestPushedModel (which needs nothing before it), Transform beside
+# the validation branch, and the gradient-boosting reference (which waits for the validator)
+# beside the end of Transform and beside the Trainer: any of them can be the one the full disk
+# fails (a fresh-clone CI on 47f92c8 saw GradientBoosting fail as Transform ran; a run forked
+# from the tests' fork server, LatestPushedModel as the ExampleGen ran).
+_BESIDE = {"CsvExampleGen": ("CsvExampleGen", "LatestPushedModel"),
+           "Transform": ("Transform", "StatisticsGen", "SchemaGen", "ExampleValidator",
+                         "GradientBoosting", "LatestPushedModel"),
            "Trainer": ("Trainer", "GradientBoosting")}
 
 
@@ -299,7 +307,7 @@ def test_sigterm_at_random_instants_is_never_lost_and_an_eviction_leaves_no_part
     for i in range(instants + 1):
         run = PipelineRun(tmp_path / f"root-{i // 4}")
         run.root.mkdir(exist_ok=True)
-        started = Run(run, "--train-steps", str(300 + i))
+        started = Run(run, "--train-steps", str(300 + i), fresh=True)  # its imports too
         started.log_file()
         delay = rng.uniform(0, SPAN_SECONDS)
         deadline = time.monotonic() + delay

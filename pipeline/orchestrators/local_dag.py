@@ -25,15 +25,15 @@ NEVER_CACHED = (BASELINE_NODE,)
 
 
 def run(prepared, console: Console) -> RunReport:
-    """The whole pipeline. In a process where TensorFlow has not been imported (a `lockstep run`
-    process: no TensorFlow op can have run here), the second lane's worker is this process,
-    forked once the runner's imports are done (pipeline/local/node_worker.py); elsewhere (a
-    test's process, a notebook) a fresh interpreter, started beside this one's imports."""
-    import sys
-
+    """The whole pipeline. In a process where no TensorFlow op can have run (a `lockstep run`
+    process, TensorFlow not imported yet: trainer_module/processes.may_fork), the second lane's
+    worker is this process, forked once the runner's imports are done
+    (pipeline/local/node_worker.py); elsewhere (a test's process, a notebook) a fresh
+    interpreter, started beside this one's imports."""
     from pipeline.local import node_worker
+    from trainer_module import processes
 
-    fresh = "tensorflow" not in sys.modules
+    fresh = processes.may_fork()
     worker = None if fresh else node_worker.Worker.if_useful()  # its imports beside ours
     try:  # TFX's imports here; run_dag uses them
         from pipeline.local import dag_runner  # noqa: F401
