@@ -12,8 +12,9 @@ pipeline_root, a serving directory and stdout.txt, the run's output), else in a 
 directory. --smoke: the per-task split of lockstep's own task command read from the
 `--orchestrator kfp-local` run's task lines instead of a second run of the spec with it, and TFX's
 stock task command on the first task only, CsvExampleGen (does it run and print its table, both
-sides: 67 s of the smoke's 242 s went to the stock command on the 7 tasks before the Trainer). tests/test_kfp_local.py smokes it on examples/wide_deep
-and checks the kfp-local run it makes: the one kfp.local run of the suite.
+sides: 67 s of the smoke's 242 s went to the stock command on the 7 tasks before the Trainer).
+tests/test_kfp_local.py smokes it on examples/wide_deep and checks the kfp-local run it makes:
+the one kfp.local run of the suite.
 """
 
 from __future__ import annotations

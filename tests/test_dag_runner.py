@@ -155,9 +155,9 @@ def test_the_lanes_take_ml_metadata_sessions_in_turn(tmp_path):
               "from pipeline.local import node_worker; "
               "config = metadata.sqlite_metadata_connection_config(sys.argv[1]); "
               "print('ready', flush=True); "
-              "session = node_worker._in_turn(metadata.Metadata, config); "
+              "session = node_worker._in_turn(config); "
               "session.__enter__(); print('entered', flush=True); session.__exit__(None, None, None)")
-    turn = node_worker._in_turn(metadata.Metadata, config)
+    turn = node_worker._in_turn(config)
     with turn:
         with turn as handle:  # nested: the same turn
             handle.store.get_executions()

@@ -20,6 +20,7 @@ Its own stdout and stderr both go to the parent's stderr, which during a run is 
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import pickle
@@ -66,29 +67,35 @@ def launch(ir, node_id: str) -> bool:
                          deployment.metadata_connection_config.WhichOneof("connection_config"))
     node = next(n.pipeline_node for n in ir.nodes if n.pipeline_node.node_info.id == node_id)
     info = launcher.Launcher(
-        pipeline_node=node, mlmd_connection=_in_turn(metadata.Metadata, connection),
+        pipeline_node=node, mlmd_connection=_in_turn(connection),
         pipeline_info=ir.pipeline_info, pipeline_runtime_spec=ir.runtime_spec,
         executor_spec=runner_utils.extract_executor_spec(deployment, node_id),
         custom_driver_spec=runner_utils.extract_custom_driver_spec(deployment, node_id),
     ).launch()
     if info is None or not info.execution_id:
         return False
-    with _in_turn(metadata.Metadata, connection) as handle:
+    with _in_turn(connection) as handle:
         [execution] = handle.store.get_executions_by_id([info.execution_id])
         cached = execution.last_known_state == metadata_store_pb2.Execution.CACHED
         _manifests(handle.store, node_id, execution.id, check=cached)
     return cached
 
 
-def _in_turn(metadata_class, connection):
-    """TFX's ML Metadata connection (metadata_class: tfx.orchestration.metadata.Metadata) whose
-    sessions (each outermost `with`: the launcher's driver and cache lookup, its publishing; never
+def _in_turn(connection):
+    """TFX's ML Metadata connection (tfx.orchestration.metadata.Metadata) whose sessions (each outermost `with`: the launcher's driver and cache lookup, its publishing; never
     the executor) the two lanes take in turn, under an flock beside an SQLite store. Side by
     side, two processes writing to one SQLite file abort each other's transactions, and ML
     Metadata's client retries after a random wait of 2 s on average: with both lanes starting
     nodes together (a forked worker is ready at once), most runs waited so, some 8 s."""
+    return _in_turn_class()(connection)
 
-    class InTurn(metadata_class):
+
+@functools.cache
+def _in_turn_class():
+    """The class, made once (TFX is imported where a node is launched, not with this module)."""
+    from tfx.orchestration import metadata
+
+    class InTurn(metadata.Metadata):
         def __init__(self, config):
             super().__init__(config)
             sqlite = config.sqlite if config.WhichOneof("config") == "sqlite" else None
@@ -122,7 +129,7 @@ def _in_turn(metadata_class, connection):
                 os.close(self._lock_fd)  # releases the flock
                 self._lock_fd = -1
 
-    return InTurn(connection)
+    return InTurn
 
 
 def _manifests(store, node_id: str, execution_id: int, check: bool) -> None:
@@ -175,11 +182,7 @@ class _Forked:
         # What both processes hold as they part (the imports) leaves the collector's generations:
         # no collection in either then writes to (so copies) every page of it they share.
         gc.freeze()
-        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-            try:  # nothing buffered here is written twice, once by each process
-                stream.flush()
-            except (AttributeError, OSError, ValueError):
-                pass
+        _flush(sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)  # nothing written twice
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:
@@ -197,11 +200,7 @@ class _Forked:
             except BaseException:  # noqa: BLE001  in the log; the parent sees the pipe close
                 traceback.print_exc()
             finally:
-                for stream in (sys.stdout, sys.stderr):
-                    try:
-                        stream.flush()
-                    except (AttributeError, OSError, ValueError):
-                        pass
+                _flush(sys.stdout, sys.stderr)
                 os._exit(status)  # never the parent's atexit handlers or buffers
         os.close(requests), os.close(answers)
         self.pid, self.returncode = pid, None
@@ -227,6 +226,14 @@ class _Forked:
         while (code := self.poll()) is None:  # not a blocking waitpid: the other lane may poll
             time.sleep(0.01)
         return code
+
+
+def _flush(*streams) -> None:
+    for stream in streams:
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):  # None, or closed
+            pass
 
 
 def _as_a_fresh_worker() -> None:
