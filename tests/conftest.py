@@ -153,7 +153,14 @@ def _freeze_what_came_before():
     TFX and Beam leave 850k) go to Python's permanent generation, out of the collector's way, as
     components/memory.py does for a component: each test's collection below then walks only what
     this module made (0.6 to 2 s a collection here with them, none without). After the module,
-    everything is collectable again and collected once."""
+    everything is collectable again and collected once.
+
+    And TensorFlow's global seed is unset as the module starts (`_unseeded`), before the module's
+    own fixtures: a reference trained once for the module (test_synchronous_training's Keras
+    `fit`) read the order of its seeded shuffle from whatever seed the worker's last test left,
+    and every equivalence test of the module failed against it (two fresh-clone CIs, where a
+    seeding test had run before it in the same worker)."""
+    _unseeded()
     gc.freeze()
     yield
     gc.unfreeze()
@@ -174,11 +181,16 @@ def _collect_tensorflow_garbage():
     per-device iterators (trainer_module/strategy.py, quiet_device_iterators; before, a
     collection here waited minutes on their autotuning threads, and once for good:
     tests/test_input_teardown.py)."""
+    _unseeded()
+    yield
+    gc.collect()
+
+
+def _unseeded() -> None:
+    """TensorFlow's global seed unset, as in a fresh process (where TensorFlow is imported)."""
     random = getattr(sys.modules.get(HEAVY), "random", None)  # a stand-in module has none
     if random is not None:
         random.set_seed(None)
-    yield
-    gc.collect()
 
 
 LOCKSTEP = [sys.executable, "-m", "pipeline.cli"]
