@@ -11,13 +11,16 @@ from pipeline.local import run_lock
 def test_a_fork_of_the_holder_does_not_keep_the_lock(tmp_path):
     path = str(tmp_path / "run.lock")
     read, write = os.pipe()
+    started_read, started_write = os.pipe()
     holder = os.fork()
     if holder == 0:  # the run: holds the lock, forks its worker, ends at once (os._exit)
         with run_lock.hold(path):
             worker = os.fork()
-            if worker == 0:
-                time.sleep(30)  # the worker, alive after its parent ended
+            if worker == 0:  # the worker (its fork handlers have run): alive after its parent
+                os.write(started_write, b"started")
+                time.sleep(30)
                 os._exit(0)
+            os.read(started_read, 16)
             os.write(write, str(worker).encode())
             os._exit(4)
     os.close(write)
