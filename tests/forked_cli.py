@@ -1,21 +1,24 @@
 """`lockstep run` for the tests in a process forked from a fork server that has imported what a
 run imports, instead of a fresh interpreter that imports it again (7 CPU-seconds a run here:
-TensorFlow, TFX, Beam, TFMA). tests/conftest.py's `lockstep` uses it for `run` where the test
-gives no environment of its own; the rest (other commands, a test's own environment, the
-processes tests signal, `make run`, the benchmarks, kfp.local's tasks) still start fresh
-interpreters, and test what only a fresh one shows (C++ start-up lines on stderr, import order).
+TensorFlow, TFX, Beam, TFMA). tests/conftest.py's `lockstep` and `lockstep_started` (for a test
+that signals the run or reads its output as it comes) use it for `run`; a test that asks for a
+fresh interpreter, brings an environment of its own or runs another command, `make run`, the
+benchmarks and kfp.local's tasks still start fresh interpreters, and test what only a fresh one
+shows (TensorFlow's C++ start-up lines, a signal that meets the imports).
 
 The child is a `lockstep run` process as far as the run can tell: `python -m pipeline.cli`'s
 argv, sys.path and `console()`, the test's working directory and environment, stdin from
-/dev/null, stdout and stderr to files the caller reads, Python's default signal handlers, its
-exit status (or the signal that ended it) reported as subprocess's returncode. It forks its
-own worker lane as a fresh run does (trainer_module/processes.may_fork). What it does not have: the server's imports happened before its environment was
-set, so a variable read as a module is imported (TF_USE_LEGACY_KERAS, TF_CPP_MIN_LOG_LEVEL,
-PYTHONPATH) must have the server's value: `Server.serves` sends the rest to a fresh one.
+/dev/null, stdout and stderr to files the caller reads (buffered as a fresh interpreter's, or
+not with PYTHONUNBUFFERED), Python's default signal handlers, its exit status (or the signal
+that ended it) reported as subprocess's returncode. It forks its own worker lane as a fresh run
+does (trainer_module/processes.may_fork). What it does not have: the server's imports happened
+before its environment was set, so a variable read as a module is imported (AT_IMPORT) must
+have the server's value: `Server.serves` sends the rest to a fresh interpreter.
 
 The server is this file run as a script: requests on stdin, one JSON line each; it answers on
 stdout, one JSON line for a child started and one for a child ended. One server per test process
-(pytest-xdist worker), started at its first run, ended with it."""
+(pytest-xdist worker), started at its first run, ended with it. LOCKSTEP_TEST_FRESH_RUNS=1: no
+server, every run a fresh interpreter (for a side-by-side measure, or to rule the server out)."""
 
 from __future__ import annotations
 
@@ -145,7 +148,8 @@ class Child:
         self.args, self.pid, self._server = argv, pid, server
         self._out, self._err = output / "stdout", output / "stderr"
         self.returncode: int | None = None
-        self.stdout, self.stderr = _Following(self._out, self.poll), _Following(self._err, self.poll)
+        self.stdout = _Following(self._out, self.poll)
+        self.stderr = _Following(self._err, self.poll)
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -215,11 +219,11 @@ class _Following:
 
 def _serve() -> None:
     """The server: imports what `lockstep run` imports, then forks a child for each request and
-    reports each child's end. It runs no TensorFlow, and says so: a child may fork its worker lane
-as a fresh run does (trainer_module/processes.may_fork)."""
+    reports each child's end. It runs no TensorFlow, and says so: a child may fork its worker
+    lane as a fresh run does (trainer_module/processes.may_fork)."""
     import gc
 
-    sys.path[0] = str(REPO)  # not this script's directory: lockstep's root, as the child's PYTHONPATH
+    sys.path[0] = str(REPO)  # not this script's directory: lockstep's root (the child's PYTHONPATH)
     from trainer_module import processes
 
     processes.die_with_parent()
