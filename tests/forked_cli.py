@@ -23,6 +23,7 @@ server, every run a fresh interpreter (for a side-by-side measure, or to rule th
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
 import signal
@@ -298,6 +299,10 @@ def _child(request: dict) -> None:
             os.dup2(opened, fd)
             os.close(opened)
         _stdio(bool(request["env"].get("PYTHONUNBUFFERED")))
+        # A module-level logging call among the server's imports gave the root logger a handler
+        # (logging.basicConfig's): a fresh interpreter reaches the run's Console without one, and
+        # the Console's own then writes the log's records, with their times.
+        logging.root.handlers.clear()
         sys.path[0] = os.getcwd()  # -m puts the working directory first
         sys.argv = [MAIN, *request["argv"]]
         from pipeline.cli import console, exit_now
