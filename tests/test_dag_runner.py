@@ -6,12 +6,14 @@ error; a second run is served from TFX's cache."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -209,9 +211,6 @@ def test_sigterm_stops_the_run_naming_the_node_and_records_it_failed(tmp_path):
     """SIGTERM outside training (a `kill`, an eviction) stops the run in the node it interrupts:
     Stopped names it, its execution is recorded as failed (the next run runs it again), nothing
     after it starts, and the process keeps the SIGTERM handler it had."""
-    import signal
-    import threading
-
     from ml_metadata.proto import metadata_store_pb2
 
     ir, _ = dag_runner.compile_run(_pipeline(tmp_path))
@@ -232,9 +231,6 @@ def test_a_stop_that_a_node_swallows_still_stops_the_run_at_the_hand_over(tmp_pa
     """Code that catches every exception (AutoGraph's fallback, a finalizer) swallows the Stopped
     that SIGTERM raised in node A: A runs to its end, and the run stops before B or C starts,
     naming A."""
-    import signal
-    import threading
-
     ir, _ = dag_runner.compile_run(_pipeline(tmp_path, swallow="A", seconds=1.0))
     threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
     with pytest.raises(dag_runner.Stopped, match=r"^stopped by SIGTERM while A ran; "):
@@ -245,8 +241,6 @@ def test_a_stop_that_a_node_swallows_still_stops_the_run_at_the_hand_over(tmp_pa
 def test_a_stop_swallowed_inside_a_long_node_comes_again_until_the_run_stops(tmp_path):
     """A node of 30 s swallows the first Stopped and sleeps on: the signal comes again within
     REDELIVER_SECONDS and stops it there; its execution is recorded as failed."""
-    import signal
-    import threading
     import time
 
     from ml_metadata.proto import metadata_store_pb2
@@ -266,39 +260,45 @@ def test_a_stop_swallowed_inside_a_long_node_comes_again_until_the_run_stops(tmp
     assert states == [metadata_store_pb2.Execution.FAILED]
 
 
-@pytest.mark.slow
-def test_sigterm_while_the_worker_runs_a_node_names_it_and_records_it_failed(tmp_path):
-    """SIGTERM while B runs in the worker's lane and C in this process: both are named, and both
-    executions are recorded as failed (the worker's, its process killed, by this process)."""
-    import signal
-    import threading
+@contextlib.contextmanager
+def _sigterm_once_running(nodes: set[str], delay: float):
+    """SIGTERM to this process `delay` seconds after every one of `nodes` has started (the
+    runner's "Component X is running." records)."""
 
-    from ml_metadata.proto import metadata_store_pb2
-
-    class WhenBothRun(logging.Handler):  # SIGTERM half a node's time after B and C start
+    class WhenAllRun(logging.Handler):
         running: set = set()
 
         def emit(self, record):
             node = record.getMessage().removeprefix("Component ").removesuffix(" is running.")
             self.running.add(node)
-            if node in ("B", "C") and {"B", "C"} <= self.running:
-                threading.Timer(SECONDS / 4, os.kill, (os.getpid(), signal.SIGTERM)).start()
+            if node in nodes and nodes <= self.running:
+                threading.Timer(delay, os.kill, (os.getpid(), signal.SIGTERM)).start()
 
-    ir, _ = dag_runner.compile_run(_pipeline(tmp_path))
-    worker = _ready_worker()
-    watcher = WhenBothRun()
+    watcher = WhenAllRun()
     logger = logging.getLogger(dag_runner.__name__)
     logger.addHandler(watcher)
     level = logger.level
     logger.setLevel(logging.INFO)
     try:
-        with pytest.raises(dag_runner.Stopped, match=r"^stopped by SIGTERM while B, C ran; run "
-                                                     r"again: the components that completed "
-                                                     r"are reused$"):
-            dag_runner.run_ir(ir, worker)
+        yield
     finally:
         logger.removeHandler(watcher)
         logger.setLevel(level)
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_worker_runs_a_node_names_it_and_records_it_failed(tmp_path):
+    """SIGTERM while B runs in the worker's lane and C in this process: both are named, and both
+    executions are recorded as failed (the worker's, its process killed, by this process)."""
+    from ml_metadata.proto import metadata_store_pb2
+
+    ir, _ = dag_runner.compile_run(_pipeline(tmp_path))
+    worker = _ready_worker()
+    # SIGTERM half a node's time after B and C start.
+    with _sigterm_once_running({"B", "C"}, SECONDS / 4), pytest.raises(
+            dag_runner.Stopped, match=r"^stopped by SIGTERM while B, C ran; run again: the "
+                                      r"components that completed are reused$"):
+        dag_runner.run_ir(ir, worker)
     assert sorted(_records(tmp_path)) == ["A"]
     with metadata.Metadata(metadata.sqlite_metadata_connection_config(
             str(tmp_path / "mlmd.sqlite"))) as store:
@@ -307,6 +307,35 @@ def test_sigterm_while_the_worker_runs_a_node_names_it_and_records_it_failed(tmp
     # yet when the signal came).
     complete, failed = metadata_store_pb2.Execution.COMPLETE, metadata_store_pb2.Execution.FAILED
     assert states[0] == complete and set(states[1:]) == {failed}, states
+
+
+@pytest.mark.slow
+def test_once_sigterm_arrives_the_workers_node_stops_and_no_lane_starts_another(tmp_path):
+    """SIGTERM while this process's lane runs a node that swallows the Stopped (it runs on to its
+    end, as a library that catches everything lets it) and the worker's runs C: the worker is
+    killed there (C never ends), its lane starts nothing more (not E, which waits for C alone),
+    and the run stops at the hand-over naming both. Before, the worker's lane went on finishing
+    C and taking nodes until this lane's node ended: a stopped run completed nodes the signal had
+    met or never met (a fresh-clone CI's chain of stops found Transform cached)."""
+    record = str(tmp_path / "record.jsonl")
+    a = Step(name="A", record=record, seconds=0.1).with_id("A")
+    held = Step(name="Trainer", record=record, seconds=1.5, swallow=1).with_id("Trainer")
+    c = Step(name="C", record=record, seconds=0.3).with_id("C")
+    e = Step(name="E", record=record, seconds=0.1).with_id("E")
+    held.add_upstream_node(a), c.add_upstream_node(a), e.add_upstream_node(c)
+    pipeline = tfx_pipeline.Pipeline(
+        pipeline_name="stopping", pipeline_root=str(tmp_path / "root"),
+        components=[a, held, c, e], enable_cache=True,
+        metadata_connection_config=metadata.sqlite_metadata_connection_config(
+            str(tmp_path / "mlmd.sqlite")))
+
+    ir, _ = dag_runner.compile_run(pipeline)
+    worker = _ready_worker()
+    with _sigterm_once_running({"Trainer", "C"}, 0.1), pytest.raises(
+            dag_runner.Stopped, match=r"^stopped by SIGTERM while C, Trainer ran"):
+        dag_runner.run_ir(ir, worker)
+    # The Trainer swallowed the Stopped and ran on; C, in the killed worker, never ended.
+    assert sorted(_records(tmp_path)) == ["A", "Trainer"]
 
 
 def _produce_consume(tmp_path):

@@ -150,6 +150,7 @@ class _Schedule:
         self.failed_node = ""
         self.last_node = ""  # the node that finished last (a stop between nodes names it)
         self.over = False  # the run has ended: the worker is being stopped
+        self.stopping = False  # SIGTERM arrived: no lane takes another node
         self.worker_lane_open = False  # the worker's lane may still finish a node
         self._changed = threading.Condition()
 
@@ -161,7 +162,8 @@ class _Schedule:
         first), leaving the others to the worker."""
         with self._changed:
             while True:
-                if self.error is not None or len(self._started) == len(self.order):
+                if (self.error is not None or self.stopping
+                        or len(self._started) == len(self.order)):
                     return None
                 ready = [node for node in self.order
                          if node not in self._started and self._upstream[node] <= self._done
@@ -190,6 +192,13 @@ class _Schedule:
             self._running.discard(node)
             if self.error is None:
                 self.error, self.failed_node = error, node
+            self._changed.notify_all()
+
+    def stop(self) -> None:
+        """SIGTERM arrived: neither lane takes another node (the worker's lane would go on while
+        this process's lane ends the node its signal met)."""
+        with self._changed:
+            self.stopping = True
             self._changed.notify_all()
 
     def running(self) -> set[str]:
@@ -228,7 +237,7 @@ def _take_nodes(schedule: _Schedule, worker: node_worker.Worker, ir) -> None:
         try:
             outcome = worker.launch(ir, node)
         except node_worker.WorkerDied as err:
-            if not schedule.over:  # else the run has ended and closed it: no failure to log
+            if not (schedule.over or schedule.stopping):  # else the run killed it: no failure
                 schedule.failed(node, err)
             return
         if outcome.error is not None:
@@ -246,12 +255,21 @@ def run_ir(ir, worker: node_worker.Worker | None) -> None:
         raise schedule.error
 
 
-def _stopped_by_sigterm(schedule: "_Schedule"):
+def _stopped_by_sigterm(schedule: "_Schedule", worker: node_worker.Worker | None):
     """While the run lasts, SIGTERM raises Stopped in this (the main) thread, naming what ran
     (trainer_module/termination.py); the Trainer's training swaps in its own handler, which
-    saves a checkpoint first. Yields the check made at each hand-over."""
+    saves a checkpoint first. Yields the check made at each hand-over.
+
+    As the signal arrives, no lane takes another node and the worker is killed (from a thread of
+    its own, not the handler): its node stops there, as this lane's does, and is recorded failed.
+    A node that swallows the Stopped here (a library catching everything) would otherwise leave
+    the worker's lane seconds to finish its node and start others, and the stopped run completed
+    nodes the signal had met."""
 
     def stopped() -> str:
+        schedule.stop()
+        if worker is not None:
+            threading.Thread(target=worker.kill, daemon=True, name="lockstep-worker-kill").start()
         running = ", ".join(sorted(schedule.running()))
         where = (f"while {running} ran" if running else
                  f"after {schedule.last_node} finished, before the next component started"
@@ -266,7 +284,8 @@ def _run(ir, worker: node_worker.Worker | None) -> _Schedule:
     that had not ended is recorded as failed."""
     try:
         return _run_lanes(ir, worker)
-    except Stopped:
+    except Stopped as err:
+        _log.warning("%s", err)  # the run's log, with its time
         _record_stopped(ir)
         raise
 
@@ -274,7 +293,7 @@ def _run(ir, worker: node_worker.Worker | None) -> _Schedule:
 def _run_lanes(ir, worker: node_worker.Worker | None) -> _Schedule:
     schedule = _Schedule(ir)
     try:
-        with _stopped_by_sigterm(schedule) as check:  # before either lane takes a node
+        with _stopped_by_sigterm(schedule, worker) as check:  # before either lane takes a node
             if worker is not None:
                 schedule.worker_lane_open = True
                 threading.Thread(target=_worker_lane, args=(schedule, worker, ir), daemon=True,

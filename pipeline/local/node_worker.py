@@ -302,6 +302,11 @@ class Worker:
             raise WorkerDied(f"the worker process running {node_id} ended (exit status {code}) "
                              "without an answer; its log is the run's log file") from err
 
+    def kill(self) -> None:
+        """Kills the worker process now (SIGTERM arrived: the node it runs stops there); close
+        still reaps it."""
+        self._process.kill()
+
     def close(self) -> None:
         """Ends the worker, at once: between nodes it holds nothing; in one, the run has failed
         elsewhere (that node's execution stays unfinished in ML Metadata, as a killed run's)."""
