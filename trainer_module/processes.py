@@ -1,17 +1,24 @@
 """What a child process of lockstep needs from its parent: an environment in which it imports
 what the parent imports (the worker lane, the serving check, the equivalence check's and the
 parameter-server trainer's processes), free ports on loopback for a cluster of them, an end
-with its parent (`die_with_parent`), and whether a fork of this process can run TensorFlow
-(`may_fork`)."""
+with its parent (`die_with_parent`), whether a fork of this process can run TensorFlow
+(`may_fork`), and such a fork seen as the subprocess.Popen a fresh interpreter would be
+(`Forked`)."""
 
 from __future__ import annotations
 
+import gc
+import logging
 import os
 import signal
 import socket
+import subprocess
 import sys
+import threading
+import time
+import traceback
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)  # lockstep's packages live here
 
@@ -75,3 +82,87 @@ def free_ports(n: int) -> list[int]:
     for sock in sockets:
         sock.close()
     return ports
+
+
+class Forked:
+    """This process forked, seen as the subprocess.Popen a fresh child would be (stdin, stdout,
+    pid, poll, kill, wait): the child runs `child(requests_fd, answers_fd)`, the other ends of the
+    two pipes that are `stdin` and `stdout` here, and exits with what it returns (1 if it raises,
+    the traceback on its stderr), never running this process's atexit handlers or buffers. It
+    dies with this process. Fork only where `may_fork()`; the child starts as `as_a_fresh_child`
+    leaves it only if it calls that."""
+
+    def __init__(self, child: Callable[[int, int], int], text: bool = False):
+        requests, self_requests = os.pipe()
+        self_answers, answers = os.pipe()
+        # What both processes hold as they part (the imports) leaves the collector's generations:
+        # no collection in either then writes to (so copies) every page of it they share.
+        gc.freeze()
+        _flush(sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)  # nothing written twice
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                os.close(self_requests), os.close(self_answers)
+                die_with_parent()
+                if os.getppid() == parent:  # else it ended before the line above
+                    status = child(requests, answers)
+            except BaseException:  # noqa: BLE001  on its stderr; the parent sees the status
+                traceback.print_exc()
+            finally:
+                _flush(sys.stdout, sys.stderr)
+                os._exit(status if isinstance(status, int) else 1)
+        os.close(requests), os.close(answers)
+        self.pid, self.returncode = pid, None
+        mode = "" if text else "b"
+        self.stdin = os.fdopen(self_requests, "w" + mode)
+        self.stdout = os.fdopen(self_answers, "r" + mode)
+        self._reaping = threading.Lock()  # threads that poll at once: one reaps
+
+    def poll(self) -> int | None:
+        with self._reaping:
+            if self.returncode is None:
+                try:
+                    pid, status = os.waitpid(self.pid, os.WNOHANG)
+                except ChildProcessError:  # reaped, and not by this object: its status is lost
+                    pid, status = self.pid, 255 << 8
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+            return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its exit status (-N for signal N), polled: not a blocking waitpid, so that another
+        thread may poll meanwhile. Raises subprocess.TimeoutExpired after `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"fork {self.pid}", timeout)
+            time.sleep(0.01)
+        return code
+
+
+def as_a_fresh_child() -> None:
+    """In a fork: signals as an interpreter starts them, and no logging handler of the parent's
+    (a run's console writes to the terminal): the records of every logger are again as in a
+    process that configured none. sys.stdout and sys.stderr are the streams on fds 1 and 2."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    loggers = [logging.getLogger(), *(logger for logger in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(logger, logging.Logger))]
+    for logger in loggers:
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+
+
+def _flush(*streams) -> None:
+    for stream in streams:
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):  # None, or closed
+            pass

@@ -24,11 +24,8 @@ import functools
 import logging
 import os
 import pickle
-import signal
 import subprocess
 import sys
-import threading
-import time
 import traceback
 from dataclasses import dataclass
 
@@ -167,88 +164,29 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-class _Forked:
-    """This process forked into a worker, seen as the subprocess.Popen the spawned worker is
-    (stdin, stdout, pid, poll, kill, wait): requests and answers go through two pipes."""
+def _forked() -> processes.Forked:
+    """This process forked into a worker, requests and answers through two pipes."""
+    from tfx.orchestration.local import runner_utils  # noqa: F401  what `launch` imports,
+    from tfx.orchestration.portable import launcher  # noqa: F401  once, before the fork
 
-    def __init__(self):
-        import gc
+    parent = os.getpid()
 
-        from tfx.orchestration.local import runner_utils  # noqa: F401  what `launch` imports,
-        from tfx.orchestration.portable import launcher  # noqa: F401  once, before the fork
+    def child(requests: int, answers: int) -> int:
+        _as_a_fresh_worker()
+        logging.info("Node worker: process %d, forked from %d once its imports were done",
+                     os.getpid(), parent)
+        _serve(os.fdopen(requests, "rb"), os.fdopen(answers, "wb"))
+        return 0
 
-        requests, self_requests = os.pipe()
-        self_answers, answers = os.pipe()
-        # What both processes hold as they part (the imports) leaves the collector's generations:
-        # no collection in either then writes to (so copies) every page of it they share.
-        gc.freeze()
-        _flush(sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)  # nothing written twice
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            status = 1
-            try:
-                os.close(self_requests), os.close(self_answers)
-                processes.die_with_parent()
-                if os.getppid() != parent:  # it ended before the line above
-                    os._exit(1)
-                _as_a_fresh_worker()
-                logging.info("Node worker: process %d, forked from %d once its imports were done",
-                             os.getpid(), parent)
-                _serve(os.fdopen(requests, "rb"), os.fdopen(answers, "wb"))
-                status = 0
-            except BaseException:  # noqa: BLE001  in the log; the parent sees the pipe close
-                traceback.print_exc()
-            finally:
-                _flush(sys.stdout, sys.stderr)
-                os._exit(status)  # never the parent's atexit handlers or buffers
-        os.close(requests), os.close(answers)
-        self.pid, self.returncode = pid, None
-        self.stdin, self.stdout = os.fdopen(self_requests, "wb"), os.fdopen(self_answers, "rb")
-        self._reaping = threading.Lock()  # both lanes' threads wait for it at a stop: one reaps
-
-    def poll(self) -> int | None:
-        with self._reaping:
-            if self.returncode is None:
-                try:
-                    pid, status = os.waitpid(self.pid, os.WNOHANG)
-                except ChildProcessError:  # reaped, and not by this object: its status is lost
-                    pid, status = self.pid, 255 << 8
-                if pid:
-                    self.returncode = os.waitstatus_to_exitcode(status)
-            return self.returncode
-
-    def kill(self) -> None:
-        if self.poll() is None:
-            os.kill(self.pid, signal.SIGKILL)
-
-    def wait(self) -> int:
-        while (code := self.poll()) is None:  # not a blocking waitpid: the other lane may poll
-            time.sleep(0.01)
-        return code
-
-
-def _flush(*streams) -> None:
-    for stream in streams:
-        try:
-            stream.flush()
-        except (AttributeError, OSError, ValueError):  # None, or closed
-            pass
+    return processes.Forked(child)
 
 
 def _as_a_fresh_worker() -> None:
     """In a forked worker: what a fresh `python -m pipeline.local.node_worker` has. Its stdout
     and stderr to the parent's stderr (the run's log), signals as an interpreter starts them,
     and no handler of the parent's (its console's): log records to stderr, marked [worker]."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.dup2(2, 1)
-    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-    loggers = [logging.getLogger(), *(logger for logger in logging.Logger.manager.loggerDict.values()
-                                      if isinstance(logger, logging.Logger))]
-    for logger in loggers:
-        for handler in list(logger.handlers):
-            logger.removeHandler(handler)
+    processes.as_a_fresh_child()
     _log_to_stderr()
 
 
@@ -265,7 +203,7 @@ class Worker:
 
     def __init__(self, fork: bool = False):
         if fork and sys.platform == "linux":
-            self._process = _Forked()
+            self._process = _forked()
         else:
             env = processes.python_env(sys.path)  # this process's import path (a test's dir too)
             self._process = subprocess.Popen(

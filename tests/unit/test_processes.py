@@ -36,3 +36,57 @@ def test_free_ports_are_distinct_and_can_be_bound():
     for port in ports:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+
+
+def test_a_fork_is_seen_as_a_popen_its_pipes_status_and_end():
+    """processes.Forked: the child reads stdin and answers on stdout (text), exits with what it
+    returns (1, traceback on its stderr, when it raises); wait's timeout raises as Popen's does;
+    kill ends it with -9."""
+    import signal
+    import time
+
+    import pytest
+
+    def echo(requests, answers):
+        with os.fdopen(requests) as inp, os.fdopen(answers, "w") as out:
+            out.write(inp.readline().upper())
+        return 3
+
+    child = processes.Forked(echo, text=True)
+    child.stdin.write("hello\n")
+    child.stdin.close()
+    assert child.stdout.readline() == "HELLO\n"
+    assert child.wait(timeout=30) == 3 and child.poll() == 3
+
+    assert processes.Forked(lambda requests, answers: 1 / 0).wait(timeout=30) == 1
+
+    sleeper = processes.Forked(lambda requests, answers: time.sleep(60) or 0)
+    with pytest.raises(subprocess.TimeoutExpired):
+        sleeper.wait(timeout=0.2)
+    sleeper.kill()
+    assert sleeper.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_a_fresh_child_has_no_handler_of_its_parents_and_default_signals():
+    """as_a_fresh_child in a fork: no logging handler the parent had (a run's console writes to
+    the terminal), SIGTERM's default action, SIGINT raising KeyboardInterrupt."""
+    import logging
+    import signal
+
+    def child(requests, answers):
+        processes.as_a_fresh_child()
+        handlers = [h for logger in [logging.getLogger(), logging.getLogger("lockstep.any")]
+                    for h in logger.handlers]
+        fresh = (not handlers and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        return 0 if fresh else 2
+
+    root, named = logging.getLogger(), logging.getLogger("lockstep.any")
+    added = [logging.StreamHandler(), logging.StreamHandler()]
+    root.addHandler(added[0]), named.addHandler(added[1])
+    before = signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        assert processes.Forked(child).wait(timeout=30) == 0
+    finally:
+        signal.signal(signal.SIGTERM, before)
+        root.removeHandler(added[0]), named.removeHandler(added[1])
