@@ -21,6 +21,12 @@ nothing: no process is started for nothing). Then `prewarm` starts a process wit
 and the next `start` in this process hands them to it. It is still a process that has loaded no
 model but the one it checks.
 
+Where this process may fork (trainer_module/processes.may_fork: a `lockstep run` process once its
+runner's imports are done, before any node runs), the runner forks the prewarmed process instead
+(`prewarm_by_fork`, pipeline/orchestrators/local_dag.py): no interpreter starts and nothing is
+imported again (about 3 CPU-seconds a run), and whichever check the run makes uses it (the
+Evaluator's, or the Pusher's when it runs in this process), cached Trainer or not.
+
     python -m components.serving_check MODEL_DIR EXAMPLE_FILE [EXAMPLE_FILE ...]
         [--figures OUT.json --label-key KEY --split NAME=PATTERN ...]
     python -m components.serving_check --arguments-on-stdin   (then the above as a JSON list)
@@ -32,6 +38,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -67,7 +74,9 @@ def _spawn(arguments: list[str]) -> tuple[subprocess.Popen, typing.IO]:
     return process, output
 
 
-_prewarmed: list[tuple[subprocess.Popen, typing.IO]] = []  # at most one, waiting for arguments
+_prewarmed: list[tuple[subprocess.Popen | processes.Forked, typing.IO]] = []  # at most one
+# A line of TensorFlow's C++ log (a forked check logs at its parent's level): not the reason.
+_NATIVE_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] ")
 _prewarm_when_training: list[bool] = []  # [True] while a runner asks for it
 
 
@@ -91,6 +100,31 @@ def prewarm() -> None:
         _prewarmed.append(_spawn([ON_STDIN]))
         logging.getLogger(__name__).info("Serving check: process %d prewarmed",
                                          _prewarmed[0][0].pid)
+
+
+def prewarm_by_fork() -> None:
+    """The prewarmed check is this process forked, waiting for the next `start`'s arguments.
+    Only where `processes.may_fork()`; call it after forking any other process that must not
+    hold this one (the worker lane's: its `start` would otherwise find it)."""
+    discard_prewarmed()
+    output = tempfile.TemporaryFile(mode="w+")
+    _prewarmed.append((processes.Forked(lambda requests, answers: _forked_check(
+        requests, answers, output.fileno()), text=True), output))
+    logging.getLogger(__name__).info("Serving check: process %d forked, waiting for its model",
+                                     _prewarmed[0][0].pid)
+
+
+def _forked_check(requests: int, answers: int, output: int) -> int:
+    """In the fork: what `python -m components.serving_check --arguments-on-stdin` has as it
+    starts (its output to `output`, no GPU, no handler of the parent's), then the check."""
+    os.close(answers)
+    os.dup2(output, 1), os.dup2(output, 2)
+    processes.as_a_fresh_child()
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")  # read as TensorFlow first runs, after this
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with os.fdopen(requests) as stream:
+        line = stream.readline()
+    return main(json.loads(line)) if line.strip() else 0  # nothing: discarded unused
 
 
 def discard_prewarmed() -> None:
@@ -123,6 +157,8 @@ class Pending:
             if warm is not None:
                 warm[1].close()
             self._process, self._output = _spawn(arguments)
+        logging.getLogger(__name__).info("Serving check of %s: process %d%s", model_dir,
+                                         self._process.pid, " (waiting for it)" if warm else "")
 
     def wait(self) -> None:
         try:
@@ -132,7 +168,8 @@ class Pending:
             raise ServingCheckFailed(
                 f"serving check of {self.model_dir}: no answer in {self._timeout:.0f}s") from None
         self._output.seek(0)
-        lines = self._output.read().strip().splitlines() or ["no output"]
+        lines = [line for line in self._output.read().strip().splitlines()
+                 if not _NATIVE_LOG.match(line)] or ["no output"]
         self._output.close()
         if code != 0:
             raise ServingCheckFailed(

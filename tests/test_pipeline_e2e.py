@@ -85,15 +85,19 @@ def test_second_run_is_cached_and_compares_with_the_first_model(penguins_run):
     # The baseline is looked up anew: the Evaluator now compares against run 1's pushed model.
     assert comps["LatestPushedModel"] == "executed" and comps["Evaluator"] == "executed"
     assert "(baseline diff)" in result.stdout
-    # The serving check's process is prewarmed as training begins: in the first run, not in this
-    # one, whose Trainer is cached (the Evaluator starts its check itself).
-    prewarmed = "Serving check: process "
-    assert prewarmed in _log(penguins_run.first.stdout) and prewarmed not in _log(result.stdout)
-    # Each run's second lane: the run's process forked once its imports were done, not a second
-    # interpreter importing TFX (pipeline/local/node_worker.py).
+    # Each run's second lane and its serving check: the run's process forked once its imports
+    # were done, not interpreters importing TFX and TensorFlow again (pipeline/local/
+    # node_worker.py, components/serving_check.py); the Evaluator's check, in this run too
+    # (its Trainer cached), is the forked process.
     for run in (penguins_run.first, result):
+        log = _log(run.stdout)
         assert re.search(r" \[worker\]: Node worker: process \d+, forked from \d+ once its imports "
-                         r"were done$", _log(run.stdout), re.M)
+                         r"were done$", log, re.M)
+        forked = re.findall(r"Serving check: process (\d+) forked, waiting for its model$", log,
+                            re.M)
+        checked = re.findall(r"Serving check of \S+: process (\d+)(.*)$", log, re.M)
+        assert len(forked) == 1 and checked == [(forked[0], " (waiting for it)")], (forked, checked)
+        assert not re.search(r"Serving check: process \d+ prewarmed", log)  # not spawned
     # The same model, blessed again, is not pushed again: one version, and the summary says so.
     [version] = penguins_run.pushed_versions()
     assert (f"Model not pushed: this model was already pushed as version {version.name}; not "

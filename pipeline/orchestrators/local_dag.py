@@ -27,9 +27,10 @@ NEVER_CACHED = (BASELINE_NODE,)
 def run(prepared, console: Console) -> RunReport:
     """The whole pipeline. In a process where no TensorFlow op can have run (a `lockstep run`
     process, TensorFlow not imported yet: trainer_module/processes.may_fork), the second lane's
-    worker is this process, forked once the runner's imports are done
-    (pipeline/local/node_worker.py); elsewhere (a test's process, a notebook) a fresh
-    interpreter, started beside this one's imports."""
+    worker and the serving check's process are this process, forked once the runner's imports
+    are done (pipeline/local/node_worker.py, components/serving_check.py); elsewhere (a test's
+    process, a notebook) fresh interpreters, the worker's started beside this one's imports."""
+    from components import serving_check
     from pipeline.local import node_worker
     from trainer_module import processes
 
@@ -39,6 +40,7 @@ def run(prepared, console: Console) -> RunReport:
         from pipeline.local import dag_runner  # noqa: F401
         if fresh:
             worker = node_worker.Worker.if_useful(fork=True)
+            serving_check.prewarm_by_fork()  # after the worker's fork: the worker holds none
     except BaseException:
         if worker is not None:
             worker.close()
