@@ -35,6 +35,39 @@ def test_exit_now_joins_threads_runs_atexit_and_flushes(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["atexit", "log.txt", "thread"]
 
 
+def test_the_error_line_is_the_last_even_when_the_errors_frames_say_something_as_they_go(
+        tmp_path):
+    """A SIGTERM's raise inside a library can leave an object half made, whose __del__ then
+    complains ("Exception ignored in ..."): freed with the error's traceback, in a cycle, it
+    spoke after the `lockstep: error:` line (a random-instant stop in tests/test_stops.py ended
+    on TensorFlow's "'ScopedTFImportGraphDefOptions' object has no attribute 'options'")."""
+    script = textwrap.dedent("""
+        import sys
+        from pipeline import cli, errors
+        from pipeline.cli import usage
+
+        class HalfMade:
+            def __init__(self):
+                self.me = self  # a cycle: freed by the collector, not by the refcount
+            def __del__(self):
+                raise AttributeError("'HalfMade' object has no attribute 'options'")
+
+        def command(args):
+            held = HalfMade()
+            raise usage.UsageError("bad input")
+
+        parser = cli.build_parser()
+        parser._subparsers._group_actions[0].choices["runs"].set_defaults(func=command)
+        cli.build_parser = lambda: parser
+        sys.exit(cli.main(["runs"]))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, text=True,
+                          capture_output=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "'HalfMade' object has no attribute 'options'" in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "lockstep: error: bad input", done.stderr
+
+
 def test_the_command_exits_with_its_status(tmp_path):
     ok = lockstep("--help")
     assert ok.returncode == 0 and "lockstep" in ok.stdout

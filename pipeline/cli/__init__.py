@@ -78,4 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         status = usage.status_of(err)
         if status is None:
             raise
-        return usage.fail(str(err), status)
+        message = str(err)
+    # The error, its traceback and the objects its frames hold are freed before the line, not
+    # after it: what they say as they go (a TensorFlow object that a SIGTERM's raise left half
+    # made: "Exception ignored in ... __del__") comes before the line, which stays the last.
+    import gc
+
+    gc.collect()
+    return usage.fail(message, status)
