@@ -10,8 +10,8 @@
    lockstep's Transform analyzes only: StatisticsGen has the statistics and the Trainer applies
    the transform graph as it reads).
 3. The whole `lockstep run` at the --full sizes: wall time and peak RSS (of the largest process
-   among it and the processes it waited for; and sampled, summed over its process tree, which
-   is what counts when Beam runs worker processes), and how peak RSS grows with the rows.
+   among it and the processes it waited for; and sampled, the proportional set sizes summed over
+   its process tree, which is what counts when Beam runs worker processes), and how peak RSS grows with the rows.
 
 A child's peak RSS (`ru_maxrss` from wait4) starts at its parent's: Linux records the high-water
 mark of the address space a child leaves at exec, which after fork or vfork is the parent's. So
@@ -135,8 +135,8 @@ def _stage_pipeline(kind: str, data: str, root: str) -> None:
 
 
 def _run(cmd, cwd, log: Path | None = None) -> tuple[float, float, float, str]:
-    """(wall seconds, peak RSS in GB of it and what it waited for, peak of the RSS summed over
-    its process tree sampled every 0.2 s, stdout) of one command; its stderr goes to `log` if
+    """(wall seconds, peak RSS in GB of it and what it waited for, peak of the memory summed over
+    its process tree sampled every 0.2 s (_tree_rss: PSS), stdout) of one command; its stderr goes to `log` if
     given. The two peaks differ when it runs worker processes: ru_maxrss is the largest single
     process's."""
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
@@ -165,15 +165,17 @@ def _run(cmd, cwd, log: Path | None = None) -> tuple[float, float, float, str]:
 
 
 def _tree_rss(root: int) -> int:
-    """RSS in bytes of a process and all its descendants, from /proc (Linux)."""
+    """The memory in bytes of a process and all its descendants, from /proc (Linux): each one's
+    proportional set size (PSS: a page shared by n processes counts 1/n in each), so the pages a
+    run shares with its forks (the worker lane, the serving check) count once; RSS where PSS
+    cannot be read (/proc/PID/smaps_rollup: Linux 4.14)."""
     parent, rss = {}, {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as stat:
                     parent[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{entry}/statm") as statm:
-                    rss[int(entry)] = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                rss[int(entry)] = _pss(int(entry))
             except (OSError, IndexError, ValueError):  # it exited while being read
                 pass
     tree, frontier = {root}, {root}
@@ -181,6 +183,18 @@ def _tree_rss(root: int) -> int:
         frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - tree
         tree |= frontier
     return sum(rss.get(pid, 0) for pid in tree)
+
+
+def _pss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except PermissionError:
+        pass
+    with open(f"/proc/{pid}/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _make_csv(directory: Path, rows: int, width: int = 24) -> None:
@@ -256,7 +270,7 @@ def main() -> None:
         trainer = next((l for l in stdout.splitlines() if l.startswith("Trainer:")), "")
         blessed = next((l for l in stdout.splitlines() if l.startswith("Blessed:")), "")
         print(f"\nWhole pipeline on {rows} rows: {seconds / 60:.1f} min wall, peak RSS "
-              f"{peak:.2f} GB (process tree summed: {tree:.2f} GB)\n  {trainer}\n  {blessed}",
+              f"{peak:.2f} GB (process tree's PSS summed: {tree:.2f} GB)\n  {trainer}\n  {blessed}",
               flush=True)
     if args.compare_multiprocess and args.full:
         rows = max(args.full)
@@ -270,7 +284,7 @@ def main() -> None:
              "--serving-dir", str(work / f"mp-{rows}/serving")], work)
         print(f"\nWhole pipeline on {rows} rows with {os.cpu_count()} Beam worker processes: "
               f"{seconds / 60:.1f} min wall, peak RSS {peak:.2f} GB of the largest process, "
-              f"{tree:.2f} GB summed over the process tree", flush=True)
+              f"{tree:.2f} GB of PSS summed over the process tree", flush=True)
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
     print(f"\n(this script's own peak RSS, a floor under every figure above: {own:.2f} GB)")
     if len(peaks) > 1:

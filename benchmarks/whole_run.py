@@ -18,7 +18,8 @@
    covered (start-up, imports), overlaps counted once.
 4. For each side: stage seconds, whole-process wall time (time.perf_counter around the process),
    cores busy (user + sys CPU seconds of the process tree / wall), peak RSS (of the largest
-   process, and sampled over the process tree: scale.py's _run), accuracy on the eval split.
+   process), peak PSS summed over the process tree (sampled: scale.py's _run; a page its
+   processes share counted once), accuracy on the eval split.
    Then `width W: lockstep X s, stock Y s, stock/lockstep = R (goal >= 6 on flights)`.
 
 Like scale.py, this process stays small (CSV writing, column sniffing and reading stock's
@@ -175,7 +176,7 @@ def report(title: str, name: str, ours: Side, stock: Side | None) -> None:
     row("CPU, all processes", lambda side: side.cores * side.wall)
     row("cores busy", lambda side: side.cores, "", 2)
     row("peak RSS, largest process", lambda side: side.peak, " GB", 2)
-    row("peak RSS, process tree", lambda side: side.tree, " GB", 2)
+    row("peak PSS, process tree", lambda side: side.tree, " GB", 2)
     row("accuracy (eval split)", lambda side: side.accuracy, "", 4)
     theirs = (f"{stock.wall:.1f} s, stock/lockstep = {stock.wall / ours.wall:.2f}" if stock
               else "n/a")
