@@ -207,31 +207,47 @@ def lockstep(*args, cwd=None, timeout=900, env=None, fresh=False) -> subprocess.
     argv = [str(a) for a in args]
     own = env is not None
     env = dict(os.environ if env is None else env, PYTHONPATH=str(REPO))
-    if argv[:1] == ["run"] and not (own or fresh or os.environ.get("LOCKSTEP_TEST_FRESH_RUNS")):
-        server = _fork_server(env)
-        if server.serves(env):
-            return _forked(server, argv, cwd, env, timeout)
+    if argv[:1] == ["run"] and (server := _server_for(env, own or fresh)) is not None:
+        return _forked(server, argv, cwd, env, timeout)
     return subprocess.run(LOCKSTEP + argv, cwd=cwd, env=env, text=True, capture_output=True,
                           timeout=timeout)
 
 
-def lockstep_started(*args, cwd=None, env=None):
+def lockstep_started(*args, cwd=None, env=None, fresh=False):
     """`lockstep ARGS` started, not waited for, its stdout and stderr read as text as they come:
     a subprocess.Popen, or for `run` a fork server's child with the Popen methods the tests use
-    (tests/forked_cli.py's Child: as `lockstep` chooses). env: variables added to ours."""
-    import tempfile
-
+    (tests/forked_cli.py's Child: as `lockstep` chooses; `fresh`: never). env: variables added
+    to ours."""
     argv = [str(a) for a in args]
     env = dict(os.environ, **(env or {}), PYTHONPATH=str(REPO))
-    if argv[:1] == ["run"] and not os.environ.get("LOCKSTEP_TEST_FRESH_RUNS"):
-        server = _fork_server(env)
-        if server.serves(env):
-            return server.start(argv, cwd, env, Path(tempfile.mkdtemp(prefix="lockstep-output-")))
+    if argv[:1] == ["run"] and (server := _server_for(env, fresh)) is not None:
+        return server.start(argv, cwd, env, _output_dir())
     return subprocess.Popen(LOCKSTEP + argv, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
 
 
+def _output_dir() -> Path:
+    """A directory for a forked child's stdout and stderr, removed as this process ends."""
+    import atexit
+    import shutil
+    import tempfile
+
+    output = tempfile.mkdtemp(prefix="lockstep-output-")
+    atexit.register(shutil.rmtree, output, True)
+    return Path(output)
+
+
 _SERVER = []  # this process's fork server (tests/forked_cli.py), once started
+
+
+def _server_for(env: dict[str, str], fresh: bool):
+    """The fork server, when a process with `env` can be its child: no fresh interpreter asked
+    for (`fresh`, LOCKSTEP_TEST_FRESH_RUNS) and the variables read at import the server's
+    (Server.serves); else None."""
+    if fresh or os.environ.get("LOCKSTEP_TEST_FRESH_RUNS"):
+        return None
+    server = _fork_server(env)
+    return server if server.serves(env) else None
 
 
 def _fork_server(env):

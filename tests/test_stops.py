@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LOCKSTEP, REPO, PipelineRun, lockstep_started
+from conftest import PipelineRun, lockstep_started
 
 # The nodes of the bundled run, in the compiled order.
 NODES = ("CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform",
@@ -50,14 +50,9 @@ class Run:
     imports a signal can meet too."""
 
     def __init__(self, run: PipelineRun, *extra: str, fresh: bool = False):
-        argv = ["run", "--pipeline-root", str(run.pipeline_root), "--serving-dir",
-                str(run.serving_dir), *extra]
-        if fresh:
-            env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-            self.process = subprocess.Popen(LOCKSTEP + argv, cwd=run.root, env=env, text=True,
-                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        else:
-            self.process = lockstep_started(*argv, cwd=run.root, env={"PYTHONUNBUFFERED": "1"})
+        self.process = lockstep_started(
+            "run", "--pipeline-root", run.pipeline_root, "--serving-dir", run.serving_dir, *extra,
+            cwd=run.root, env={"PYTHONUNBUFFERED": "1"}, fresh=fresh)
         self.log: Path | None = None
 
     def log_file(self, timeout: float = 120) -> Path:
