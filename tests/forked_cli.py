@@ -1,7 +1,9 @@
 """`lockstep run` for the tests in a process forked from a fork server that has imported what a
 run imports, instead of a fresh interpreter that imports it again (7 CPU-seconds a run here:
 TensorFlow, TFX, Beam, TFMA). tests/conftest.py's `lockstep` and `lockstep_started` (for a test
-that signals the run or reads its output as it comes) use it for `run`; a test that asks for a
+that signals the run or reads its output as it comes) use it for `run`, and `python_started` for
+a training test's worker processes (`python tests/train_job.py ...`: TensorFlow and lockstep's
+trainer imported already, about 4 CPU-seconds less each); a test that asks for a
 fresh interpreter, brings an environment of its own or runs another command, `make run`, the
 benchmarks and kfp.local's tasks still start fresh interpreters, and test what only a fresh one
 shows (TensorFlow's C++ start-up lines, a signal that meets the imports).
@@ -65,17 +67,21 @@ class Server:
         return (self._process.poll() is None
                 and all(env.get(name) == self.env.get(name) for name in AT_IMPORT))
 
-    def start(self, argv: list[str], cwd, env: dict[str, str], output: Path) -> "Child":
-        """A child running `lockstep ARGV` (its stdout and stderr written under `output`)."""
+    def start(self, argv: list[str], cwd, env: dict[str, str], output: Path,
+              python: bool = False) -> "Child":
+        """A child running `lockstep ARGV` (its stdout and stderr written under `output`); with
+        `python`, `python ARGV` (a script and its arguments, or -m, a module and its), its
+        stderr written with its stdout, as subprocess's stderr=STDOUT has it."""
+        err = output / ("stdout" if python else "stderr")
         with self._lock:
             self._requests += 1
             number = self._requests
             self._process.stdin.write(json.dumps(
-                {"number": number, "argv": argv, "cwd": str(cwd or os.getcwd()), "env": env,
-                 "out": str(output / "stdout"), "err": str(output / "stderr")}).encode() + b"\n")
+                {"number": number, "argv": argv, "python": python, "cwd": str(cwd or os.getcwd()),
+                 "env": env, "out": str(output / "stdout"), "err": str(err)}).encode() + b"\n")
             self._process.stdin.flush()
         pid = self._wait(lambda: self._started.pop(number, None), time.monotonic() + 60)
-        return Child(self, argv, pid, output)
+        return Child(self, argv, pid, output, merged=python)
 
     def run(self, argv: list[str], cwd, env: dict[str, str], timeout: float,
             output: Path) -> subprocess.CompletedProcess:
@@ -143,14 +149,14 @@ class Server:
 class Child:
     """A child of the fork server, as the tests use a subprocess.Popen(LOCKSTEP + argv,
     stdout=PIPE, stderr=PIPE, text=True): pid, stdout and stderr (read as they come), poll,
-    wait, send_signal, kill, communicate, returncode."""
+    wait, send_signal, kill, communicate, returncode. `merged`: stderr=STDOUT's (stderr None)."""
 
-    def __init__(self, server: Server, argv: list[str], pid: int, output: Path):
+    def __init__(self, server: Server, argv: list[str], pid: int, output: Path,
+                 merged: bool = False):
         self.args, self.pid, self._server = argv, pid, server
-        self._out, self._err = output / "stdout", output / "stderr"
         self.returncode: int | None = None
-        self.stdout = _Following(self._out, self.poll)
-        self.stderr = _Following(self._err, self.poll)
+        self.stdout = _Following(output / "stdout", self.poll)
+        self.stderr = None if merged else _Following(output / "stderr", self.poll)
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -171,10 +177,10 @@ class Child:
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
-    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+    def communicate(self, timeout: float | None = None) -> tuple[str, str | None]:
         """(stdout, stderr) not read yet, once the child has ended."""
         self.wait(timeout)
-        return self.stdout.read(), self.stderr.read()
+        return self.stdout.read(), None if self.stderr is None else self.stderr.read()
 
 
 class _Following:
@@ -285,7 +291,8 @@ def _serve() -> None:
 
 
 def _child(request: dict) -> None:
-    """In the fork: what `python -m pipeline.cli ARGV` has as it starts, then its console()."""
+    """In the fork: what `python -m pipeline.cli ARGV` has as it starts, then its console(); or
+    what `python ARGV` has (request["python"]), then that script or module."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     try:
@@ -295,6 +302,9 @@ def _child(request: dict) -> None:
         for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
                                 (1, request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                                 (2, request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+            if fd == 2 and path == request["out"]:  # stderr=STDOUT: the one file, one offset
+                os.dup2(1, 2)
+                continue
             opened = os.open(path, flags, 0o644)
             os.dup2(opened, fd)
             os.close(opened)
@@ -303,13 +313,18 @@ def _child(request: dict) -> None:
         # (logging.basicConfig's): a fresh interpreter reaches the run's Console without one, and
         # the Console's own then writes the log's records, with their times.
         logging.root.handlers.clear()
-        sys.path[0] = os.getcwd()  # -m puts the working directory first
-        sys.argv = [MAIN, *request["argv"]]
         from pipeline.cli import console, exit_now
 
         try:
+            if request.get("python"):
+                _python(request["argv"])
+                exit_now(0)
+            sys.path[0] = os.getcwd()  # -m puts the working directory first
+            sys.argv = [MAIN, *request["argv"]]
             console()
         except SystemExit as end:
+            if isinstance(end.code, str):
+                print(end.code, file=sys.stderr)
             exit_now(end.code)
     except BaseException:
         import traceback
@@ -317,6 +332,22 @@ def _child(request: dict) -> None:
         traceback.print_exc()
         sys.stderr.flush()
     os._exit(1)
+
+
+def _python(argv: list[str]) -> None:
+    """`python ARGV` from here: -m and a module, or a script, run as __main__ with its sys.argv
+    and sys.path[0] (the working directory, or the script's directory) as the interpreter sets
+    them."""
+    import runpy
+
+    if argv[0] == "-m":
+        sys.path[0] = os.getcwd()
+        sys.argv = [argv[1], *argv[2:]]  # runpy puts the module's file first
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+        sys.argv = list(argv)
+        runpy.run_path(argv[0], run_name="__main__")
 
 
 def _stdio(unbuffered: bool) -> None:

@@ -8,14 +8,12 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, penguins_job
+from conftest import REPO, penguins_job, python_started
 from trainer_module import resume, scaling, strategy as strategy_lib, train
 from trainer_module.processes import free_ports
 from trainer_module.summary import TrainingSummary
@@ -148,10 +146,8 @@ def _workers(job, out_dir, workers: int, *extra) -> list[dict]:
     for index in range(workers):
         env = dict(os.environ, PYTHONPATH=str(REPO), TF_CONFIG=json.dumps(
             {"cluster": {"worker": cluster}, "task": {"type": "worker", "index": index}}))
-        procs.append(subprocess.Popen(
-            [sys.executable, str(REPO / "tests" / "elastic_worker.py"), str(out_dir / "job.json"),
-             str(out_dir / f"result-{index}.json"), *extra],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(python_started(REPO / "tests" / "elastic_worker.py", out_dir / "job.json",
+                                    out_dir / f"result-{index}.json", *extra, env=env))
     outs = [p.communicate(timeout=600)[0] for p in procs]
     results = []
     for index, (proc, out) in enumerate(zip(procs, outs)):

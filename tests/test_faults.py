@@ -113,12 +113,11 @@ def _sigterm_while_training_then_resumed(tmp_path, run) -> None:
     import glob
     import os
     import signal
-    import sys
 
     import numpy as np
     import tensorflow as tf
 
-    from conftest import REPO, eval_examples, lockstep_started
+    from conftest import REPO, eval_examples, lockstep_started, python_started
     from pipeline import config as config_lib, definition
     from trainer_module.job import TrainJob
 
@@ -160,10 +159,10 @@ def _sigterm_while_training_then_resumed(tmp_path, run) -> None:
                    serving_model_dir=str(tmp_path / "clean" / "model"),
                    spec=definition.train_spec(config, "species", "classification"))
     (tmp_path / "job.json").write_text(job.to_json())
-    clean = subprocess.run([sys.executable, str(REPO / "tests" / "train_job.py"),
-                            str(tmp_path / "job.json"), str(tmp_path / "result.json")],
-                           env=env, capture_output=True, text=True, timeout=600)
-    assert clean.returncode == 0, clean.stderr[-2000:]
+    clean = python_started(REPO / "tests" / "train_job.py", tmp_path / "job.json",
+                           tmp_path / "result.json", env=env)
+    out, _ = clean.communicate(timeout=600)
+    assert clean.returncode == 0, out[-2000:]
     serialized, _ = eval_examples(glob.glob(f"{examples}/Split-eval/*"), "species")
     predict = lambda path: tf.saved_model.load(str(path)).signatures["serving_default"](  # noqa: E731
         examples=tf.constant(serialized))["probabilities"].numpy()

@@ -1,7 +1,8 @@
 """The fork server the tests run `lockstep run` from (tests/forked_cli.py): its child is a run as a
 fresh `python -m pipeline.cli run` process is, as far as the tests read one: its exit status and
 output, its working directory, environment and argv, a signal's status, a worker lane forked from
-it, and nothing shared between two children."""
+it, and nothing shared between two children. So is its `python SCRIPT` or `python -m MODULE`
+child (a training test's worker process)."""
 
 import os
 import re
@@ -65,6 +66,34 @@ def test_a_signal_ends_a_child_as_it_ends_a_process(server, tmp_path):
         assert child.wait(60) == -signal.SIGKILL
     out, err = child.communicate()
     assert "lockstep" in first + out and err == "", (out, err)
+
+
+def test_a_python_child_runs_a_script_or_a_module_as_the_interpreter_would(server, tmp_path):
+    """`python SCRIPT ARGS` and `python -m MODULE ARGS` as the training tests' worker processes
+    are started (conftest's python_started): __main__ with the interpreter's argv and
+    sys.path[0], the environment asked for, stderr written with stdout in order, sys.exit's
+    status, and an exception's traceback with status 1."""
+    (tmp_path / "probe.py").write_text(
+        "import os, sys\n"
+        "print('argv', sys.argv, 'path0', sys.path[0], 'name', __name__, 'config',\n"
+        "      os.environ.get('TF_CONFIG'), flush=True)\n"
+        "print('to stderr', file=sys.stderr, flush=True)\n"
+        "if sys.argv[1:] == ['boom']:\n    raise ValueError('boom')\n"
+        "sys.exit(int(sys.argv[1]))\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CONFIG='{"task": 1}')
+    script = server.start([str(tmp_path / "probe.py"), "7"], tmp_path, env, tmp_path, python=True)
+    out, err = script.communicate(timeout=120)
+    assert script.returncode == 7 and err is None, out
+    assert out.splitlines() == [f"argv ['{tmp_path}/probe.py', '7'] path0 {tmp_path} name "
+                                '__main__ config {"task": 1}', "to stderr"], out
+    raised = server.start([str(tmp_path / "probe.py"), "boom"], tmp_path, env, tmp_path,
+                          python=True)
+    out, _ = raised.communicate(timeout=120)
+    assert raised.returncode == 1 and out.rstrip().endswith("ValueError: boom"), out
+    module = server.start(["-m", "probe", "3"], tmp_path, env, tmp_path, python=True)
+    out, _ = module.communicate(timeout=120)
+    assert module.returncode == 3, out
+    assert out.startswith(f"argv ['{tmp_path}/probe.py', '3'] path0 {tmp_path} name __main__")
 
 
 @pytest.mark.slow

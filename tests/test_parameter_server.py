@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, PipelineRun, penguins_job, serving_accuracy
+from conftest import REPO, PipelineRun, penguins_job, python_started, serving_accuracy
 from test_benchmarks import TABLES, smoke
 from trainer_module import scaling
 from trainer_module.settings import TrainerConfig, TrainerConfigError
@@ -125,10 +125,8 @@ def test_a_killed_worker_does_not_stop_training(ps_run, tmp_path):
     chief_env = dict(ENV, TF_CONFIG=json.dumps(
         {"cluster": cluster, "task": {"type": "chief", "index": 0}}))
     try:
-        chief = subprocess.Popen(
-            [sys.executable, str(REPO / "tests" / "train_job.py"), str(tmp_path / "job.json"),
-             str(tmp_path / "result.json")], env=chief_env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True)
+        chief = python_started(REPO / "tests" / "train_job.py", tmp_path / "job.json",
+                               tmp_path / "result.json", env=chief_env)
         log, killed_at = [], None
         for line in chief.stdout:
             log.append(line)

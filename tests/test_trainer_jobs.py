@@ -5,14 +5,12 @@ import dataclasses
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, penguins_job
+from conftest import REPO, penguins_job, python_started
 from trainer_module.processes import free_ports
 
 pytestmark = pytest.mark.slow
@@ -21,11 +19,8 @@ pytestmark = pytest.mark.slow
 def _launch(job, out_dir, *extra, env=None):
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "job.json").write_text(job.to_json())
-    return subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "train_job.py"), str(out_dir / "job.json"),
-         str(out_dir / "result.json"), *extra],
-        env=dict(os.environ if env is None else env, PYTHONPATH=str(REPO)),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return python_started(REPO / "tests" / "train_job.py", out_dir / "job.json",
+                          out_dir / "result.json", *extra, env=env)
 
 
 def _final_weights(run_dir):
