@@ -160,7 +160,14 @@ class AsynchronousLoop(loop.SynchronousLoop):
         with strategy.scope():  # on a parameter server, as the weights are
             self._updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
         self.steps_per_closure = max(steps_per_closure, 1)
+        # The updates that landed on the parameter servers: the optimizer's step count since the
+        # first train(). A worker killed in the middle of a closure may have applied some of its
+        # steps before it died; the coordinator runs that closure again on another worker, so
+        # more updates land than the closures that finished counted (the loop's step, the
+        # optimizer's count, then schedules fewer later: the run still makes its steps).
         self.updates = 0
+        self._first_update: int | None = None
+        self._counted = 0  # the finished closures' updates, whose staleness was read
         self.staleness_total = 0
         self.staleness_max = 0
 
@@ -203,6 +210,8 @@ class AsynchronousLoop(loop.SynchronousLoop):
 
     def train(self, num_steps: int) -> dict[str, float]:
         """Schedules num_steps updates, waits for them; NonFiniteLoss when one went bad."""
+        if self._first_update is None:
+            self._first_update = int(self.optimizer.iterations.numpy())
         results = []
         left = num_steps
         while left > 0:
@@ -219,7 +228,8 @@ class AsynchronousLoop(loop.SynchronousLoop):
             self.staleness_max = max(self.staleness_max, int(stale_max))
             if not tf.math.is_finite(last):
                 bad = float(last)
-        self.updates += done
+        self._counted += done
+        self.updates = int(self.optimizer.iterations.numpy()) - self._first_update
         if bad is not None:
             raise loop.NonFiniteLoss(
                 f"loss or gradient became {bad} by update {int(self.optimizer.iterations.numpy())};"
@@ -232,7 +242,7 @@ class AsynchronousLoop(loop.SynchronousLoop):
 
     def staleness(self) -> dict[str, float]:
         """The run's staleness so far: mean and max updates by others between read and update."""
-        return {"staleness_mean": self.staleness_total / max(self.updates, 1),
+        return {"staleness_mean": self.staleness_total / max(self._counted, 1),
                 "staleness_max": self.staleness_max}
 
 
