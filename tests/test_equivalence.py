@@ -63,8 +63,8 @@ def test_float32_rounding_is_allowed_only_where_it_cannot_hide_a_wrong_model():
     rounding = equivalence.rounding_allowance(0.2, 3, 2.7e-4)
     assert rounding == 4 * step
 
-    def passes(difference, moved, allowance):
-        return difference <= 1e-4 * moved + allowance
+    def passes(difference, moved, allowance):  # check's verdict, at the default tolerance
+        return equivalence.within_tolerance(difference, moved, 1e-4, allowance)
 
     assert step / 2.7e-4 > 1e-4 / 2 and passes(step, 2.7e-4, rounding)
     assert passes(2 * step, 2.7e-4, rounding) and not passes(2 * step, 2.7e-4, 0.0)

@@ -160,11 +160,17 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
     rounding = rounding_allowance(scale, steps, moved)
     return Verification(replicas, steps, plan.per_replica_batch, plan.global_batch,
                         plan.learning_rate, difference, variable, moved, tolerance,
-                        passed=(moved > 0 and difference <= tolerance * moved + rounding
+                        passed=(within_tolerance(difference, moved, tolerance, rounding)
                                 and updates == steps),
                         updates=updates, accumulation_steps=plan.accumulation_steps,
                         precision=cfg.precision, jit_compile=cfg.jit_compile, workers=workers,
                         rounding=rounding)
+
+
+def within_tolerance(difference: float, moved: float, tolerance: float, rounding: float) -> bool:
+    """The weights moved, and the largest difference is at most `tolerance` of that movement
+    plus the float32 rounding allowed (rounding_allowance)."""
+    return moved > 0 and difference <= tolerance * moved + rounding
 
 
 def rounding_allowance(scale: float, steps: int, moved: float) -> float:
