@@ -199,7 +199,7 @@ def main() -> None:
     if refused:
         print(refused, file=sys.stderr, flush=True)
         sys.exit(UNWRITABLE_STATUS)
-    from trainer_module import termination
+    from trainer_module import processes, termination
 
     executor = (_executor_class_path(sys.argv[1:]) or "the task").rsplit(".Executor", 1)[0]
     stopped = (f"stopped by SIGTERM while {executor} ran; nothing it wrote is published: a retry "
@@ -209,7 +209,9 @@ def main() -> None:
             _run_executor(sys.argv)
     except (termination.Preempted, termination.Stopped) as err:
         print(f"lockstep-task: {err}", file=sys.stderr, flush=True)
-        sys.exit(termination.PREEMPTED_STATUS)
+        # Not sys.exit: Python's exit would wait for ever on a thread the stopped executor left
+        # running (Beam's state sampler, when the raise met its start).
+        processes.exit_now(termination.PREEMPTED_STATUS)
 
 
 if __name__ == "__main__":

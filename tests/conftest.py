@@ -134,10 +134,10 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     """pytest is done (its summary, its reports): the process ends as `lockstep` does
-    (pipeline/cli exit_now: threads joined, atexit handlers run, output flushed), without the
-    interpreter's teardown, in which TensorFlow's runtime took about a minute to let go of the
-    threads the suite's strategies and datasets left (1,200 after tests/test_synchronous_
-    training.py; 62 s of a 6-minute fast tier)."""
+    (trainer_module/processes exit_now: threads joined, atexit handlers run, output flushed),
+    without the interpreter's teardown, in which TensorFlow's runtime took about a minute to let
+    go of the threads the suite's strategies and datasets left (1,200 after
+    tests/test_synchronous_training.py; 62 s of a 6-minute fast tier)."""
     if _STATUS in config.stash:
         from pipeline.cli import exit_now
 

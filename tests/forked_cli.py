@@ -24,6 +24,7 @@ server, every run a fresh interpreter (for a side-by-side measure, or to rule th
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import os
@@ -313,6 +314,8 @@ def _child(request: dict) -> None:
         # (logging.basicConfig's): a fresh interpreter reaches the run's Console without one, and
         # the Console's own then writes the log's records, with their times.
         logging.root.handlers.clear()
+        # A test that gives up on a child sends SIGUSR1 first: every thread's stack to its stderr.
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         from pipeline.cli import console, exit_now
 
         try:

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 from conftest import REPO, lockstep
 
@@ -33,6 +34,39 @@ def test_exit_now_joins_threads_runs_atexit_and_flushes(tmp_path):
     assert (tmp_path / "atexit").exists() and (tmp_path / "thread").exists()
     assert (tmp_path / "log.txt").read_text() == "logged\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["atexit", "log.txt", "thread"]
+
+
+def test_an_error_or_a_stop_exits_though_an_interrupted_library_left_a_thread_running(tmp_path):
+    """A SIGTERM's raise that lands in Beam's bundle processor between its state sampler's
+    thread start and `started = True` leaves that thread (not a daemon) sampling for good:
+    Beam's `stop_if_still_running` sees it never started. Python's exit joins such threads
+    without limit, and so did exit_now: a `lockstep run` stopped as StatisticsGen started hung
+    (1 in 80 stops here; a fresh-clone CI's test_stops killed it after 120 s). Ending with a
+    non-zero status, the process waits STRAGGLER_SECONDS for them, then ends, its status kept."""
+    script = textwrap.dedent("""
+        import sys, threading, time
+        from apache_beam.runners.worker import statesampler
+        from apache_beam.utils.counters import CounterFactory
+        from pipeline import cli
+
+        sampler = statesampler.StateSampler("stage", CounterFactory())
+        super(statesampler.StateSampler, sampler).start()  # the thread runs; `started` not set
+        sampler.stop_if_still_running()  # Beam's `finally`: nothing, it never "started"
+        [left] = [t for t in threading.enumerate()
+                  if t is not threading.main_thread() and not t.daemon]
+        left.join(1.0)
+        assert left.is_alive(), "the sampler's thread ended: Python's exit would not wait"
+        print(time.monotonic(), flush=True)
+        cli.exit_now(int(sys.argv[1]))
+    """)
+    from trainer_module.processes import STRAGGLER_SECONDS
+
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", script, "5"], cwd=REPO, text=True,
+                          capture_output=True, timeout=60)
+    ended = time.monotonic()
+    assert done.returncode == 5, done.stderr
+    assert STRAGGLER_SECONDS <= ended - float(done.stdout) < STRAGGLER_SECONDS + 3, done.stdout
+    assert done.stderr == "", done.stderr  # the error's line stays the last one
 
 
 def test_the_error_line_is_the_last_even_when_the_errors_frames_say_something_as_they_go(

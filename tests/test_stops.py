@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+import forked_cli
 from conftest import PipelineRun, lockstep_started
 
 # The nodes of the bundled run, in the compiled order.
@@ -95,7 +96,10 @@ class Run:
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(timeout=grace if grace is not None else 120)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired:  # it hangs: where, on its stderr (tests/forked_cli.py)
+            if isinstance(self.process, forked_cli.Child):
+                self.process.send_signal(signal.SIGUSR1)
+                time.sleep(2)
             self.process.kill()
             self.process.wait()
         seconds = time.monotonic() - tic
@@ -223,8 +227,8 @@ def _stop_as_it_starts(run: PipelineRun, node: str) -> None:
     assert started.wait_for_log(rf"Component {node} is running\."), \
         started.process.communicate()[1][-2000:]
     status, seconds, line = started.stop()
-    assert status == STOPPED_STATUS, line
-    assert seconds < WITHIN_SECONDS, (node, seconds)
+    assert status == STOPPED_STATUS and seconds < WITHIN_SECONDS, (
+        node, status, seconds, started.err[-4000:], _tail(started.log))
     named = _STOPPED.match(line)
     assert named and node in (named.group("nodes") or "").split(", "), (node, line)
     assert line.endswith("run again: the components that completed are reused"), line
@@ -233,6 +237,13 @@ def _stop_as_it_starts(run: PipelineRun, node: str) -> None:
     # the next run does not push again (a model is pushed once).
     pushed = _complete_versions(run)
     assert pushed == [] or (node == "Pusher" and len(pushed) == 1), (node, pushed)
+
+
+def _tail(log: Path | None, lines: int = 15) -> str:
+    """The last lines of a run's log (where a stop that did not end went), for a failed test."""
+    if log is None or not log.exists():
+        return f"no log at {log}"
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
 def _fill(disk) -> None:

@@ -8,6 +8,8 @@ import argparse
 import os
 import sys
 
+from trainer_module.processes import exit_now  # noqa: F401  the command's end (its tests', too)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no C++ info logs
 
 
@@ -29,28 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def console() -> None:
-    """The `lockstep` command and `python -m pipeline.cli`: main(), then `exit_now`."""
+    """The `lockstep` command and `python -m pipeline.cli`: main(), then `exit_now` (Python's
+    exit without the interpreter's teardown: trainer_module/processes.py)."""
     exit_now(main())
-
-
-def exit_now(status: int) -> None:
-    """Ends the process as Python's exit does (other threads joined, atexit handlers run: logs
-    flushed and closed, temporary directories removed, output flushed), without the teardown
-    after it. Once TensorFlow, TFX and TFMA are loaded, that teardown (freeing every module and
-    object one by one) took 1.4 s of every command here; the kernel frees the memory at once."""
-    import atexit
-    import threading
-
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more to say
-            pass
-    os._exit(0 if status is None else status if isinstance(status, int) else 1)
 
 
 def main(argv: list[str] | None = None) -> int:
