@@ -406,6 +406,37 @@ def penguins_run(tmp_path_factory):
     return run
 
 
+WIDE_DEEP = REPO / "examples" / "wide_deep"
+
+
+@pytest.fixture(scope="session")
+def wide_deep_runs(tmp_path_factory):
+    """examples/wide_deep (a user's own model and preprocessing by dotted path, trainer.verify
+    on) as benchmarks/kfp_local.py --smoke runs it, made once for the session (`shared`): its
+    LocalDagRunner run (`local`, tests/test_example.py's) and its `--orchestrator kfp-local` run
+    (`kfp`, tests/test_kfp_local.py's: the suite's one kfp.local run of the whole spec), each a
+    PipelineRun whose `result` has the run's stdout; and the benchmark's own output
+    (`benchmark`). Each run is `lockstep run` in a fresh interpreter, with the example's config
+    and data, as a user runs it."""
+    from types import SimpleNamespace
+
+    from test_benchmarks import smoke_failed, smoke_process
+
+    def make(root):
+        return smoke_process("kfp_local.py", root, "--config", WIDE_DEEP / "config.toml",
+                             "--data", WIDE_DEEP / "data" / "credit_data.csv",
+                             "--work", root / "bench", timeout=2400)[0]  # three runs
+
+    root, result = shared(tmp_path_factory, "wide-deep", make)
+    assert result.returncode == 0, smoke_failed("kfp_local.py", root, result)
+    runs = {}
+    for name in ("local", "kfp"):
+        run = runs[name] = PipelineRun(root / "bench" / name)
+        run.result = subprocess.CompletedProcess(
+            f"lockstep run ({name})", 0, (run.root / "stdout.txt").read_text(), "")
+    return SimpleNamespace(benchmark=result.stdout, **runs)
+
+
 @pytest.fixture(scope="session")
 def compiled(tmp_path_factory):
     """One real `lockstep compile` for a v5e-4 Trainer, with spans and remote data and models."""

@@ -5,14 +5,17 @@ seconds to a minute or two on 2 cores. One takes seconds (the fast tier); the ot
 TensorFlow in more than one process or run pipelines (slow-marked, in `make test`).
 
 Two smokes run where their run is shared with the tests of what they measure (ELSEWHERE):
-kfp_local.py's makes tests/test_kfp_local.py's kfp.local run, and sync_vs_async.py's trains from
-the root of tests/test_parameter_server.py's parameter-server run; those tests check the table.
+kfp_local.py's makes tests/test_kfp_local.py's kfp.local run and tests/test_example.py's
+LocalDagRunner run of the example (tests/conftest.py, `wide_deep_runs`), and sync_vs_async.py's
+trains from the root of tests/test_parameter_server.py's parameter-server run; those tests check
+the table.
 
 Each smoke runs with TMPDIR set to its test's own directory: its work directories (the
 benchmarks make them with tempfile) are its own beside other tests (pytest-xdist), and a smoke
 that fails leaves the logs it names there, under pytest's base temporary directory."""
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -54,25 +57,39 @@ def test_every_benchmark_has_a_smoke_run():
     assert scripts == set(TABLES), "a benchmark without a smoke run here, or one gone"
     for name in scripts:
         assert "--smoke" in (BENCHMARKS / name).read_text(), name
-    for name, test in ELSEWHERE.items():  # the test is there, smokes it and reads its table
-        path, function = test.split("::")
+    for name, test in ELSEWHERE.items():  # the test is there, reads its table; it or a fixture
+        path, function = test.split("::")  # of its file or of conftest.py smokes it
         text = (REPO / path).read_text()
-        assert f"def {function}(" in text and f'smoke("{name}"' in text, test
+        smoked = text + (REPO / "tests" / "conftest.py").read_text()
+        assert f"def {function}(" in text and re.search(rf'\bsmoke(_process)?\("{name}"', smoked), test
         assert f'TABLES["{name}"]' in text.split(f"def {function}(")[1].split("\ndef ")[0], test
         assert test in (REPO / "Makefile").read_text(), f"make bench-smoke runs no {test}"
 
 
-def smoke(script: str, tmp: Path, *extra, timeout: int = 1200) -> tuple[str, float]:
-    """(stdout, wall seconds) of `benchmarks/<script> --smoke *extra`, TMPDIR in `tmp`."""
+def smoke_process(script: str, tmp: Path, *extra,
+                  timeout: int = 1200) -> tuple[subprocess.CompletedProcess, float]:
+    """(the process, wall seconds) of `benchmarks/<script> --smoke *extra`, TMPDIR in `tmp`."""
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=str(REPO), TMPDIR=str(tmp))
     tic = time.perf_counter()
     result = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke",
                              *map(str, extra)], cwd=REPO, env=env, capture_output=True,
                             text=True, timeout=timeout)
-    seconds = time.perf_counter() - tic
-    assert result.returncode == 0, (f"{script} --smoke failed after {seconds:.0f}s (its work "
-                                    f"directories: {tmp})\n" + (result.stdout + result.stderr)[-4000:])
+    return result, time.perf_counter() - tic
+
+
+def smoke_failed(script: str, tmp: Path, result: subprocess.CompletedProcess,
+                 seconds: float | None = None) -> str:
+    """What a failed smoke says: its output's end, and where its work directories are."""
+    after = f" after {seconds:.0f}s" if seconds is not None else ""
+    return (f"{script} --smoke failed{after} (its work directories: {tmp})\n"
+            + (result.stdout + result.stderr)[-4000:])
+
+
+def smoke(script: str, tmp: Path, *extra, timeout: int = 1200) -> tuple[str, float]:
+    """(stdout, wall seconds) of `benchmarks/<script> --smoke *extra`, TMPDIR in `tmp`."""
+    result, seconds = smoke_process(script, tmp, *extra, timeout=timeout)
+    assert result.returncode == 0, smoke_failed(script, tmp, result, seconds)
     return result.stdout, seconds
 
 

@@ -1,8 +1,9 @@
 """examples/wide_deep, as a user runs it: their own wide & deep model (synchronized
 BatchNormalization) and their own tf.Transform preprocessing, by dotted path from the config,
 end to end with LocalDagRunner (trainer.verify on; tests/test_kfp_local.py runs it under
-kfp.local, each task a process of its own); `lockstep verify` on it passes, and the AUC the run
-reports is the pushed model's on the same rows."""
+kfp.local, each task a process of its own; both runs are benchmarks/kfp_local.py's smoke's);
+`lockstep verify` on it passes, and the AUC the run reports is the pushed model's on the same
+rows."""
 
 import json
 import re
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, PipelineRun, eval_examples, lockstep
+from conftest import REPO, eval_examples, lockstep
 
 pytestmark = pytest.mark.slow
 
@@ -27,11 +28,11 @@ def _eval_files(pipeline_root):
 
 
 @pytest.fixture(scope="session")
-def example_run(tmp_path_factory):
-    run = PipelineRun(tmp_path_factory.mktemp("wide_deep"))
-    run.result = run.run("--config", CONFIG, "--data", DATA)
-    assert run.result.returncode == 0, run.result.stdout[-3000:] + run.result.stderr[-3000:]
-    return run
+def example_run(wide_deep_runs):
+    """`lockstep run --config examples/wide_deep/config.toml --data ...` in a fresh interpreter:
+    the LocalDagRunner run benchmarks/kfp_local.py's smoke makes beside its kfp-local one
+    (tests/conftest.py, `wide_deep_runs`)."""
+    return wide_deep_runs.local
 
 
 def test_the_users_model_and_preprocessing_train_verify_and_push(example_run):

@@ -19,7 +19,7 @@ import tensorflow as tf
 import yaml
 
 from conftest import REPO, PipelineRun, lockstep, serving_accuracy
-from test_benchmarks import TABLES, smoke
+from test_benchmarks import TABLES
 
 pytestmark = pytest.mark.slow
 
@@ -29,19 +29,14 @@ TASKS = ["CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Gra
 
 
 @pytest.fixture(scope="session")
-def kfp_local_run(tmp_path_factory):
+def kfp_local_run(wide_deep_runs):
     """`lockstep run --orchestrator kfp-local` on the example, as benchmarks/kfp_local.py --smoke
-    runs it (beside a LocalDagRunner run and the spec under TFX's stock task command): its root
-    and its stdout; the benchmark's own output as `benchmark`."""
-    work = tmp_path_factory.mktemp("kfp-local")
-    benchmark = smoke("kfp_local.py", work, "--config", EXAMPLE / "config.toml",
-                      "--data", EXAMPLE / "data" / "credit_data.csv", "--work", work / "bench",
-                      timeout=2400)[0]  # three runs; the kfp-local one alone had 900 s
-    run = PipelineRun(work / "bench" / "kfp")
+    runs it (beside a LocalDagRunner run, tests/test_example.py's, and the spec under TFX's stock
+    task command; tests/conftest.py, `wide_deep_runs`): its root and its stdout; the benchmark's
+    own output as `benchmark`."""
+    run = wide_deep_runs.kfp
     [run.pipeline_dir] = [p for p in run.pipeline_root.iterdir() if p.name.startswith("wide-deep-")]
-    run.result = subprocess.CompletedProcess("lockstep run --orchestrator kfp-local", 0,
-                                             (run.root / "stdout.txt").read_text(), "")
-    run.benchmark = benchmark
+    run.benchmark = wide_deep_runs.benchmark
     return run
 
 
