@@ -50,6 +50,7 @@ from tfx.components.util import examples_utils
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from components import columnar_examples, csv_format, row_split, spans
+from components.compat import beam as beam_compat
 from trainer_module import input_pipeline
 
 SPANS_KEY = "spans"
@@ -392,6 +393,7 @@ class Executor(BaseExampleGenExecutor):
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
         return _CsvRecords
 
+    @beam_compat.spare_fixed_costs  # two fixed costs of Beam's spared: compat/beam.py
     def Do(self, input_dict, output_dict, exec_properties):
         """TFX's ExampleGen, with the records never passing one by one through Beam: each
         worker writes its batches' records straight to files (see _Encode)."""

@@ -45,6 +45,7 @@ from tfx.utils import io_utils, json_utils, path_utils, proto_utils
 from components import batched_metrics, generalization, gradient_boosting, serving_check
 from components import serving_versions
 from components.batched_records import batched_reads
+from components.compat import beam as beam_compat
 from components.latest_model import is_found
 from components.memory import objects_frozen
 from trainer_module import autograph_rules, features
@@ -120,6 +121,7 @@ def hold_to_reference(blessing, bound: ReferenceBound, reference_uri: str,
 
 
 class Executor(stock_executor.Executor):
+    @beam_compat.spare_fixed_costs  # two fixed costs of Beam's spared: compat/beam.py
     def Do(self, input_dict, output_dict, exec_properties):
         key = standard_component_specs.BASELINE_MODEL_KEY
         input_dict = dict(input_dict)

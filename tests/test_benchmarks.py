@@ -39,6 +39,7 @@ TABLES = {
     "whole_run.py": "penguins: lockstep ",
     "sync_vs_async.py": "async / sync examples/s: ",
     "figures.py": "bundled data, first run, fresh root: Total ",
+    "beam_fixed_costs.py": "beam_fixed_costs: stock / spared Total = ",
 }
 # In the fast tier: seconds. The others start TensorFlow in more than one process, trace twice
 # or run pipelines: 15 s to 2 minutes each on 2 cores under load.

@@ -21,7 +21,7 @@ MPV = "tensorflow_model_analysis.evaluators.metrics_plots_and_validations_evalua
 
 
 def test_one_module_per_dependency():
-    assert set(WALL) == {"kfp", "tfma", "tfx", "tfx_bsl"}
+    assert set(WALL) == {"beam", "dill", "kfp", "tfma", "tfx", "tfx_bsl"}
     for name, module in WALL.items():
         assert len({symbol.package for symbol in module.SYMBOLS}) == 1, name
 
@@ -67,9 +67,12 @@ def test_a_rebound_name_no_longer_looked_up_is_named():
         "_COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT when it runs, so rebinding it changes nothing")
 
 
-@pytest.mark.parametrize("name", sorted(WALL))
+@pytest.mark.parametrize("name", sorted(name for name, module in WALL.items()
+                                         if module.SYMBOLS[0].package in load_lint().PACKAGES))
 def test_the_wall_declares_every_private_name_it_uses(name):
-    """The lint's rule applied to the wall's own source finds nothing it does not declare."""
+    """The lint's rule applied to the wall's own source finds nothing it does not declare (Beam
+    and dill, whose rebindings compat/beam.py and dill.py declare, are not linted: beam.py's
+    docstring says why)."""
     lint = load_lint()
     declared = {part for symbol in WALL[name].SYMBOLS for part in symbol.name.split(".")}
     found = lint.findings([str(REPO / "components" / "compat" / f"{name}.py")])
@@ -97,3 +100,9 @@ def test_the_rebinds_hold_inside_the_block_only():
              "UnbatchExtractor")
     _rebound(WALL["tfx"].tfxio_factory(lambda *args, **kwargs: None), tfxio_utils, "make_tfxio")
     _rebound(WALL["tfx"].transform_processor(None), transform_executor, "TransformProcessor")
+    from apache_beam.transforms import core
+
+    from dill import _dill
+
+    _rebound(WALL["beam"].signatures_remembered(), core, "get_function_args_defaults")
+    _rebound(WALL["dill"].quiet_trace(), _dill, "_trace")
