@@ -6,7 +6,7 @@ builds, translates, validates or starts a bundle of a DoFn step: about 3,700 tim
 `lockstep run` on the bundled data (344 rows). Each time it reads the signature of every method
 of the DoFn, through `core.get_function_args_defaults` and `inspect.signature`: 108,000
 signatures, 2.8 s of a 22 s run on one core, for what is the same answer each time. In the same
-process a function's parameters and their defaults do not change unless its defaults or its
+process a function's parameters and their defaults do not change unless its code, defaults or
 wrapper are replaced, so `signatures_remembered` has that function remember its answer per
 function (a method's per the function it binds) for as long as the function lives, and works
 it out again where any of those changed. Callables that are not Python functions (builtins,
