@@ -44,7 +44,7 @@ _OF_METHOD: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _depends_on(function: types.FunctionType) -> tuple:
-    """What inspect.signature reads of a Python function besides its code object, by identity."""
+    """What inspect.signature reads of a Python function, each compared by identity."""
     return (function.__code__, function.__defaults__, function.__kwdefaults__,
             getattr(function, "__wrapped__", None), getattr(function, "__signature__", None))
 
@@ -67,11 +67,7 @@ def _remembered(f):
 
 @contextlib.contextmanager
 def signatures_remembered():
-    """Inside the block, Beam's `core.get_function_args_defaults` remembers its answers (not
-    with LOCKSTEP_STOCK_BEAM=1)."""
-    if os.environ.get(STOCK_SWITCH) == "1":
-        yield
-        return
+    """Inside the block, Beam's `core.get_function_args_defaults` remembers its answers."""
     with swapped(core, "get_function_args_defaults", _remembered):
         yield
 
@@ -91,4 +87,3 @@ def spare_fixed_costs(do):
 def stock_signature(f) -> tuple[list, list]:
     """Beam's own answer, never remembered (for tests comparing the two)."""
     return _STOCK(f)
-
