@@ -1,7 +1,8 @@
 """Python-function TFX components for tests/test_dag_runner.py: each records where and when it
 ran (a JSON line: node, pid, start, end) to a file, sleeps, and fails when told to; told to
 swallow, it catches the first that many exceptions raised while it sleeps (a SIGTERM's Stopped),
-as code that catches every exception would."""
+as code that catches every exception would. Each also writes its name to `record`.started as its
+own code begins, so a test can signal once a node's code (not only the launcher around it) runs."""
 
 import json
 import os
@@ -16,9 +17,13 @@ from tfx.types import standard_artifacts
 def Step(name: Parameter[str], record: Parameter[str], seconds: Parameter[float],
          fail: Parameter[int] = 0, swallow: Parameter[int] = 0):
     start = time.time()
+    with open(record + ".started", "a") as out:
+        out.write(name + "\n")
     swallowed = 0
-    while time.time() < start + seconds:
-        try:
+    while True:
+        try:  # the loop's test inside too: a signal may be raised between any two bytecodes
+            if time.time() >= start + seconds:
+                break
             time.sleep(0.02)
         except Exception:  # noqa: BLE001  as code that catches everything does
             if swallowed >= swallow:

@@ -286,6 +286,30 @@ def _sigterm_once_running(nodes: set[str], delay: float):
         logger.setLevel(level)
 
 
+@contextlib.contextmanager
+def _sigterm_once_started(record: str, nodes: set[str], delay: float):
+    """SIGTERM to this process `delay` seconds after every one of `nodes` has entered its own
+    code (tests/dag_nodes.py's Step writes its name to `record`.started there)."""
+    done = threading.Event()
+
+    def watch():
+        started = record + ".started"
+        while not done.wait(0.01):
+            names = set(open(started).read().split()) if os.path.exists(started) else set()
+            if nodes <= names:
+                if not done.wait(delay):  # not once the run has ended
+                    os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+
+
 @pytest.mark.slow
 def test_sigterm_while_the_worker_runs_a_node_names_it_and_records_it_failed(tmp_path):
     """SIGTERM while B runs in the worker's lane and C in this process: both are named, and both
@@ -331,7 +355,10 @@ def test_once_sigterm_arrives_the_workers_node_stops_and_no_lane_starts_another(
 
     ir, _ = dag_runner.compile_run(pipeline)
     worker = _ready_worker()
-    with _sigterm_once_running({"Trainer", "C"}, 0.1), pytest.raises(
+    # Signalled once both nodes' own code runs: "Component Trainer is running." comes before the
+    # launcher enters the Trainer's code, and a Stopped raised there is not swallowed (a CI found
+    # the Trainer failed, not run on, when the launcher took more than 0.1 s on a busy machine).
+    with _sigterm_once_started(record, {"Trainer", "C"}, 0.1), pytest.raises(
             dag_runner.Stopped, match=r"^stopped by SIGTERM while C, Trainer ran"):
         dag_runner.run_ir(ir, worker)
     # The Trainer swallowed the Stopped and ran on; C, in the killed worker, never ended.
