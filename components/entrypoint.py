@@ -175,15 +175,18 @@ def beam_worker_args(argv: list[str]) -> bool:
 
 def _run_executor(argv: list[str]) -> None:
     """The lean imports, then TFX's entrypoint (or, in a Vertex job, run_executor's)."""
-    prepare(argv[1:])
-    from absl import app
+    from trainer_module import processes
 
-    if RUN_EXECUTOR_FLAG in argv:
-        from tfx.scripts import run_executor
+    with processes.imports_uncollected():
+        prepare(argv[1:])
+        from absl import app
 
-        main_fn, parse = run_executor.main, run_executor.parse_flags
-    else:
-        main_fn, parse = tfx_compat.kubeflow_v2_entrypoint()
+        if RUN_EXECUTOR_FLAG in argv:
+            from tfx.scripts import run_executor
+
+            main_fn, parse = run_executor.main, run_executor.parse_flags
+        else:
+            main_fn, parse = tfx_compat.kubeflow_v2_entrypoint()
     app.run(main_fn, flags_parser=parse)
 
 

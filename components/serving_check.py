@@ -237,8 +237,9 @@ def _examples(files: list[str]) -> list[bytes]:
 
 
 def main(argv: list[str]) -> int:
-    import numpy as np
-    import tensorflow as tf
+    with processes.imports_uncollected():  # at once where prewarmed: TensorFlow is in
+        import numpy as np
+        import tensorflow as tf
 
     if argv == [ON_STDIN]:  # prewarmed: TensorFlow is in; now the arguments
         line = sys.stdin.readline()

@@ -239,11 +239,12 @@ def _serve() -> None:
     requests = os.dup(0)
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     os.dup2(2, 1)  # a library's print goes to the server's log, not among the answers
-    import pipeline.cli
-    from pipeline.cli import run  # noqa: F401
-    from pipeline.local import dag_runner  # noqa: F401  (TensorFlow, TFX, Beam, TFMA)
-    from pipeline.orchestrators import local_dag  # noqa: F401
-    from pipeline.use_cases import local_run  # noqa: F401
+    with processes.imports_uncollected():
+        import pipeline.cli
+        from pipeline.cli import run  # noqa: F401
+        from pipeline.local import dag_runner  # noqa: F401  (TensorFlow, TFX, Beam, TFMA)
+        from pipeline.orchestrators import local_dag  # noqa: F401
+        from pipeline.use_cases import local_run  # noqa: F401
 
     pipeline.cli.build_parser()
     processes.tensorflow_imported_only()  # and none of it runs here

@@ -40,10 +40,12 @@ TABLES = {
     "sync_vs_async.py": "async / sync examples/s: ",
     "figures.py": "bundled data, first run, fresh root: Total ",
     "beam_fixed_costs.py": "beam_fixed_costs: stock / spared Total = ",
+    "import_collections.py": "import_collections: plain / uncollected import CPU = ",
 }
-# In the fast tier: seconds. The others start TensorFlow in more than one process, trace twice
-# or run pipelines: 15 s to 2 minutes each on 2 cores under load.
-FAST = {"record_reading.py"}
+# In the fast tier: seconds (import_collections' smoke imports Beam twice, not TensorFlow). The
+# others start TensorFlow in more than one process, trace twice or run pipelines: 15 s to 2
+# minutes each on 2 cores under load.
+FAST = {"record_reading.py", "import_collections.py"}
 HELPERS = {"harness.py", "datasets.py"}  # imported by the others, no table of their own
 # script -> the test (not in this file) that runs its smoke and checks its table
 ELSEWHERE = {

@@ -3,10 +3,12 @@ what the parent imports (the worker lane, the serving check, the equivalence che
 parameter-server trainer's processes), free ports on loopback for a cluster of them, an end
 with its parent (`die_with_parent`), whether a fork of this process can run TensorFlow
 (`may_fork`), such a fork seen as the subprocess.Popen a fresh interpreter would be
-(`Forked`), and the end of a lockstep process (`exit_now`: the CLI's and a pipeline task's)."""
+(`Forked`), imports that pay no cycle collection (`imports_uncollected`: a process's start), and
+the end of a lockstep process (`exit_now`: the CLI's and a pipeline task's)."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
@@ -48,6 +50,29 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+@contextlib.contextmanager
+def imports_uncollected():
+    """The body's imports made with the cycle collector off, then moved to its permanent
+    generation (gc.freeze). Python collects every generation each time the objects that survived
+    its last full collection grow by a quarter; TensorFlow, TFX and Beam make some 850k objects
+    as they import, so an import of them paid about eight full collections, each walking all that
+    was imported so far, to free a few hundred objects (2 of the 8.7 CPU-s the import took here:
+    benchmarks/import_collections.py). What an import makes lives as long as the process, which is
+    what a collection would conclude; frozen, it is also walked by no later collection (and not
+    written to, so a fork's pages stay shared). The caller's state is kept: a collector that was
+    off stays off. Around the imports a process starts with (a run's runner, a pipeline task's
+    executor, the worker lane), not around work: garbage made in the body waits for the process's
+    end (or components/memory.py's `objects_frozen`, which thaws everything as it ends)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if collecting:
+            gc.enable()
 
 
 _IMPORTED_ONLY: list[bool] = []  # this process said: TensorFlow imported, none of it run

@@ -271,9 +271,9 @@ def main() -> None:
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # prints of the libraries go to the log, not into the answers
     _log_to_stderr()
-    import trainer_module  # noqa: F401  TF_USE_LEGACY_KERAS, before TensorFlow
-    from tfx.orchestration.local import runner_utils  # noqa: F401  TFX, before the first request
-    from tfx.orchestration.portable import launcher  # noqa: F401
+    with processes.imports_uncollected():  # trainer_module first: TF_USE_LEGACY_KERAS
+        from tfx.orchestration.local import runner_utils  # noqa: F401  before the first request
+        from tfx.orchestration.portable import launcher  # noqa: F401
 
     _serve(sys.stdin.buffer, answers)
 

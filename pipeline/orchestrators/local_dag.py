@@ -37,7 +37,8 @@ def run(prepared, console: Console) -> RunReport:
     fresh = processes.may_fork()
     worker = None if fresh else node_worker.Worker.if_useful()  # its imports beside ours
     try:  # TFX's imports here; run_dag uses them
-        from pipeline.local import dag_runner  # noqa: F401
+        with processes.imports_uncollected():
+            from pipeline.local import dag_runner  # noqa: F401
         if fresh:
             worker = node_worker.Worker.if_useful(fork=True)
             serving_check.prewarm_by_fork()  # after the worker's fork: the worker holds none

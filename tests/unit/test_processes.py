@@ -1,4 +1,5 @@
-"""trainer_module/processes.py: a child Python process's environment imports what this one does."""
+"""trainer_module/processes.py: a child Python process's environment imports what this one does;
+a fork seen as a Popen; imports that pay no cycle collection."""
 
 import os
 import subprocess
@@ -90,3 +91,71 @@ def test_a_fresh_child_has_no_handler_of_its_parents_and_default_signals():
     finally:
         signal.signal(signal.SIGTERM, before)
         root.removeHandler(added[0]), named.removeHandler(added[1])
+
+
+# A module of the shape of a large import: 100k lists the collector tracks (with untracked tuples
+# and dicts of numbers), alive as long as the process; 300 cycles that are garbage at once (an
+# import's leftovers).
+_HEAVY_MODULE = """
+KEPT = [[i, (i,), {"i": i}] for i in range(100_000)]
+for _ in range(300):
+    cycle = []
+    cycle.append(cycle)
+del cycle
+"""
+
+# Imports the module (plainly, or inside imports_uncollected), counting the full collections that
+# run meanwhile, then prints what it saw as JSON.
+_IMPORTER = """
+import gc, json, sys
+from trainer_module import processes
+if sys.argv[2] == "off":
+    gc.disable()
+full = []
+gc.callbacks.append(lambda phase, info: full.append(1)
+                    if phase == "stop" and info["generation"] == 2 else None)
+sys.path.insert(0, sys.argv[1])
+if sys.argv[3] == "plain":
+    import heavy
+elif sys.argv[3] == "uncollected":
+    with processes.imports_uncollected():
+        import heavy
+else:
+    try:
+        with processes.imports_uncollected():
+            raise ImportError("no such module")
+    except ImportError:
+        pass
+during = len(full)
+print(json.dumps({"during": during, "enabled": gc.isenabled(), "frozen": gc.get_freeze_count(),
+                  "collected_after": gc.collect()}))
+"""
+
+
+def _imported(tmp_path, how: str, collector: str = "on") -> dict:
+    (tmp_path / "heavy.py").write_text(_HEAVY_MODULE)
+    out = subprocess.run([sys.executable, "-c", _IMPORTER, str(tmp_path), collector, how],
+                         capture_output=True, text=True, check=True,
+                         env=processes.python_env())
+    import json
+
+    return json.loads(out.stdout)
+
+
+def test_imports_made_uncollected_pay_no_full_collection_and_are_frozen(tmp_path):
+    """Plainly, the import pays full collections (the comparison that makes this test able to
+    fail); inside imports_uncollected none, and what it made (100k tracked lists) is frozen: a
+    later collection neither walks nor frees it. The collector is on again afterwards."""
+    plain = _imported(tmp_path, "plain")
+    assert plain["during"] >= 1 and plain["frozen"] == 0, plain
+    uncollected = _imported(tmp_path, "uncollected")
+    assert uncollected["during"] == 0, uncollected
+    assert uncollected["enabled"] and uncollected["frozen"] > 100_000, uncollected
+    # The import's garbage cycles were frozen with it: not collected later, as its objects are not.
+    assert uncollected["collected_after"] < 300, uncollected
+
+
+def test_a_collector_that_was_off_stays_off_and_a_failed_import_leaves_it_on(tmp_path):
+    assert _imported(tmp_path, "uncollected", collector="off")["enabled"] is False
+    failed = _imported(tmp_path, "failing")
+    assert failed["enabled"] is True and failed["during"] == 0, failed
