@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from tfx.orchestration import metadata, pipeline as tfx_pipeline
@@ -293,9 +294,9 @@ def _sigterm_once_started(record: str, nodes: set[str], delay: float):
     done = threading.Event()
 
     def watch():
-        started = record + ".started"
+        started = Path(record + ".started")
         while not done.wait(0.01):
-            names = set(open(started).read().split()) if os.path.exists(started) else set()
+            names = set(started.read_text().split()) if started.exists() else set()
             if nodes <= names:
                 if not done.wait(delay):  # not once the run has ended
                     os.kill(os.getpid(), signal.SIGTERM)

@@ -57,14 +57,15 @@ def imports_uncollected():
     """The body's imports made with the cycle collector off, then moved to its permanent
     generation (gc.freeze). Python collects every generation each time the objects that survived
     its last full collection grow by a quarter; TensorFlow, TFX and Beam make some 850k objects
-    as they import, so an import of them paid about eight full collections, each walking all that
-    was imported so far, to free a few hundred objects (2 of the 8.7 CPU-s the import took here:
-    benchmarks/import_collections.py). What an import makes lives as long as the process, which is
-    what a collection would conclude; frozen, it is also walked by no later collection (and not
-    written to, so a fork's pages stay shared). The caller's state is kept: a collector that was
-    off stays off. Around the imports a process starts with (a run's runner, a pipeline task's
-    executor, the worker lane), not around work: garbage made in the body waits for the process's
-    end (or components/memory.py's `objects_frozen`, which thaws everything as it ends)."""
+    as they import, so an import of them paid eight full collections, each walking all that was
+    imported so far, to free a few hundred objects (1.1 of the 5.6 CPU-s the runner's import took
+    on an idle core, 2 of 8.7 on a busy machine: benchmarks/import_collections.py). What an import
+    makes lives as long as the process, which is what a collection would conclude; frozen, it is
+    also walked by no later collection (and not written to, so a fork's pages stay shared). The
+    caller's state is kept: a collector that was off stays off. Around the imports a process
+    starts with (a run's runner, a pipeline task's executor, the worker lane), not around work:
+    garbage made in the body is frozen with it, until the process ends (components/memory.py's
+    `objects_frozen` leaves it frozen too)."""
     collecting = gc.isenabled()
     gc.disable()
     try:
