@@ -16,9 +16,11 @@ process that ran others before it (pipeline/local/dag_runner.py), which matters 
   the worker after each component, lets the next one start from what is really in use.
 
 The Trainer's collection frees its training input, a MultiDeviceIterator under a synchronous
-strategy, at once: its per-device iterators run without tf.data's autotuning, whose thread
-TensorFlow 2.16 waited out on destruction, for minutes with 8 replicas, holding the GIL
-(trainer_module/strategy.py, quiet_device_iterators; tests/test_input_teardown.py).
+strategy, at once: its host pipeline and its per-device iterators run without tf.data's
+autotuning, whose thread TensorFlow 2.16 waited out on destruction, holding the GIL: for minutes
+with 8 replicas' device iterators, for seconds the host pipeline's on a busy core
+(trainer_module/strategy.py, quiet_device_iterators; trainer_module/input_pipeline.py, untuned;
+tests/test_input_teardown.py).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ but the shuffle. Training data that fits (`CACHE_MAX_FILE_BYTES`) is parsed once
 memory as parsed chunks (one step each, or `CACHE_CHUNK_STEPS` from `CACHE_CHUNK_MIN_FILE_BYTES`
 up), and each epoch reshuffles the chunks (benchmarks/trainer_throughput.py: the loop runs at
 0.99 of its speed on one in-memory batch); larger data streams from its files every epoch.
+tf.data's autotuning is off (`untuned`): nothing here needs it, and it cost cores and a wait.
 
 Use with `strategy.distribute_datasets_from_function(make_dataset_fn(...))`.
 """
@@ -31,6 +32,28 @@ CACHED_STEP_SHUFFLE = 1024  # cached steps shuffled per epoch
 # keeps one step per chunk and so a new order of steps every epoch.
 CACHE_CHUNK_STEPS = 32
 CACHE_CHUNK_MIN_FILE_BYTES = 16 << 20
+
+
+def untuned() -> tf.data.Options:
+    """The options every dataset here ends with: tf.data's autotuning off.
+
+    Nothing here needs tuning. The parse is one op per batch and the transform a few per batch,
+    so the default parallelism of an AUTOTUNE map or interleave without the tuner, min(16, the
+    cores), is enough; the prefetch's buffer still grows as it empties (its own, older autotuner);
+    what fits in memory is read once. The tuner itself costs three ways:
+    - its model thread takes a share of the cores the parse needs: on one core (the bundled
+      data's run) training ran at 8,500 to 11,000 examples/s with it, 12,000 to 12,600 without;
+    - in TensorFlow 2.16 an iterator's destruction waits for that thread's next wake-up, which
+      is not woken, holding the GIL: the Trainer's closing collection (components/memory.py)
+      took 2.5 s in 2 of 3 runs on one core, 0.1 s without; early stopping makes and drops an
+      iterator of the validation rows at each score;
+    - the per-device iterators of a synchronous strategy had the same wait, worse
+      (trainer_module/strategy.py, quiet_device_iterators).
+    On 2 cores and 2 replicas, streaming from files, the loop's speed was the same either way
+    (benchmarks/trainer_throughput.py's loop, 3 rounds each)."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return options
 
 
 def file_bytes(files: list[str]) -> int:
@@ -210,6 +233,6 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
         ds = ds.rebatch(per_replica_batch, drop_remainder=training)
         if skip_steps:
             ds = ds.skip(skip_steps * replicas_fed)
-        return ds.prefetch(tf.data.AUTOTUNE)
+        return ds.prefetch(tf.data.AUTOTUNE).with_options(untuned())
 
     return dataset_fn
