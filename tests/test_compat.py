@@ -105,4 +105,7 @@ def test_the_rebinds_hold_inside_the_block_only():
     from dill import _dill
 
     _rebound(WALL["beam"].signatures_remembered(), core, "get_function_args_defaults")
+    from apache_beam.internal import pickler
+
+    _rebound(WALL["beam"].cloudpickled(), pickler, "DEFAULT_PICKLE_LIB")
     _rebound(WALL["dill"].quiet_trace(), _dill, "_trace")

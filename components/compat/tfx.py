@@ -7,6 +7,8 @@
   and notes which came from the cache, in two of its private steps.
 - The Trainer hands run_fn its run parameters beside the custom config (components/trainer.py):
   `FnArgsHook` amends the FnArgs TFX's Trainer executor makes in a private step.
+- A Beam executor's Beam arguments decide how its pipeline pickles (compat/beam.py):
+  `beam_pipeline_args` reads what TFX's Beam executor keeps privately.
 - A Kubeflow task starts TFX's KFP v2 entrypoint with its private flag parser, and marks when the
   executor's Do begins (components/entrypoint.py): `kubeflow_v2_entrypoint`, `announce_do`.
 
@@ -34,6 +36,7 @@ SYMBOLS = (
     Symbol(_TRAINER, "GenericExecutor._GetFnArgs"),
     Symbol(_KFP_V2, "_parse_flags"),
     Symbol("tfx.dsl.components.base.base_executor", "BaseExecutor.Do"),
+    Symbol("tfx.dsl.components.base.base_beam_executor", "BaseBeamExecutor._beam_pipeline_args"),
 )
 
 
@@ -114,3 +117,10 @@ def announce_do(executor_cls: type, announce: Callable[[], None]) -> None:
         return do(self, *args, **kwargs)
 
     executor_cls.Do = announced_do
+
+
+def beam_pipeline_args(executor) -> list[str] | None:
+    """The Beam arguments a Beam executor makes its pipelines with (its context's, with what TFX
+    adds); None for an object that is not a Beam executor."""
+    args = getattr(executor, "_beam_pipeline_args", None)
+    return list(args) if isinstance(args, (list, tuple)) else None

@@ -4,7 +4,9 @@
   own answer every time, for every kind of callable, after a function's defaults change, and for
   DoFns with state and timers; and inspect is asked once per function instead of each time;
 - dill's trace after each pickle (compat/dill.py): its logger's level the same, set only where it
-  differs."""
+  differs;
+- cloudpickle, not dill, where the executor's pipelines pickle for this process only: the same
+  output (closures and a stateful DoFn), dill elsewhere, and Beam's library put back."""
 
 import functools
 import logging
@@ -13,7 +15,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.coders import VarIntCoder
 from apache_beam.testing.util import assert_that, equal_to
-from apache_beam.internal import pickler
+from apache_beam.internal import cloudpickle_pickler, dill_pickler, pickler
 from apache_beam.transforms import core, userstate
 from dill import _dill
 
@@ -179,3 +181,56 @@ def test_each_beam_executor_runs_with_signatures_remembered(executor):
 
     source = (REPO / "components" / f"{executor}.py").read_text()
     assert "    @beam_compat.spare_fixed_costs" in source.split("    def Do(self")[0][-200:]
+
+
+@pytest.mark.parametrize("beam_args, in_process", [
+    ([], True), (["--runner=DirectRunner"], True), (["--direct_num_workers=2"], True),
+    (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], False),
+    (["--direct_running_mode=multi_threading"], False),
+    (["--runner=PortableRunner", "--job_endpoint=embed"], False),
+    (["--runner=DataflowRunner", "--project=p", "--region=r"], False),
+    (["--pickle_library=dill"], False), (["--pickle_library=cloudpickle"], False), (None, False)])
+def test_a_pipeline_pickles_for_this_process_only_on_the_direct_runner_in_memory(beam_args,
+                                                                                   in_process):
+    assert beam_compat.pickles_in_process(beam_args) is in_process
+
+
+def _picker(column):
+    return lambda row: (column, row[column])
+
+
+class _Executor:
+    """What spare_fixed_costs reads of a TFX Beam executor: its Beam arguments."""
+
+    def __init__(self, beam_args):
+        self._beam_pipeline_args = beam_args
+        self.pickled_with = None
+
+    @beam_compat.spare_fixed_costs
+    def Do(self, columns):
+        with beam.Pipeline(argv=self._beam_pipeline_args) as pipeline:
+            self.pickled_with = pickler.desired_pickle_lib
+            rows = pipeline | "rows" >> beam.Create([{"a": 1, "b": 2}, {"a": 3, "b": 4}])
+            for column in columns:  # each Map's function a closure of its own
+                picked = rows | f"pick {column}" >> beam.Map(_picker(column))
+                assert_that(picked, equal_to([(column, row[column]) for row in
+                                              [{"a": 1, "b": 2}, {"a": 3, "b": 4}]]),
+                            label=f"check {column}")
+            counts = (pipeline | "keyed" >> beam.Create([("a", 1), ("a", 2), ("b", 3)])
+                      | beam.ParDo(_Counting()))
+            assert_that(counts, equal_to([("a", 1), ("a", 2), ("b", 1)]), label="counts")
+
+
+@pytest.mark.parametrize("beam_args, library", [([], cloudpickle_pickler),
+                                                (["--direct_running_mode=multi_threading"],
+                                                 dill_pickler)])
+def test_an_executor_pickles_in_process_with_cloudpickle_and_beam_is_put_back(beam_args, library,
+                                                                              monkeypatch):
+    assert pickler.desired_pickle_lib is dill_pickler
+    executor = _Executor(beam_args)
+    executor.Do(["a", "b"])
+    assert executor.pickled_with is library
+    assert pickler.desired_pickle_lib is dill_pickler and pickler.DEFAULT_PICKLE_LIB == "dill"
+    monkeypatch.setenv(beam_compat.STOCK_SWITCH, "1")
+    executor.Do(["b"])
+    assert executor.pickled_with is dill_pickler  # the switch: Beam's own
