@@ -11,6 +11,7 @@ import tensorflow as tf
 from tensorflow.python.autograph.pyct import transpiler
 
 from trainer_module import autograph_rules, loop  # noqa: F401  (loop installs the rule)
+from test_synchronous_training import builtin_records  # noqa: F401  (a module's fixture)
 
 
 @pytest.fixture
@@ -81,3 +82,40 @@ def test_tf_transform_is_not_converted(converted):
     autograph_rules.install()  # idempotent
     assert sum(r.matches("tensorflow_transform") for r in autograph_rules._config.CONVERSION_RULES
                if isinstance(r, type(autograph_rules._RULE))) == 1
+
+
+def test_lockstep_traces_its_own_code_as_written_and_a_users_loss_still_converts(converted,
+                                                                                builtin_records):
+    """The built-in model's layers, the gradients' sum over replicas and the input pipeline's
+    functions are traced as written (autograph_rules.plain): no rewrite in a train step's trace.
+    The loop itself, and a user's loss with a tensor `if` that the built-in model's per-member
+    wrapper calls, are still AutoGraph's."""
+    from test_synchronous_training import BUILTIN_SPEC, _builtin, _strategy
+    from trainer_module import input_pipeline, model as model_lib, settings
+
+    strategy = _strategy(2)
+    with strategy.scope():
+        model = _builtin(settings.CLASSIFICATION)
+        optimizer = tf.keras.optimizers.SGD(0.01)
+
+    def users_loss(labels, outputs):  # a tensor `if`: it needs AutoGraph to trace
+        loss = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.cast(labels, tf.int64),
+                                                              tf.cast(outputs, tf.float32))
+        if tf.reduce_max(loss) > 1e6:
+            loss = tf.minimum(loss, 1e6)
+        return loss
+
+    make = input_pipeline.make_dataset_fn(builtin_records, BUILTIN_SPEC, "y", settings.REGRESSION, 8,
+                                          training=True, seed=3)
+    dataset = strategy.distribute_datasets_from_function(
+        lambda ctx: make(ctx).map(lambda x, y: (x, tf.cast(y, tf.int64))))
+    trainer = loop.SynchronousLoop(strategy, model, optimizer, model_lib.per_member(users_loss),
+                                   16, dataset)
+    assert trainer.train(2)["steps"] == 2
+    ours = {name for module, name in converted
+            if module in ("trainer_module.model", "trainer_module.strategy",
+                          "trainer_module.input_pipeline")}
+    assert ours <= {"per_member.<locals>.loss"}, ours  # it calls the user's loss
+    assert [name for module, name in converted if name.endswith("users_loss")], converted
+    assert ("trainer_module.loop", "SynchronousLoop._run_steps") in converted
+

@@ -17,6 +17,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from trainer_module import autograph_rules, features, settings
+from trainer_module.autograph_rules import plain
 
 autograph_rules.install()  # the transform layer unconverted in the traced dataset map
 
@@ -118,7 +119,7 @@ def _record_blocks(files: tf.data.Dataset, compression: str, block: int,
                    keep=None) -> tf.data.Dataset:
     """Blocks of up to `block` serialized records, READ_CYCLE files read side by side (keep:
     which records of a block to keep, from their file's name and places in it)."""
-    return files.interleave(lambda f: _file_blocks(f, compression, block, keep),
+    return files.interleave(plain(lambda f: _file_blocks(f, compression, block, keep)),
                             cycle_length=READ_CYCLE, num_parallel_calls=tf.data.AUTOTUNE,
                             deterministic=True)
 
@@ -128,8 +129,8 @@ def _file_blocks(file, compression: str, block: int, keep=None) -> tf.data.Datas
     if keep is None:
         return blocks
     name = tf.strings.regex_replace(file, r"^.*/", "")
-    return blocks.enumerate().map(lambda i, records: tf.boolean_mask(records, keep(
-        name, i * block + tf.range(tf.size(records, out_type=tf.int64)))))
+    return blocks.enumerate().map(plain(lambda i, records: tf.boolean_mask(records, keep(
+        name, i * block + tf.range(tf.size(records, out_type=tf.int64))))))
 
 
 def read_records(files: tf.data.Dataset, compression: str, keep=None) -> tf.data.Dataset:
@@ -142,7 +143,7 @@ def count_records(files: list[str], compression: str = "GZIP") -> int:
     """The records in these TFRecord files, counted in C++ a block at a time."""
     ds = _record_blocks(tf.data.Dataset.from_tensor_slices(files), compression, 8192)
     return int(ds.reduce(tf.constant(0, tf.int64),
-                         lambda n, batch: n + tf.shape(batch, out_type=tf.int64)[0]))
+                         plain(lambda n, batch: n + tf.shape(batch, out_type=tf.int64)[0])))
 
 
 def list_files(patterns) -> list[str]:
@@ -181,6 +182,7 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
     if cache and chunk_steps is None:
         chunk_steps = CACHE_CHUNK_STEPS if size >= CACHE_CHUNK_MIN_FILE_BYTES else 1
 
+    @plain  # traced as written: trainer_module/autograph_rules.py
     def parse_batch(records):
         parsed = tf.io.parse_example(records, feature_spec)
         if transform is not None:
@@ -203,7 +205,8 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
             ds = ds.shard(pipelines, pipeline_id)  # file sharding: each pipeline its own files
             ds = read_records(ds, compression, keep)
         else:
-            ds = ds.flat_map(lambda f: _file_blocks(f, compression, READ_BLOCK, keep)).unbatch()
+            ds = ds.flat_map(plain(lambda f: _file_blocks(f, compression, READ_BLOCK, keep)))
+            ds = ds.unbatch()
             ds = ds.shard(pipelines, pipeline_id)  # element sharding: fewer files than pipelines
         # The unit of batching is what this pipeline feeds one global step (the per-replica
         # batch times the replicas it feeds; global_order: the whole global step's): the data
@@ -229,7 +232,7 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
         if whole:  # each global step's batch, then this pipeline's slice of it
             start = pipeline_id * share
             ds = ds.rebatch(unit, drop_remainder=True).map(
-                lambda x, y: tf.nest.map_structure(lambda t: t[start:start + share], (x, y)))
+                plain(lambda x, y: tf.nest.map_structure(lambda t: t[start:start + share], (x, y))))
         ds = ds.rebatch(per_replica_batch, drop_remainder=training)
         if skip_steps:
             ds = ds.skip(skip_steps * replicas_fed)

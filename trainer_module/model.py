@@ -26,10 +26,12 @@ from __future__ import annotations
 import tensorflow as tf
 
 from trainer_module import features, settings
+from trainer_module.autograph_rules import plain
 
 CLIP = 3.0  # a z-score's soft clip: z / sqrt(1 + (z / CLIP)^2), about z inside +-CLIP
 
 
+@plain  # traced as written: trainer_module/autograph_rules.py
 def ensemble_mean(outputs: tf.Tensor, task: str) -> tf.Tensor:
     """[batch, outputs] from the members' [batch, k, outputs], in float32: the mean of their
     probabilities as log-probabilities (classification), or the mean of their values."""
@@ -61,6 +63,7 @@ class NumericEmbedding(tf.keras.layers.Layer):
             "bias", [n, self.dim], initializer=tf.keras.initializers.RandomUniform(
                 -width ** -0.5, width ** -0.5, seed=self.seed + 1))
 
+    @plain  # traced as written: trainer_module/autograph_rules.py
     def call(self, x):
         position, z, missing = x[:, :, 0:1], x[:, :, 1:2], x[:, :, 2:3]
         steps = tf.range(self.bins, dtype=x.dtype)
@@ -110,6 +113,7 @@ class EnsembleHead(tf.keras.layers.Layer):
         for layer, units in zip(self.hidden, [width] + self.hidden_units):
             layer.build([None, self.members, units])
 
+    @plain  # training is a Python bool here (Keras traces each value apart)
     def call(self, x, training=None):
         h = x[:, None, :] * tf.cast(self.scale, x.dtype)  # [batch, k, features]
         for dense, drop in zip(self.hidden, self.drop):

@@ -21,6 +21,8 @@ import os
 from absl import logging
 import tensorflow as tf
 
+from trainer_module.autograph_rules import plain
+
 
 class StrategyError(RuntimeError):
     """The asked-for strategy cannot be had here; the message says what was asked and why."""
@@ -133,6 +135,7 @@ def name(strategy) -> str:
     return _NAMES.get(type(strategy).__name__, type(strategy).__name__)
 
 
+@plain  # traced as written: trainer_module/autograph_rules.py
 def is_tpu(strategy) -> bool:
     return isinstance(strategy, (tf.distribute.TPUStrategy,))
 
@@ -201,6 +204,7 @@ def quiet_device_iterators() -> None:
     device_iterators._create_device_dataset = quiet
 
 
+@plain  # traced as written: trainer_module/autograph_rules.py
 def summing_dtype(strategy) -> tf.DType:
     """What the replicas' gradients are summed in: float64, in which the sum of a few float32
     gradients is exact, so the same whatever order the strategy adds them in; float32 on a TPU,
@@ -239,6 +243,7 @@ def as_rows(dense: tf.Tensor) -> tf.IndexedSlices:
     return tf.IndexedSlices(dense, rows, tf.shape(dense, out_type=tf.int64))
 
 
+@plain  # traced as written: trainer_module/autograph_rules.py
 def _narrowed(grad, dtype: tf.DType):
     """A summed gradient back in its variable's dtype; embedding rows each once, their values
     added up before (in the wide dtype they come in)."""
@@ -249,6 +254,7 @@ def _narrowed(grad, dtype: tf.DType):
     return tf.IndexedSlices(tf.cast(values, dtype), rows, grad.dense_shape)
 
 
+@plain  # traced as written: trainer_module/autograph_rules.py
 def sum_over_replicas(strategy, grads: list, variables: list) -> list:
     """The replicas' gradients summed (in a replica context), in each variable's dtype: dense
     ones added in summing_dtype; embedding rows (IndexedSlices) gathered from the replicas, as the
