@@ -21,7 +21,7 @@ MPV = "tensorflow_model_analysis.evaluators.metrics_plots_and_validations_evalua
 
 
 def test_one_module_per_dependency():
-    assert set(WALL) == {"beam", "dill", "kfp", "tfma", "tfx", "tfx_bsl"}
+    assert set(WALL) == {"beam", "cloudpickle", "dill", "kfp", "tfma", "tfx", "tfx_bsl"}
     for name, module in WALL.items():
         assert len({symbol.package for symbol in module.SYMBOLS}) == 1, name
 
@@ -108,4 +108,11 @@ def test_the_rebinds_hold_inside_the_block_only():
     from apache_beam.internal import pickler
 
     _rebound(WALL["beam"].cloudpickled(), pickler, "DEFAULT_PICKLE_LIB")
+    from apache_beam.transforms import userstate
+    from cloudpickle import cloudpickle_fast
+
+    _rebound(WALL["beam"].signatures_remembered(), userstate, "get_dofn_specs")
+    _rebound(WALL["cloudpickle"].submodules_indexed(), cloudpickle_fast,
+             "_find_imported_submodules")
+    _rebound(WALL["beam"].cloudpickled(), cloudpickle_fast, "_find_imported_submodules")
     _rebound(WALL["dill"].quiet_trace(), _dill, "_trace")

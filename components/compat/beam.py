@@ -1,5 +1,5 @@
-"""Apache Beam: two names rebound while lockstep's Beam executors run, to spare fixed costs
-(`spare_fixed_costs`, with dill's in compat/dill.py).
+"""Apache Beam: three names rebound while lockstep's Beam executors run, to spare fixed costs
+(`spare_fixed_costs`, with dill's in compat/dill.py and cloudpickle's in compat/cloudpickle.py).
 
 Beam asks for a DoFn's state and timer parameters (`userstate.get_dofn_specs`) each time it
 builds, translates, validates or starts a bundle of a DoFn step: about 3,700 times in a
@@ -10,7 +10,10 @@ process a function's parameters and their defaults do not change unless its code
 wrapper are replaced, so `signatures_remembered` has that function remember its answer per
 function (a method's per the function it binds) for as long as the function lives, and works
 it out again where any of those changed. Callables that are not Python functions (builtins,
-partials, classes, objects with __call__) are asked every time, as before.
+partials, classes, objects with __call__) are asked every time, as before. The answer for the
+DoFn as a whole (a walk over its attributes, 0.8 s a run even with the signatures remembered) is
+remembered per DoFn too, while its own attributes stay the same objects: Beam asks about 3,700
+times for some 830 DoFns.
 
 Beam pickles every function and DoFn of a pipeline with dill, whose pickler is pure Python: about
 2,800 pickles in a run on the bundled data (a Map's function is pickled and unpickled as the
@@ -21,9 +24,11 @@ which Beam also ships and supports (`--pickle_library=cloudpickle`) and which la
 make the default: it pickles through the C pickler, and by value what dill does (lambdas,
 closures, the classes of `__main__`). A pipeline for another process (a portable or remote
 runner, the direct runner's worker processes) or one that names its library pickles as before:
-its workers choose their unpickler from the same options.
+its workers choose their unpickler from the same options. cloudpickle's own fixed cost, a walk
+over every loaded module for each function it pickles by value, is spared there too
+(compat/cloudpickle.py).
 
-LOCKSTEP_STOCK_BEAM=1 in the environment leaves Beam's and dill's functions as they are (for a
+LOCKSTEP_STOCK_BEAM=1 in the environment leaves Beam's, dill's and cloudpickle's functions as they are (for a
 side-by-side measure, benchmarks/beam_fixed_costs.py, or to rule this out).
 
 Beam is not among the dependencies tools/private_names.py lints (its heuristics match too many
@@ -41,15 +46,17 @@ import weakref
 from apache_beam.internal import cloudpickle_pickler, pickler
 from apache_beam.options.pipeline_options import (DirectOptions, PipelineOptions, SetupOptions,
                                                   StandardOptions)
-from apache_beam.transforms import core
+from apache_beam.transforms import core, userstate
 
-from components.compat import dill as dill_compat, tfx as tfx_compat
+from components.compat import cloudpickle as cloudpickle_compat, dill as dill_compat
+from components.compat import tfx as tfx_compat
 from components.compat.swapped import swapped
 from components.compat.symbols import Symbol
 
 _CORE = core.__name__
 _PICKLER = pickler.__name__
 SYMBOLS = (Symbol(_CORE, "get_function_args_defaults", read_by=_CORE),
+           Symbol(userstate.__name__, "get_dofn_specs", read_by=_CORE),
            Symbol(_PICKLER, "DEFAULT_PICKLE_LIB", read_by=_PICKLER),
            Symbol(_PICKLER, "desired_pickle_lib"))
 # The runners that run a pipeline in this process when the direct runner runs in memory.
@@ -85,10 +92,32 @@ def _remembered(f):
     return list(args), list(defaults)  # the callers' own lists, as Beam gives them
 
 
+_STOCK_SPECS = userstate.get_dofn_specs
+# DoFn -> (its attributes as (name, id of the value), its (state specs, timer specs))
+_SPECS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _specs_remembered(dofn) -> tuple[set, set]:
+    """userstate.get_dofn_specs(dofn), remembered per DoFn while its own attributes stay the same
+    objects (a CallableWrapperDoFn keeps its function there, as `process`)."""
+    try:
+        attributes = tuple((name, id(value)) for name, value in vars(dofn).items())
+        known = _SPECS.get(dofn)
+    except TypeError:  # no __dict__, or cannot be weakly referenced or hashed: asked every time
+        return _STOCK_SPECS(dofn)
+    if known is None or known[0] != attributes:
+        known = (attributes, _STOCK_SPECS(dofn))
+        _SPECS[dofn] = known
+    states, timers = known[1]
+    return set(states), set(timers)  # the caller's own sets, as Beam gives them
+
+
 @contextlib.contextmanager
 def signatures_remembered():
-    """Inside the block, Beam's `core.get_function_args_defaults` remembers its answers."""
-    with swapped(core, "get_function_args_defaults", _remembered):
+    """Inside the block, Beam's `core.get_function_args_defaults` remembers its answers per
+    function, and `userstate.get_dofn_specs` its answers per DoFn."""
+    with swapped(core, "get_function_args_defaults", _remembered), swapped(
+            userstate, "get_dofn_specs", _specs_remembered):
         yield
 
 
@@ -112,7 +141,8 @@ def cloudpickled():
     before = (pickler.USE_CLOUDPICKLE if pickler.desired_pickle_lib is cloudpickle_pickler
               else pickler.USE_DILL)
     try:
-        with swapped(pickler, "DEFAULT_PICKLE_LIB", pickler.USE_CLOUDPICKLE):
+        with swapped(pickler, "DEFAULT_PICKLE_LIB", pickler.USE_CLOUDPICKLE), \
+                cloudpickle_compat.submodules_indexed():
             yield
     finally:
         pickler.set_library(before)

@@ -6,7 +6,10 @@
 - dill's trace after each pickle (compat/dill.py): its logger's level the same, set only where it
   differs;
 - cloudpickle, not dill, where the executor's pipelines pickle for this process only: the same
-  output (closures and a stateful DoFn), dill elsewhere, and Beam's library put back."""
+  output (closures and a stateful DoFn), dill elsewhere, and Beam's library put back;
+- a DoFn's state and timer specs remembered per DoFn, asked again when its attributes change;
+- cloudpickle's imported submodules found from an index (compat/cloudpickle.py): its own answer,
+  the index made again only when modules are loaded."""
 
 import functools
 import logging
@@ -19,7 +22,8 @@ from apache_beam.internal import cloudpickle_pickler, dill_pickler, pickler
 from apache_beam.transforms import core, userstate
 from dill import _dill
 
-from components.compat import beam as beam_compat, dill as dill_compat
+from components.compat import beam as beam_compat, cloudpickle as cloudpickle_compat
+from components.compat import dill as dill_compat
 
 
 class _Stateful(beam.DoFn):
@@ -234,3 +238,59 @@ def test_an_executor_pickles_in_process_with_cloudpickle_and_beam_is_put_back(be
     monkeypatch.setenv(beam_compat.STOCK_SWITCH, "1")
     executor.Do(["b"])
     assert executor.pickled_with is dill_pickler  # the switch: Beam's own
+
+
+def test_a_dofns_specs_are_remembered_until_its_attributes_change(monkeypatch):
+    asked = []
+    stock = beam_compat._STOCK_SPECS
+    monkeypatch.setattr(beam_compat, "_STOCK_SPECS", lambda dofn: asked.append(dofn) or stock(
+        dofn))
+    stateful, mapped = _Stateful(), beam.Map(lambda x: x).dofn
+    with beam_compat.signatures_remembered():
+        for _ in range(20):  # as Beam asks: thousands of times for some hundreds of DoFns
+            assert userstate.get_dofn_specs(stateful) == ({_Stateful.COUNT}, {_Stateful.FLUSH})
+            assert userstate.get_dofn_specs(mapped) == (set(), set())
+        assert asked == [stateful, mapped]  # once each (fails without the memo: 40)
+        states, _ = userstate.get_dofn_specs(stateful)
+        states.clear()  # the caller's own set
+        assert userstate.get_dofn_specs(stateful)[0] == {_Stateful.COUNT}
+        stateful.process = _Counting().process  # an attribute of its own: asked again
+        assert userstate.get_dofn_specs(stateful) == stock(stateful)
+        assert asked[-1] is stateful and len(asked) == 3
+        assert userstate.is_stateful_dofn(stateful)
+    assert userstate.get_dofn_specs is stock  # put back after the block
+
+
+def _uses_submodules():
+    import os
+    import xml.etree.ElementTree  # noqa: F401  (xml.etree and xml.etree.ElementTree loaded)
+    return os.path.join, xml.etree.ElementTree
+
+
+def test_cloudpickles_submodules_from_the_index_are_its_own(monkeypatch):
+    import os
+    import sys
+    import types
+    import xml
+
+    _uses_submodules()
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))  # this test's own: no thread's imports
+    cases = [(_uses_submodules.__code__, [os, xml]), ((lambda: os.path).__code__, [os, 3]),
+             ((lambda: xml.dom).__code__, [xml]), ((lambda: len).__code__, [os, xml])]
+    for code, dependencies in cases:
+        got = cloudpickle_compat._find_imported_submodules(code, dependencies)
+        assert got == cloudpickle_compat.stock_submodules(code, dependencies)
+    assert cloudpickle_compat._find_imported_submodules(*cases[0]) != []
+    index = cloudpickle_compat._submodules()
+    for code, dependencies in cases * 5:
+        cloudpickle_compat._find_imported_submodules(code, dependencies)
+    assert cloudpickle_compat._submodules() is index  # no module loaded: the same index
+    loaded = sys.modules["xml.lockstep_test"] = types.ModuleType("xml.lockstep_test")
+    xml.lockstep_test = loaded
+    try:
+        assert cloudpickle_compat._submodules() is not index  # a module loaded: made again
+        code = (lambda: xml.lockstep_test).__code__
+        got = cloudpickle_compat._find_imported_submodules(code, [xml])
+        assert got == cloudpickle_compat.stock_submodules(code, [xml]) == [loaded]
+    finally:
+        del xml.lockstep_test
