@@ -105,8 +105,8 @@ def test_lockstep_traces_its_own_code_as_written_and_a_users_loss_still_converts
             loss = tf.minimum(loss, 1e6)
         return loss
 
-    make = input_pipeline.make_dataset_fn(builtin_records, BUILTIN_SPEC, "y", settings.REGRESSION, 8,
-                                          training=True, seed=3)
+    make = input_pipeline.make_dataset_fn(builtin_records, BUILTIN_SPEC, "y",
+                                          settings.REGRESSION, 8, training=True, seed=3)
     dataset = strategy.distribute_datasets_from_function(
         lambda ctx: make(ctx).map(lambda x, y: (x, tf.cast(y, tf.int64))))
     trainer = loop.SynchronousLoop(strategy, model, optimizer, model_lib.per_member(users_loss),

@@ -187,8 +187,8 @@ def quiet_device_iterators() -> None:
     freed it, holding the GIL (a `gc.collect()` between tests, the Trainer's own at its end:
     components/memory.py). Measured (the tests' train loop, 40 rounds of 1 to 8 replicas and 1
     to 5 steps, a collection after each): 113.7 s of collections, the longest 40.8 s, against
-    8.0 s and 0.26 s with this. Nothing there has anything to tune (the prefetch is of one element); the host
-    pipeline runs untuned too (trainer_module/input_pipeline.py, `untuned`)."""
+    8.0 s and 0.26 s with this. Nothing there has anything to tune (the prefetch is of one
+    element); the host pipeline runs untuned too (trainer_module/input_pipeline.py, `untuned`)."""
     from tensorflow.python.data.ops import multi_device_iterator_ops as device_iterators
 
     make = device_iterators._create_device_dataset

@@ -28,8 +28,8 @@ its workers choose their unpickler from the same options. cloudpickle's own fixe
 over every loaded module for each function it pickles by value, is spared there too
 (compat/cloudpickle.py).
 
-LOCKSTEP_STOCK_BEAM=1 in the environment leaves Beam's, dill's and cloudpickle's functions as they are (for a
-side-by-side measure, benchmarks/beam_fixed_costs.py, or to rule this out).
+LOCKSTEP_STOCK_BEAM=1 in the environment leaves Beam's, dill's and cloudpickle's functions as
+they are (for a side-by-side measure, benchmarks/beam_fixed_costs.py, or to rule this out).
 
 Beam is not among the dependencies tools/private_names.py lints (its heuristics match too many
 of lockstep's own names against a package this large); the rebinding lives here all the same,
