@@ -51,7 +51,6 @@ def install() -> None:
             _config.CONVERSION_RULES = (rule,) + tuple(_config.CONVERSION_RULES)
 
 
-
 def plain(function):
     """`function` traced as it is written, never rewritten by AutoGraph (the module's docstring):
     for lockstep's own code with no Python control flow on a tensor that calls no user code. A

@@ -49,12 +49,12 @@ def _submodules() -> dict[str, list[str]]:
 def _find_imported_submodules(code, top_level_dependencies) -> list:
     """cloudpickle's `_find_imported_submodules`, from the index: the loaded submodules of each
     package among `top_level_dependencies` that the code can reach by attribute names."""
-    subimports = []
+    subimports, index, reachable = [], _submodules(), set(code.co_names)
     for x in top_level_dependencies:
         if isinstance(x, types.ModuleType) and getattr(x, "__package__", None):
             prefix = x.__name__ + "."
-            for name in _submodules().get(x.__name__, ()):
-                if not set(name[len(prefix):].split(".")) - set(code.co_names):
+            for name in index.get(x.__name__, ()):
+                if not set(name[len(prefix):].split(".")) - reachable:
                     module = sys.modules.get(name)
                     if module is not None:
                         subimports.append(module)
