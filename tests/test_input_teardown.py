@@ -52,7 +52,7 @@ def test_the_trainers_collection_frees_a_4_replica_input_at_once(records):  # no
 @pytest.mark.parametrize("training", [True, False])
 def test_the_host_pipeline_has_no_autotuning_thread(records, training):  # noqa: F811
     """Every dataset make_dataset_fn makes (training input, early stopping's validation rows)
-    ends untuned: no model thread to wait out, and the default parallelism, not one."""
+    ends untuned: no model thread to wait out, and it still reads."""
     make = input_pipeline.make_dataset_fn(
         records, SPEC, "y", settings.CLASSIFICATION, 8, training=training, seed=3,
         part=input_pipeline.VALIDATION if not training else input_pipeline.ALL,
