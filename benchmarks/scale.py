@@ -41,6 +41,8 @@ from harness import REPO
 
 LABEL = "label"
 STAGES = ("CsvExampleGen", "StatisticsGen", "Transform")
+SAMPLING_INTERVAL = 0.2  # seconds between samples of a run's memory (_run), at least
+SAMPLING_SHARE = 0.05  # at most this share of the time between samples goes to taking one
 CARDINALITIES = (3, 10, 50, 300, 1000, 5000)
 
 
@@ -136,9 +138,13 @@ def _stage_pipeline(kind: str, data: str, root: str) -> None:
 
 def _run(cmd, cwd, log: Path | None = None) -> tuple[float, float, float, str]:
     """(wall seconds, peak RSS in GB of it and what it waited for, peak of the memory summed over
-    its process tree sampled every 0.2 s (_tree_rss: PSS), stdout) of one command; its stderr goes to `log` if
-    given. The two peaks differ when it runs worker processes: ru_maxrss is the largest single
-    process's."""
+    its process tree (_tree_rss: PSS), stdout) of one command; its stderr goes to `log` if given.
+    The two peaks differ when it runs worker processes: ru_maxrss is the largest single process's.
+
+    The tree is sampled every 0.2 s, or less often, so that taking samples fills at most 1/20 of
+    the time (SAMPLING_SHARE): to give a PSS the kernel walks the process's page tables, 16 to 23
+    ms a GB of a TensorFlow process here, holding that process's memory map lock meanwhile. At a
+    fixed 0.2 s, a `lockstep run` (three processes, 2 GB) cost its sampler a fifth of a core."""
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
     tic = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, \
@@ -147,8 +153,11 @@ def _run(cmd, cwd, log: Path | None = None) -> tuple[float, float, float, str]:
         tree_peak, done = [0], threading.Event()
 
         def sample():
-            while not done.wait(0.2):
+            interval = SAMPLING_INTERVAL
+            while not done.wait(interval):
+                tic = time.perf_counter()
                 tree_peak[0] = max(tree_peak[0], _tree_rss(process.pid))
+                interval = max(SAMPLING_INTERVAL, (time.perf_counter() - tic) / SAMPLING_SHARE)
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -168,21 +177,27 @@ def _tree_rss(root: int) -> int:
     """The memory in bytes of a process and all its descendants, from /proc (Linux): each one's
     proportional set size (PSS: a page shared by n processes counts 1/n in each), so the pages a
     run shares with its forks (the worker lane, the serving check) count once; RSS where PSS
-    cannot be read (/proc/PID/smaps_rollup: Linux 4.14)."""
-    parent, rss = {}, {}
+    cannot be read (/proc/PID/smaps_rollup: Linux 4.14). Only the tree's own processes are
+    weighed: every process's parent is one cheap read, a PSS is a walk of its page tables."""
+    parent = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as stat:
                     parent[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
-                rss[int(entry)] = _pss(int(entry))
             except (OSError, IndexError, ValueError):  # it exited while being read
                 pass
     tree, frontier = {root}, {root}
     while frontier:
         frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - tree
         tree |= frontier
-    return sum(rss.get(pid, 0) for pid in tree)
+    total = 0
+    for pid in tree:
+        try:
+            total += _pss(pid)
+        except (OSError, IndexError, ValueError):  # it exited while being read
+            pass
+    return total
 
 
 def _pss(pid: int) -> int:
