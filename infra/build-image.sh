@@ -2,7 +2,8 @@
 # `make image`: builds infra/Dockerfile as lockstep-pipeline:<version> with docker when there is
 # one, else with podman on base images made from Debian's packages (infra/local-base.sh), and
 # prints the image's size and the build's time. A change to our own code only reuses the
-# dependency layer (pyproject.toml and uv.lock are copied and synced first).
+# dependency layer (pyproject.toml and uv.lock are copied and synced first, in the stage the final
+# image starts from: infra/Dockerfile).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -n 1)
