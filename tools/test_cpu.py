@@ -87,7 +87,7 @@ def report(directory: Path, largest: int = 25) -> str:
     if not rows:
         return f"no rows under {directory} (run the suite with -p test_cpu first)"
     total = sum(row["cpu"] for row in rows)
-    files = collections.defaultdict(lambda: collections.Counter())
+    files = collections.defaultdict(collections.Counter)
     for row in rows:
         counter = files[row["test"].split("::")[0]]
         counter["n"] += 1
