@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from tfx.components import SchemaGen
+from tfx.components.schema_gen.component import SchemaGen
 from tfx.orchestration import metadata, pipeline as tfx_pipeline
 from tfx.proto import example_gen_pb2
 

@@ -116,3 +116,31 @@ def test_the_rebinds_hold_inside_the_block_only():
              "_find_imported_submodules")
     _rebound(WALL["beam"].cloudpickled(), cloudpickle_fast, "_find_imported_submodules")
     _rebound(WALL["dill"].quiet_trace(), _dill, "_trace")
+
+
+def test_nothing_lockstep_imports_runs_tfxs_component_catalogue():
+    """components/compat/deferred.py: every module of `pipeline` and `components` imports in a
+    fresh interpreter without tfx.components' `__init__` (KerasTuner and Keras 3 among some
+    1,600 modules); the first name asked of the package still runs it, and a name is
+    what it would have been."""
+    import subprocess
+    import sys
+
+    script = """
+import importlib, pkgutil, sys
+import components, pipeline
+from components.compat import deferred
+for package in (components, pipeline):
+    for found in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if not found.name.endswith("__main__"):
+            importlib.import_module(found.name)
+            assert not deferred.catalogue_ran(), found.name
+assert "keras_tuner" not in sys.modules and "keras" not in sys.modules, "KerasTuner imported"
+from tfx.components import Trainer
+from tfx.components.trainer import component
+assert Trainer is component.Trainer and deferred.catalogue_ran()
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.stdout.strip().endswith("ok"), done.stderr[-3000:]
