@@ -9,7 +9,8 @@ import TFDV's and TFMA's whole packages for a few protos; and the entrypoint imp
 Evaluator's executor and Beam only to ask whether the task's executor is one of theirs. So:
 
 - the packages in LAZY_PACKAGES run their __init__ only when a name defined there is used
-  (_LazyPackage): their submodules import as usual, and a task that uses more gets all of it;
+  (components/compat/deferred.py): their submodules import as usual, and a task that uses more
+  gets all of it;
 - the task's executor class is imported first; a base class TFX's entrypoint asks about
   (ASKED_BASES) whose module that did not import cannot be among the class's bases (a subclass
   imports its base), so a placeholder module answers the entrypoint's issubclass check;
@@ -40,14 +41,13 @@ being killed mid-write at the end of the grace period.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
 import time
 import types
 
-from components.compat import tfx as tfx_compat
+from components.compat import deferred, tfx as tfx_compat
 
 START_MARKER = "lockstep-task: executor Do begins at"
 # What the compiled spec runs in every task (pipeline/kubeflow/compiler.py), and the image's ENTRYPOINT.
@@ -58,41 +58,10 @@ COMMAND = ("python", "-m", "components.entrypoint")
 ASKED_BASES = {"tfx.components.evaluator.executor": "Executor",
                "tfx.dsl.components.base.base_beam_executor": "BaseBeamExecutor"}
 # Packages whose __init__ imports far more than the protos and constants that TFX's entrypoint
-# and most executors take from them; a task that uses more loads the rest then (_LazyPackage).
+# and most executors take from them; a task that uses more loads the rest then
+# (components/compat/deferred.py; tfx.components is deferred as `components` is imported).
 LAZY_PACKAGES = ("tfx.components", "tensorflow_model_analysis", "tensorflow_data_validation",
                  "kfp", "apache_beam")
-
-
-class _LazyPackage(types.ModuleType):
-    """A package whose __init__ runs on the first use of a name it defines, not on import.
-
-    Its submodules import as usual (the import system needs only __path__); `from pkg import
-    submodule` imports just that submodule. Any other attribute runs the real __init__ into
-    this same module object first, so every holder of the package sees it complete."""
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        if importlib.util.find_spec(f"{self.__name__}.{name}") is not None:
-            return importlib.import_module(f"{self.__name__}.{name}")
-        spec = self.__spec__
-        self.__class__ = types.ModuleType  # from now on a plain module
-        spec.loader.exec_module(self)
-        return getattr(self, name)
-
-
-def _lazy_package(name: str) -> None:
-    """Registers package `name` so that its __init__ runs only when a name in it is used."""
-    if name in sys.modules:
-        return
-    spec = importlib.util.find_spec(name)
-    module = _LazyPackage(name)
-    module.__path__ = list(spec.submodule_search_locations)
-    module.__spec__ = spec
-    module.__file__ = spec.origin
-    module.__loader__ = spec.loader
-    module.__package__ = name
-    sys.modules[name] = module
 
 
 def _executor_class_path(argv: list[str]) -> str | None:
@@ -114,7 +83,7 @@ def prepare(argv: list[str]) -> None:
     import tfx  # noqa: F401  (the real top-level package; only its components/ is bare)
 
     for name in LAZY_PACKAGES:
-        _lazy_package(name)
+        deferred.defer_package_init(name)
     path = _executor_class_path(argv)
     if path:
         from tfx.utils import import_utils

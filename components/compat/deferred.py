@@ -1,20 +1,24 @@
-"""TFX's component catalogue, `tfx/components/__init__.py`, run only when something asks it for a
-name.
+"""Packages of TFX's and its dependencies whose `__init__` runs only when something asks the
+package for a name: `defer_package_init`.
 
-That file imports every standard component so that `from tfx.components import Trainer` works:
-the Tuner brings KerasTuner and with it Keras 3, the InfraValidator the Kubernetes and Docker
-clients, the BulkInferrer and the rest their executors. Python runs a package's `__init__` before
-any module under it, so lockstep's `from tfx.components.trainer import executor` paid for all of
-it: 1,600 modules, about 0.6 to 1 CPU-second in every process that imports the pipeline's
-definition or a component (a `lockstep run`, its worker lane, each Kubeflow task).
+Python runs a package's `__init__` before any module under it, and some import far more than the
+modules lockstep uses. TFX's component catalogue, `tfx/components/__init__.py`, imports every
+standard component so that `from tfx.components import Trainer` works: the Tuner brings
+KerasTuner and with it Keras 3, the InfraValidator the Kubernetes and Docker clients. So
+`from tfx.components.trainer import executor` paid for all of it: 1,600 modules, 0.4 CPU-s in a
+`lockstep run`'s runner (its imports run with the collector off: trainer_module/processes.py) and
+1.1 CPU-s in a process that imports with it on.
 
-`defer_component_catalogue` puts the package in `sys.modules` unrun, its `__path__` set, so its
-modules import as before; the first attribute asked of the package itself (`tfx.components.
-Trainer`, `from tfx.components import Pusher`, the KFP v2 compiler's `components.
-FileBasedExampleGen`) runs the real `__init__` once, in place, and answers from it. Nothing is
-lost: whatever asks gets what it would have got, later. Called where lockstep's packages start
-(`components/__init__.py`; `pipeline` imports it first), before anything under tfx.components is
-imported; where the package is already imported it does nothing.
+Deferred, the package sits in `sys.modules` unrun, its `__path__` set, so its modules import as
+before; the first other name asked of it (`tfx.components.Trainer`, `from tfx.components import
+Pusher`, the KFP v2 compiler's `components.FileBasedExampleGen`) runs the real `__init__` once,
+in place, and answers from it. Nothing is lost: whatever asks gets what it would have got, later.
+
+- `defer_component_catalogue`: every process that imports lockstep's `components` (and so
+  `pipeline`: it imports `components` first), before anything under tfx.components is imported.
+- A Kubeflow task defers four more (TFMA, TFDV, KFP, Beam: components/entrypoint.py,
+  LAZY_PACKAGES), whose `__init__`s import far more than the protos and constants TFX's
+  entrypoint and most executors take from them.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import sys
 import threading
 
 CATALOGUE = "tfx.components"
+# Dunder names that run a deferred __init__ (the rest, probed by pickle, inspect or copy, do not).
+RUN_FOR = ("__all__", "__version__")
 
 
 def defer_component_catalogue() -> None:
@@ -40,11 +46,14 @@ def catalogue_ran() -> bool:
 
 
 def defer_package_init(name: str) -> None:
-    """The package `name` in `sys.modules` with its `__init__` not run: its modules import as
-    usual, and the first attribute asked of the package itself runs the `__init__` in place (one
-    thread runs it, the others wait) and answers from it. Nothing happens where the package is
-    imported already or is not a package. A failing `__init__` raises as its import would have
-    and leaves the package out of `sys.modules`, as a failed import does."""
+    """The package `name` in `sys.modules` with its `__init__` not run. Its submodules import as
+    usual, and `from name import submodule` (or `name.submodule`) imports just that one. Any other
+    name asked of the package runs the `__init__` in place (one thread runs it, the others wait
+    for it), so every holder of the package sees it whole, and answers from it; so does
+    `__all__` (a star import) or `__version__`, while the other dunder names Python's machinery
+    probes (pickle, inspect, copy) find nothing and run nothing. Nothing happens where the
+    package is imported already or is not a package. A failing `__init__` raises as its import
+    would have and leaves the package out of `sys.modules`, as a failed import does."""
     if name in sys.modules:
         return
     spec = importlib.util.find_spec(name)
@@ -55,10 +64,12 @@ def defer_package_init(name: str) -> None:
     running = []  # the thread running the __init__, while it runs
 
     def run_init(attribute: str):
-        if running == [threading.get_ident()]:  # the __init__ itself asks: not there yet
-            raise AttributeError(f"partially initialised module {name!r} has no attribute "
-                                 f"{attribute!r}")
-        with lock:  # the first thread runs it; the others wait for it here
+        if (attribute.startswith("__") and attribute not in RUN_FOR) \
+                or running == [threading.get_ident()]:  # or the __init__ asks: not there yet
+            raise AttributeError(f"module {name!r} has no attribute {attribute!r} (yet)")
+        if importlib.util.find_spec(f"{name}.{attribute}") is not None:
+            return importlib.import_module(f"{name}.{attribute}")
+        with lock:
             if "__getattr__" in package.__dict__:
                 running.append(threading.get_ident())
                 try:

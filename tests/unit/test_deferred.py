@@ -21,7 +21,8 @@ from {name}.tool import Tool
 @pytest.fixture
 def package(tmp_path, monkeypatch, request):
     """A fresh package `NAME` (its __init__ imports `Tool` from its module `tool`, and counts its
-    runs), on sys.path; its modules out of sys.modules afterwards."""
+    runs; its module `other` it leaves alone), on sys.path; its modules out of sys.modules
+    afterwards."""
     name = f"deferred_{request.node.name.split('[')[0][5:25]}_{id(tmp_path) % 10_000}"
 
     def make(extra: str = "") -> str:
@@ -29,6 +30,7 @@ def package(tmp_path, monkeypatch, request):
         root.mkdir()
         (root / "__init__.py").write_text(INIT.format(name=name, extra=extra))
         (root / "tool.py").write_text("class Tool:\n    pass\n")
+        (root / "other.py").write_text("VALUE = 1\n")
         monkeypatch.syspath_prepend(str(tmp_path))
         return name
 
@@ -50,6 +52,20 @@ def test_its_modules_import_without_its_init_which_runs_once_at_the_first_name_a
     with pytest.raises(AttributeError, match="no attribute 'missing'"):
         getattr(sys.modules[name], "missing")
     assert sys.modules[name].runs == 1
+
+
+def test_a_submodule_or_a_probe_runs_nothing_and_a_star_import_runs_it(package):
+    name = package()
+    defer_package_init(name)
+    module = sys.modules[name]
+    other = module.other  # `from NAME import other`: that module only
+    assert other.VALUE == 1 and not package_init_ran(name)
+    for probe in ("__wrapped__", "__signature__", "__deepcopy__"):  # inspect's, copy's
+        assert not hasattr(module, probe)
+    assert not package_init_ran(name)
+    namespace = {}
+    exec(f"from {name} import *", namespace)  # asks for __all__ first: runs the __init__
+    assert namespace["Tool"] is module.tool.Tool and module.runs == 1
 
 
 def test_threads_asking_at_once_see_one_run(package):
