@@ -435,3 +435,60 @@ def test_this_process_takes_the_node_only_it_runs_first_while_the_worker_can_tak
     alone = schedule(worker=False)
     assert [alone.take(in_process=True), alone.take(in_process=True)] == [
         "GradientBoosting", "Trainer"]
+
+
+def test_sigterm_met_inside_a_log_handler_while_a_lane_takes_a_node_stops_at_once():
+    """SIGTERM's handler runs in the main thread wherever the signal meets it, here inside a log
+    handler (the console's, which holds its lock while it emits), and takes the schedule's lock
+    (`stop`, `running`) while the worker's lane takes a node and logs it: the lane must not hold
+    the schedule's lock while it waits for the handler's. It did once, and the run hung until
+    it was killed (a fresh-clone CI's tests/test_stops.py, SIGTERM as StatisticsGen started)."""
+    from tfx.proto.orchestration import pipeline_pb2
+
+    ir = pipeline_pb2.Pipeline()
+    ir.nodes.add().pipeline_node.node_info.id = "CsvExampleGen"
+    schedule = dag_runner._Schedule(ir)
+    lane_waits = threading.Event()  # the lane has its node and waits for the handler's lock
+    stopped, taken = threading.Event(), []
+
+    class Console(logging.Handler):
+        def acquire(self):
+            if threading.current_thread() is lane:
+                lane_waits.set()
+            super().acquire()
+
+        def emit(self, record):
+            pass
+
+    def signal_met_inside_the_handler():
+        console.acquire()  # the main thread, inside the console's emit as the signal meets it
+        try:
+            lane.start()
+            lane_waits.wait(10)
+            # What SIGTERM's handler does first (_stopped_by_sigterm: `stop`, `running`), once
+            # the schedule's lock can be had: a lane holding it fails the test, not hangs it.
+            if schedule._changed.acquire(timeout=10):
+                schedule._changed.release()
+                schedule.stop()
+                schedule.running()
+                stopped.set()
+        finally:
+            console.release()  # the lane's record goes on
+
+    console = Console()
+    lane = threading.Thread(target=lambda: taken.append(schedule.take(in_process=False)),
+                            daemon=True)
+    main = threading.Thread(target=signal_met_inside_the_handler, daemon=True)
+    level = dag_runner._log.level
+    dag_runner._log.addHandler(console)
+    dag_runner._log.setLevel(logging.INFO)
+    try:
+        main.start()
+        main.join(10)
+        assert lane_waits.is_set(), "the lane never logged the node it took"
+        assert stopped.is_set(), "SIGTERM's handler waited for the lane, the lane for the log handler"
+        lane.join(10)
+        assert taken == ["CsvExampleGen"] and schedule.take(in_process=True) is None
+    finally:
+        dag_runner._log.removeHandler(console)
+        dag_runner._log.setLevel(level)

@@ -159,7 +159,14 @@ class _Schedule:
         run), waiting for one; None once every node has started or one has failed. While the
         worker's lane is open, this process's lane takes a ready node only it may run first
         (the Trainer beside the gradient-boosting reference, which the compiled order puts
-        first), leaving the others to the worker."""
+        first), leaving the others to the worker.
+
+        Nothing that can wait is done while the schedule's lock is held (its record is logged
+        after): SIGTERM's handler takes this lock (`stop`, `running`) in the main thread at
+        whatever instant the signal meets, which may be inside a log handler. A lane that
+        logged while holding it waited for that handler's lock, and the handler for this one:
+        the run hung until it was killed (a fresh-clone CI, SIGTERM as StatisticsGen started
+        and the worker's lane took Transform)."""
         with self._changed:
             while True:
                 if (self.error is not None or self.stopping
@@ -174,9 +181,10 @@ class _Schedule:
                     node = ready[0]
                     self._started.add(node)
                     self._running.add(node)
-                    _log.info("Component %s is running.", node)
-                    return node
+                    break
                 self._changed.wait()
+        _log.info("Component %s is running.", node)
+        return node
 
     def finished(self, node: str, cached: bool) -> None:
         _log.info("Component %s is finished.", node, extra={"cached": cached})
