@@ -31,6 +31,7 @@ import threading
 CATALOGUE = "tfx.components"
 # Dunder names that run a deferred __init__ (the rest, probed by pickle, inspect or copy, do not).
 RUN_FOR = ("__all__", "__version__")
+_PENDING: dict[str, object] = {}  # package -> the hook that runs its deferred __init__
 
 
 def defer_component_catalogue() -> None:
@@ -70,7 +71,7 @@ def defer_package_init(name: str) -> None:
         if importlib.util.find_spec(f"{name}.{attribute}") is not None:
             return importlib.import_module(f"{name}.{attribute}")
         with lock:
-            if "__getattr__" in package.__dict__:
+            if _PENDING.get(name) is run_init:
                 running.append(threading.get_ident())
                 try:
                     spec.loader.exec_module(package)
@@ -79,12 +80,15 @@ def defer_package_init(name: str) -> None:
                     raise
                 finally:
                     running.clear()
-                del package.__dict__["__getattr__"]
+                    _PENDING.pop(name, None)
+                if package.__dict__.get("__getattr__") is run_init:  # not one the __init__ made
+                    del package.__dict__["__getattr__"]
         try:
             return package.__dict__[attribute]
         except KeyError:
             raise AttributeError(f"module {name!r} has no attribute {attribute!r}") from None
 
+    _PENDING[name] = run_init
     package.__getattr__ = run_init  # PEP 562: asked only for names the module does not have
     sys.modules[name] = package
     parent, _, child = name.rpartition(".")
@@ -94,5 +98,4 @@ def defer_package_init(name: str) -> None:
 
 def package_init_ran(name: str) -> bool:
     """Whether the package's `__init__` has run (False: not imported, or deferred and not asked)."""
-    package = sys.modules.get(name)
-    return package is not None and "__getattr__" not in package.__dict__
+    return name in sys.modules and name not in _PENDING

@@ -88,6 +88,14 @@ def test_a_failing_init_raises_as_its_import_would_and_leaves_no_package(package
     assert name not in sys.modules
 
 
+def test_a_module_getattr_the_init_defines_is_kept(package):
+    name = package(extra="def __getattr__(attribute):\n    return 'theirs: ' + attribute")
+    defer_package_init(name)
+    module = sys.modules[name]
+    assert module.Tool is module.tool.Tool and package_init_ran(name)
+    assert module.anything == "theirs: anything"
+
+
 def test_an_imported_package_or_a_plain_module_is_left_alone(package):
     name = package()
     importlib.import_module(name)
