@@ -209,8 +209,10 @@ def test_each_node_stopped_by_sigterm_or_a_full_disk_is_one_line_and_the_next_ru
 
 @contextlib.contextmanager
 def _tmpfs(tmp_path, options: str):
-    """A fresh tmpfs with those options, unmounted afterwards; None where this machine does not
-    let the test mount one."""
+    """A fresh tmpfs with those options, unmounted afterwards (lazily where a process of a failed
+    test still holds a file there: after a hung run a plain unmount was refused, the tmpfs
+    stayed, and pytest could not remove its directory in the next session); None where this
+    machine does not let the test mount one."""
     point = tmp_path / f"fs-{uuid.uuid4().hex[:6]}"
     point.mkdir()
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)],
@@ -218,8 +220,9 @@ def _tmpfs(tmp_path, options: str):
     try:
         yield point if mounted else None
     finally:
-        if mounted:
-            subprocess.run(["umount", str(point)], capture_output=True, check=False)
+        if mounted and subprocess.run(["umount", str(point)], capture_output=True,
+                                      check=False).returncode != 0:
+            subprocess.run(["umount", "--lazy", str(point)], capture_output=True, check=False)
 
 
 def _stop_as_it_starts(run: PipelineRun, node: str) -> None:
