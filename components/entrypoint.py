@@ -59,9 +59,8 @@ ASKED_BASES = {"tfx.components.evaluator.executor": "Executor",
                "tfx.dsl.components.base.base_beam_executor": "BaseBeamExecutor"}
 # Packages whose __init__ imports far more than the protos and constants that TFX's entrypoint
 # and most executors take from them; a task that uses more loads the rest then
-# (components/compat/deferred.py; tfx.components is deferred as `components` is imported).
-LAZY_PACKAGES = ("tfx.components", "tensorflow_model_analysis", "tensorflow_data_validation",
-                 "kfp", "apache_beam")
+# (components/compat/deferred.py; tfx.components is deferred already, as `components` is imported).
+LAZY_PACKAGES = ("tensorflow_model_analysis", "tensorflow_data_validation", "kfp", "apache_beam")
 
 
 def _executor_class_path(argv: list[str]) -> str | None:
