@@ -46,6 +46,7 @@ import os
 import sys
 import time
 import types
+from typing import Callable
 
 from components.compat import deferred, tfx as tfx_compat
 
@@ -155,7 +156,19 @@ def _run_executor(argv: list[str]) -> None:
             main_fn, parse = run_executor.main, run_executor.parse_flags
         else:
             main_fn, parse = tfx_compat.kubeflow_v2_entrypoint()
-    app.run(main_fn, flags_parser=parse)
+    app.run(main_fn, flags_parser=beam_args_parser(parse))
+
+
+def beam_args_parser(parse: Callable) -> Callable:
+    """TFX's task flag parser (its KFP v2 entrypoint's, run_executor's), as absl's app.run calls
+    it, with the program's own path left out. TFX hands the parser the whole argv, and
+    `parse_known_args` keeps what it does not know as the task's Beam arguments, the program's
+    path first. A Beam executor given any Beam argument, and none naming the workers' packages
+    (--setup_file, --extra_package, --sdk_container_image...), packages TFX for Beam's workers:
+    a copy of TFX's source and a `setup.py sdist`, 2.5 s in every Beam task (CsvExampleGen,
+    StatisticsGen, Transform, the Evaluator) whose pipeline then runs in memory, where nothing
+    installs it. The spec's own Beam arguments (`beam_args`) still reach the executor."""
+    return lambda argv: parse(argv[1:])
 
 
 def main() -> None:

@@ -144,3 +144,29 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
                           text=True, timeout=300)
     assert done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("vertex_job", [False, True])
+def test_a_tasks_beam_arguments_are_the_specs_own(vertex_job):
+    """TFX's task flag parsers take what they do not know for Beam arguments, and absl hands them
+    the whole argv: the program's path was every task's one Beam argument, and each Beam task
+    packaged TFX for workers it did not have (components/entrypoint.py, `beam_args_parser`)."""
+    from components import entrypoint
+    from components.compat import tfx as tfx_compat
+
+    argv = ["/venv/lib/python3.11/site-packages/components/entrypoint.py", "--executor_class_path",
+            "components.statistics_gen.Executor"]
+    if vertex_job:  # the Trainer as a Vertex job's worker runs run_executor's
+        from tfx.scripts import run_executor
+
+        parse = run_executor.parse_flags
+        argv += ["--inputs-base64", "e30=", "--outputs-base64", "e30=", "--exec-properties-base64",
+                 "e30="]
+    else:
+        _, parse = tfx_compat.kubeflow_v2_entrypoint()
+        argv += ["--json_serialized_invocation_args", "{}"]
+    assert parse(argv)[1] == argv[:1]  # TFX's own parser, as app.run calls it
+    parsed, beam_args = entrypoint.beam_args_parser(parse)(argv)
+    assert beam_args == [] and parsed.executor_class_path == "components.statistics_gen.Executor"
+    spec = ["--runner=PortableRunner", "--environment_type=LOOPBACK"]
+    assert entrypoint.beam_args_parser(parse)(argv + spec)[1] == spec

@@ -70,6 +70,12 @@ def test_kfp_local_runs_every_task_to_a_model_that_serves(kfp_local_run):
     assert sorted(p.name for p in kfp_local_run.pipeline_dir.iterdir()) == sorted(TASKS)
     trainer_log = (kfp_local_run.pipeline_dir / "Trainer" / "task.log").read_text()
     assert "lockstep-task: executor Do begins at" in trainer_log
+    # A Beam task's pipeline runs in its own memory: no task packaged TFX for Beam's workers (TFX
+    # did in each, given the task's own path for a Beam argument: components/entrypoint.py).
+    for task in ("CsvExampleGen", "StatisticsGen", "Transform", "Evaluator"):
+        log = (kfp_local_run.pipeline_dir / task / "task.log").read_text()
+        assert "lockstep-task: executor Do begins at" in log, task
+        assert "Python dependency for beam" not in log and "tfx_ephemeral" not in log, task
     # Downstream tasks got TFX's types, not system.Artifact.
     command = json.loads((kfp_local_run.pipeline_dir / "Trainer" / "command.json").read_text())
     executor_input = json.loads(command[command.index("--json_serialized_invocation_args") + 1])
