@@ -1,6 +1,7 @@
 """A whole `lockstep run` with Beam's fixed costs spared (components/compat/beam.py's
 `spare_fixed_costs`: function signatures and DoFn specs remembered, dill's trace quiet, cloudpickle
-for a pipeline that pickles in this process, with its submodules found from an index) beside the
+for a pipeline that pickles in this process, with its submodules found from an index and its
+pickles uncompressed) beside the
 same run with Beam's, dill's and cloudpickle's own functions (LOCKSTEP_STOCK_BEAM=1), alternated.
 
 Each run is the real CLI in a fresh process, on a fresh pipeline root, pinned to one core with

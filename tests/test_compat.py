@@ -108,6 +108,9 @@ def test_the_rebinds_hold_inside_the_block_only():
     from apache_beam.internal import pickler
 
     _rebound(WALL["beam"].cloudpickled(), pickler, "DEFAULT_PICKLE_LIB")
+    from apache_beam.internal import cloudpickle_pickler
+
+    _rebound(WALL["beam"].cloudpickled(), cloudpickle_pickler, "bz2")
     from apache_beam.transforms import userstate
     from cloudpickle import cloudpickle_fast
 

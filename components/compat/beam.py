@@ -1,4 +1,4 @@
-"""Apache Beam: three names rebound while lockstep's Beam executors run, to spare fixed costs
+"""Apache Beam: four names rebound while lockstep's Beam executors run, to spare fixed costs
 (`spare_fixed_costs`, with dill's in compat/dill.py and cloudpickle's in compat/cloudpickle.py).
 
 Beam asks for a DoFn's state and timer parameters (`userstate.get_dofn_specs`) each time it
@@ -26,7 +26,7 @@ closures, the classes of `__main__`). A pipeline for another process (a portable
 runner, the direct runner's worker processes) or one that names its library pickles as before:
 its workers choose their unpickler from the same options. cloudpickle's own fixed cost, a walk
 over every loaded module for each function it pickles by value, is spared there too
-(compat/cloudpickle.py).
+(compat/cloudpickle.py), and so is Beam's bz2 compression of every pickle (`Uncompressed`).
 
 LOCKSTEP_STOCK_BEAM=1 in the environment leaves Beam's, dill's and cloudpickle's functions as
 they are (for a side-by-side measure, benchmarks/beam_fixed_costs.py, or to rule this out).
@@ -37,6 +37,7 @@ declared in SYMBOLS, so that tests/test_compat.py names it when an upgrade moves
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import functools
 import os
@@ -58,7 +59,8 @@ _PICKLER = pickler.__name__
 SYMBOLS = (Symbol(_CORE, "get_function_args_defaults", read_by=_CORE),
            Symbol(userstate.__name__, "get_dofn_specs", read_by=_CORE),
            Symbol(_PICKLER, "DEFAULT_PICKLE_LIB", read_by=_PICKLER),
-           Symbol(_PICKLER, "desired_pickle_lib"))
+           Symbol(_PICKLER, "desired_pickle_lib"),
+           Symbol(cloudpickle_pickler.__name__, "bz2", read_by=cloudpickle_pickler.__name__))
 # The runners that run a pipeline in this process when the direct runner runs in memory.
 _IN_PROCESS_RUNNERS = {None, "DirectRunner", "SwitchingDirectRunner", "BundleBasedDirectRunner"}
 
@@ -133,15 +135,36 @@ def pickles_in_process(beam_args: list[str] | None) -> bool:
             and options.view_as(SetupOptions).pickle_library == "default")
 
 
+class Uncompressed:
+    """What Beam's cloudpickle pickler compresses its pickles with inside `cloudpickled`: nothing.
+    Beam compresses each pickle with bz2 at its highest level (for its size in a pipeline's proto
+    sent to a remote runner) and decompresses it at each unpickling: 0.9 CPU-s of a `lockstep run`
+    on the bundled data, for pickles that never leave the process. A pickle bz2 compressed (made
+    before the block) still decompresses."""
+
+    MARK = b"lockstep-uncompressed:"
+
+    @staticmethod
+    def compress(data: bytes, compresslevel: int = 9) -> bytes:
+        return Uncompressed.MARK + data
+
+    @staticmethod
+    def decompress(data: bytes) -> bytes:
+        mark = Uncompressed.MARK
+        return data[len(mark):] if data[:len(mark)] == mark else bz2.decompress(data)
+
+
 @contextlib.contextmanager
 def cloudpickled():
     """Inside the block a Beam pipeline that names no pickle library pickles with cloudpickle (a
-    Pipeline sets its library as it is made, "default" read as DEFAULT_PICKLE_LIB then); after it,
-    Beam pickles with the library it had before."""
+    Pipeline sets its library as it is made, "default" read as DEFAULT_PICKLE_LIB then), its
+    pickles uncompressed (`Uncompressed`); after it, Beam pickles with the library it had before,
+    compressed."""
     before = (pickler.USE_CLOUDPICKLE if pickler.desired_pickle_lib is cloudpickle_pickler
               else pickler.USE_DILL)
     try:
         with swapped(pickler, "DEFAULT_PICKLE_LIB", pickler.USE_CLOUDPICKLE), \
+                swapped(cloudpickle_pickler, "bz2", Uncompressed), \
                 cloudpickle_compat.submodules_indexed():
             yield
     finally:

@@ -11,6 +11,8 @@
 - cloudpickle's imported submodules found from an index (compat/cloudpickle.py): its own answer,
   the index made again only when modules are loaded."""
 
+import base64
+import bz2
 import functools
 import logging
 
@@ -214,6 +216,7 @@ class _Executor:
     def Do(self, columns):
         with beam.Pipeline(argv=self._beam_pipeline_args) as pipeline:
             self.pickled_with = pickler.desired_pickle_lib
+            self.pickle_starts = base64.b64decode(pickler.dumps(_picker("a")))[:3]
             rows = pipeline | "rows" >> beam.Create([{"a": 1, "b": 2}, {"a": 3, "b": 4}])
             for column in columns:  # each Map's function a closure of its own
                 picked = rows | f"pick {column}" >> beam.Map(_picker(column))
@@ -234,10 +237,25 @@ def test_an_executor_pickles_in_process_with_cloudpickle_and_beam_is_put_back(be
     executor = _Executor(beam_args)
     executor.Do(["a", "b"])
     assert executor.pickled_with is library
+    # In process its pickles are not compressed (bz2's start with "BZh"); after it, Beam's are.
+    in_process = library is cloudpickle_pickler
+    assert (executor.pickle_starts == beam_compat.Uncompressed.MARK[:3]) is in_process
+    assert (executor.pickle_starts == b"BZh") is not in_process
     assert pickler.desired_pickle_lib is dill_pickler and pickler.DEFAULT_PICKLE_LIB == "dill"
+    assert cloudpickle_pickler.bz2 is bz2
     monkeypatch.setenv(beam_compat.STOCK_SWITCH, "1")
     executor.Do(["b"])
     assert executor.pickled_with is dill_pickler  # the switch: Beam's own
+
+
+def test_a_pickle_made_before_the_block_still_loads_in_it():
+    made = cloudpickle_pickler.dumps(_picker("b"))  # bz2 compressed, as Beam makes it
+    with beam_compat.cloudpickled():
+        assert cloudpickle_pickler.loads(made)({"b": 7}) == ("b", 7)
+        ours = cloudpickle_pickler.dumps(_picker("a"))
+        assert base64.b64decode(ours).startswith(beam_compat.Uncompressed.MARK)
+        assert cloudpickle_pickler.loads(ours)({"a": 5}) == ("a", 5)
+    assert beam_compat.Uncompressed.decompress(bz2.compress(b"rows")) == b"rows"
 
 
 def test_a_dofns_specs_are_remembered_until_its_attributes_change(monkeypatch):
