@@ -13,6 +13,7 @@ from pathlib import Path
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as lockstep's processes (trainer_module)
 
 import pytest  # noqa: E402
 

@@ -39,9 +39,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 # Read once as a module is imported (by TensorFlow, by lockstep): the child must agree with the
 # server on these, or it would run with the server's.
-AT_IMPORT = ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL", "PYTHONPATH", "LOCKSTEP_REAL_IMPORTS",
-             "CUDA_VISIBLE_DEVICES", "PYTHONHASHSEED", "PYTHONWARNINGS", "PYTHONIOENCODING",
-             "TMPDIR")  # tempfile's directory: kept from its first use
+AT_IMPORT = ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL", "OPENBLAS_NUM_THREADS", "PYTHONPATH",
+             "LOCKSTEP_REAL_IMPORTS", "CUDA_VISIBLE_DEVICES", "PYTHONHASHSEED", "PYTHONWARNINGS",
+             "PYTHONIOENCODING", "TMPDIR")  # tempfile's directory: kept from its first use
 MAIN = str(REPO / "pipeline" / "cli" / "__main__.py")  # sys.argv[0] under `python -m pipeline.cli`
 
 

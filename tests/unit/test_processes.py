@@ -159,3 +159,16 @@ def test_a_collector_that_was_off_stays_off_and_a_failed_import_leaves_it_on(tmp
     assert _imported(tmp_path, "uncollected", collector="off")["enabled"] is False
     failed = _imported(tmp_path, "failing")
     assert failed["enabled"] is True and failed["during"] == 0, failed
+
+
+def test_a_lockstep_process_starts_one_openblas_thread_unless_told_otherwise(tmp_path):
+    """trainer_module/__init__.py: numpy's OpenBLAS threads only spun in lockstep's processes
+    (1.0 CPU-s a run); a count the environment names is kept."""
+    script = ("import components, numpy, threadpoolctl; print(sorted(i['num_threads'] for i in "
+              "threadpoolctl.threadpool_info() if i['internal_api'] == 'openblas'))")
+    env = {k: v for k, v in processes.python_env().items() if k != "OPENBLAS_NUM_THREADS"}
+    for named, threads in ((None, "[1]"), ("2", "[2]")):
+        out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                             text=True, check=True, env=dict(env, **(
+                                 {"OPENBLAS_NUM_THREADS": named} if named else {})))
+        assert out.stdout.strip() == threads, out.stderr[-2000:]
