@@ -31,10 +31,11 @@ _index: tuple[int, dict[str, list[str]]] = (-1, {})
 
 
 def _submodules() -> dict[str, list[str]]:
-    """{package name: its loaded submodules' names}, made again when sys.modules' size changed."""
+    """{package name: its loaded submodules' names}, made again when sys.modules' size changed
+    (asked first: a copy of its ~6,000 names took 90 us, at each of ~2,000 pickles a run)."""
     global _index
-    names = list(sys.modules)  # a copy: another thread may import meanwhile
-    if _index[0] != len(names):
+    if _index[0] != len(sys.modules):
+        names = list(sys.modules)  # a copy: another thread may import meanwhile
         index: dict[str, list[str]] = {}
         for name in names:
             if not isinstance(name, str):  # older pytest put a None there
