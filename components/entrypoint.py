@@ -165,7 +165,7 @@ def beam_args_parser(parse: Callable) -> Callable:
     `parse_known_args` keeps what it does not know as the task's Beam arguments, the program's
     path first. A Beam executor given any Beam argument, and none naming the workers' packages
     (--setup_file, --extra_package, --sdk_container_image...), packages TFX for Beam's workers:
-    a copy of TFX's source and a `setup.py sdist`, 2.5 s in every Beam task (CsvExampleGen,
+    a copy of TFX's source and a `setup.py sdist`, 1.2 to 2.5 s in every Beam task (CsvExampleGen,
     StatisticsGen, Transform, the Evaluator) whose pipeline then runs in memory, where nothing
     installs it. The spec's own Beam arguments (`beam_args`) still reach the executor."""
     return lambda argv: parse(argv[1:])
