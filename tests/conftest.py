@@ -11,11 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as lockstep's processes (trainer_module)
 
 import pytest  # noqa: E402
+
+import trainer_module  # noqa: E402,F401  (legacy Keras, one OpenBLAS thread: lockstep's settings)
 
 REPO = Path(__file__).resolve().parent.parent
 UNIT = Path(__file__).resolve().parent / "unit"
