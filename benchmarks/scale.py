@@ -4,8 +4,9 @@
    integer measurements, 3 0/1 flags, 6 string columns with 3 to 5,000 values, a 3-class string
    label that depends on them), about 5 % of cells missing (empty), in 4 files.
 2. Stages, rows/s side by side: lockstep's CsvExampleGen -> StatisticsGen -> SchemaGen ->
-   Transform, and stock TFX's CsvExampleGen -> StatisticsGen -> SchemaGen -> Transform with the
-   same preprocessing_fn, each pipeline in a fresh process with LocalDagRunner and its defaults
+   Transform, the nodes `lockstep run` builds (its own ExampleGen, StatisticsGen and Transform),
+   and stock TFX's CsvExampleGen -> StatisticsGen -> SchemaGen -> Transform with the same
+   preprocessing_fn, each pipeline in a fresh process with LocalDagRunner and its defaults
    (stock Transform computes pre- and post-transform statistics and writes transformed examples;
    lockstep's Transform analyzes only: StatisticsGen has the statistics and the Trainer applies
    the transform graph as it reads).
@@ -88,43 +89,60 @@ def make_csv(directory: Path, rows: int, files: int = 4, seed: int = 0, width: i
 
 
 def _stage_pipeline(kind: str, data: str, root: str) -> None:
-    """Runs ExampleGen -> StatisticsGen -> SchemaGen -> Transform (ours or stock) here."""
+    """Runs ExampleGen -> StatisticsGen -> SchemaGen -> Transform here, with LocalDagRunner.
+
+    ours: the nodes `lockstep run` builds (pipeline/definition.py): lockstep's CsvExampleGen,
+    StatisticsGen and Transform (Transform reads the schema ExampleGen writes, and analyzes
+    only), TFX's SchemaGen; imported as a run imports them (`components` first: TFX's component
+    catalogue stays unloaded). stock: TFX's four components with their defaults, through
+    `tfx.v1`, as a user of stock TFX writes them."""
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
-    from tfx import v1 as tfx
+    if kind == "ours":
+        from components.csv_example_gen import CsvExampleGen, ExampleGenSpec
+        from components.csv_format import DEFAULT_MISSING_VALUES
+        from components.statistics_gen import StatisticsGen
+        from components.transform import Transform
+        from pipeline.definition import TRANSFORM_SETTINGS
+        from tfx.components.schema_gen.component import SchemaGen
+    else:
+        from tfx import v1 as tfx
+    from tfx.orchestration import metadata, pipeline as tfx_pipeline
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
     from tfx.proto import example_gen_pb2
 
-    from components.csv_example_gen import CsvExampleGen, ExampleGenSpec
-    from components.csv_format import DEFAULT_MISSING_VALUES
-    from pipeline.definition import TRANSFORM_SETTINGS
     from trainer_module.settings import CLASSIFICATION, TransformSpec
 
     output = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
         example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=4),
         example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)]))
+    custom_config = TransformSpec(LABEL, CLASSIFICATION).to_custom_config()
+    preprocessing_fn = "trainer_module.preprocessing.preprocessing_fn"
     if kind == "ours":
         example_gen = CsvExampleGen(input_base=data,
                                     spec=ExampleGenSpec(LABEL, DEFAULT_MISSING_VALUES),
                                     output_config=output)
+        statistics = StatisticsGen(examples=example_gen.outputs["examples"])
+        schema = SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=False)
+        transform = Transform(examples=example_gen.outputs["examples"],
+                              schema=example_gen.outputs["schema"],
+                              preprocessing_fn=preprocessing_fn, custom_config=custom_config,
+                              **TRANSFORM_SETTINGS)
     else:
         example_gen = tfx.components.CsvExampleGen(input_base=data, output_config=output)
-    statistics = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-    schema = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"],
-                                      infer_feature_shape=False)
-    transform = tfx.components.Transform(
-        examples=example_gen.outputs["examples"], schema=schema.outputs["schema"],
-        preprocessing_fn="trainer_module.preprocessing.preprocessing_fn",
-        custom_config=TransformSpec(LABEL, CLASSIFICATION).to_custom_config(),
-        **(TRANSFORM_SETTINGS if kind == "ours" else {}))
+        statistics = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+        schema = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"],
+                                          infer_feature_shape=False)
+        transform = tfx.components.Transform(
+            examples=example_gen.outputs["examples"], schema=schema.outputs["schema"],
+            preprocessing_fn=preprocessing_fn, custom_config=custom_config)
     metadata_path = os.path.join(root, "metadata.sqlite")
-    pipeline = tfx.dsl.Pipeline(
+    pipeline = tfx_pipeline.Pipeline(
         pipeline_name=f"scale-{kind}", pipeline_root=root, enable_cache=False,
         components=[example_gen, statistics, schema, transform],
-        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-            metadata_path))
-    tfx.orchestration.LocalDagRunner().run(pipeline)
+        metadata_connection_config=metadata.sqlite_metadata_connection_config(metadata_path))
+    LocalDagRunner().run(pipeline)
 
     from ml_metadata import metadata_store
-    from tfx.orchestration import metadata
 
     store = metadata_store.MetadataStore(metadata.sqlite_metadata_connection_config(metadata_path))
     seconds = {}
