@@ -21,9 +21,11 @@ parameter_server, so that its Transform keeps tf.Transform's TF2 graph (pipeline
 transform_settings: a parameter-server worker gets the transform's tables from the chief, which
 a TF1 graph's cannot give); both sides read that graph and those examples. A --pipeline-root of
 yours must come from such a run (its latest Transform's; tests/test_parameter_server.py smokes
-the benchmark on the root of its own parameter-server run). --smoke: 320 examples (5 synchronous
-updates), seconds of training each, and a straggler stopped 50 ms of every 100 (it is stopped from
-its start, so at 75 its TensorFlow import alone takes four times as long).
+the benchmark on the root of its own parameter-server run). --smoke: the two runs with a
+straggler only (each cluster, the stall and the table; the runs without one differ only in
+starting no staller), 320 examples (5 synchronous updates), seconds of training each, the
+straggler stopped 50 ms of every 100 (it is stopped from its start, so at 75 its TensorFlow import
+alone takes four times as long).
 A run that fails keeps its directory and names its logs.
 """
 
@@ -170,15 +172,16 @@ def main() -> None:
     parser.add_argument("--stall", type=float, default=0.075,
                         help="seconds of every 0.1 s the straggler is stopped")
     parser.add_argument("--smoke", action="store_true",
-                        help="320 examples, a 50 ms stall: does it run and print its table")
+                        help="the straggler's two runs, 320 examples, a 50 ms stall: does it run "
+                             "and print its table")
     args = parser.parse_args()
     if args.smoke:
         args.examples, args.stall = min(args.examples, 320), min(args.stall, 0.05)
     tmp = Path(tempfile.mkdtemp(prefix="lockstep-sync-async-"))
     try:
         root = args.pipeline_root or bundled_root(tmp, args.examples)
-        rows = [run(kind, args, root, tmp, stall)
-                for stall in (0.0, args.stall) for kind in ("sync", "async")]
+        stalls = (args.stall,) if args.smoke else (0.0, args.stall)
+        rows = [run(kind, args, root, tmp, stall) for stall in stalls for kind in ("sync", "async")]
     except Failed as failed:  # its logs stay where it says
         sys.exit(str(failed))
     except BaseException:  # anything else: the logs stay too
@@ -192,13 +195,14 @@ def main() -> None:
     for r in rows:
         print(f"{r['run']:<17} {r['updates']:>8} {r['batch']:>6} {r['examples_per_sec']:>11.0f} "
               f"{r['loss']:>8.4f} {r['accuracy']:>7.4f} {r['staleness']:>19}")
-    sync, async_, sync_slow, async_slow = rows
-    print(f"async / sync examples/s: {async_['examples_per_sec'] / sync['examples_per_sec']:.2f} "
-          f"without a straggler, "
-          f"{async_slow['examples_per_sec'] / sync_slow['examples_per_sec']:.2f} with one; "
-          f"the straggler keeps {sync_slow['examples_per_sec'] / sync['examples_per_sec']:.2f} of "
-          f"sync's speed and {async_slow['examples_per_sec'] / async_['examples_per_sec']:.2f} of "
-          "async's")
+    speed = {r["run"]: r["examples_per_sec"] for r in rows}
+    slow = f"{speed['async-straggler'] / speed['sync-straggler']:.2f} with one"
+    if args.smoke:
+        print(f"async / sync examples/s: {slow} (--smoke: no runs without one)")
+        return
+    print(f"async / sync examples/s: {speed['async'] / speed['sync']:.2f} without a straggler, "
+          f"{slow}; the straggler keeps {speed['sync-straggler'] / speed['sync']:.2f} of "
+          f"sync's speed and {speed['async-straggler'] / speed['async']:.2f} of async's")
 
 
 if __name__ == "__main__":

@@ -172,10 +172,10 @@ def test_a_parameter_server_run_pushes_a_model_that_serves(ps_run):
 @pytest.mark.slow
 def test_the_sync_vs_async_benchmark_prints_its_table(ps_run, tmp_path):
     """benchmarks/sync_vs_async.py's smoke (tests/test_benchmarks.py names this test for it), on
-    the parameter-server run's root, whose transform graph is TF2's as the benchmark needs: sync
-    and async clusters of processes, each again with a straggler."""
+    the parameter-server run's root, whose transform graph is TF2's as the benchmark needs: a
+    sync and an async cluster of processes, each with a straggler (the smoke's two runs)."""
     assert ps_run.result.returncode == 0, ps_run.result.stderr[-3000:]
     out = smoke("sync_vs_async.py", tmp_path, "--pipeline-root", ps_run.pipeline_root)[0]
     assert TABLES["sync_vs_async.py"] in out, out
     rows = re.findall(r"^(\S+)\s+\d+\s+\d+\s+\d+\s", out, re.M)
-    assert rows == ["sync", "async", "sync-straggler", "async-straggler"], out
+    assert rows == ["sync-straggler", "async-straggler"], out
