@@ -309,7 +309,7 @@ def main() -> None:
         rows = max(args.full)
         config = work / "multiprocess.toml"
         config.write_text(f'beam_args = ["--direct_num_workers={os.cpu_count()}", '
-                          '"--direct_running_mode=multi_processing", "--sdk_container_image=none"]\n')
+                          '"--direct_running_mode=multi_processing"]\n')
         seconds, peak, tree, _ = _run(
             [sys.executable, "-m", "pipeline.cli", "run", "--config", str(config), "--data",
              str(work / f"data-{rows}"), "--label", LABEL,

@@ -72,6 +72,10 @@ def test_the_pipeline_runs_on_the_portable_runner(portable_run):
     # Each Beam component's pipeline went through the portable runner's job service.
     log = run.beam_log
     assert len(log.read_text().splitlines()) >= 4, log.read_text()
+    # LOOPBACK: the workers are this process, so no executor packaged TFX for them
+    # (components/compat/beam.py, `workers_are_here`).
+    logs = result.stdout + result.stderr
+    assert "Python dependency for beam" not in logs and "tfx_ephemeral" not in logs
     examples = list((run.pipeline_root / "CsvExampleGen" / "examples").glob("*/Split-*/*.gz"))
     assert {p.parent.name for p in examples} == {"Split-train", "Split-eval"}
     rows = sum(1 for p in examples for _ in tf.data.TFRecordDataset(str(p), "GZIP"))

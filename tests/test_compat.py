@@ -154,6 +154,49 @@ print("ok")
     assert done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
+MULTI_PROCESS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+LOOPBACK = ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]
+DATAFLOW = ["--runner=DataflowRunner", "--region=europe-west4"]
+
+
+@pytest.mark.parametrize("beam_args, here", [
+    ([], True), (MULTI_PROCESS, True), (LOOPBACK, True), (DATAFLOW, False),
+    (["--runner=PortableRunner", "--job_endpoint=h:8099", "--environment_type=DOCKER"], False),
+    (["--direct_running_mode=multi_processing", "--environment_type=DOCKER"], False),
+    (["--runner=FlinkRunner"], False),
+])
+def test_the_workers_are_this_python_only_for_the_direct_runner_or_loopback(beam_args, here,
+                                                                          monkeypatch):
+    from components.compat import beam as beam_compat
+
+    assert beam_compat.workers_are_here(beam_args) == here
+    monkeypatch.setenv(beam_compat.STOCK_SWITCH, "1")  # TFX's own rule, for a side by side
+    assert not beam_compat.workers_are_here(beam_args)
+
+
+def test_tfx_packages_itself_only_for_workers_that_are_not_this_python():
+    """A Beam executor given Beam arguments builds an sdist of TFX for Beam's workers (1.4 to
+    1.6 s) unless they name the workers' packages; where the workers are this process's own Python
+    (the direct runner, any mode; the LOOPBACK environment) lockstep's Beam executors skip it
+    (components/compat/beam.py, `workers_are_here`), and TFX's rule holds elsewhere."""
+    from tfx.dsl.components.base import base_beam_executor
+
+    from components import csv_example_gen, evaluator, statistics_gen, transform
+    from components.compat import tfx as tfx_compat
+
+    def made(module, beam_args):
+        context = base_beam_executor.BaseBeamExecutor.Context(beam_pipeline_args=list(beam_args))
+        return tfx_compat.beam_pipeline_args(module.Executor(context))
+
+    for module in (csv_example_gen, statistics_gen, transform, evaluator):
+        for beam_args in (MULTI_PROCESS, LOOPBACK):
+            args = made(module, beam_args)
+            assert args[:len(beam_args)] == beam_args, module.__name__
+            assert not any(a.startswith("--extra_package") for a in args), module.__name__
+    [package] = [a for a in made(statistics_gen, DATAFLOW) if a.startswith("--extra_package=")]
+    assert "tfx_ephemeral" in package and package.endswith(".tar.gz")  # TFX built it
+
+
 @pytest.mark.parametrize("vertex_job", [False, True])
 def test_a_tasks_beam_arguments_are_the_specs_own(vertex_job):
     """TFX's task flag parsers take what they do not know for Beam arguments, and absl hands them

@@ -28,8 +28,15 @@ its workers choose their unpickler from the same options. cloudpickle's own fixe
 over every loaded module for each function it pickles by value, is spared there too
 (compat/cloudpickle.py), and so is Beam's bz2 compression of every pickle (`Uncompressed`).
 
-LOCKSTEP_STOCK_BEAM=1 in the environment leaves Beam's, dill's and cloudpickle's functions as
-they are (for a side-by-side measure, benchmarks/beam_fixed_costs.py, or to rule this out).
+Given any Beam argument, a TFX Beam executor builds an sdist of TFX for Beam's workers (1.4 to
+1.6 s, each time an executor is made) unless the arguments name the workers' packages. Where the
+workers are this process's own Python (`workers_are_here`: the direct runner in any of its
+modes, the LOOPBACK environment) nothing would install it, so it is not built there
+(compat/tfx.py, `package_tfx_unless`): `--direct_running_mode=multi_processing` no longer needs
+`--sdk_container_image=none` beside it to spare it.
+
+LOCKSTEP_STOCK_BEAM=1 in the environment leaves Beam's, dill's and cloudpickle's functions (and
+TFX's packaging) as they are (for a side-by-side measure, benchmarks/beam_fixed_costs.py, or to rule this out).
 
 Beam is not among the dependencies tools/private_names.py lints (its heuristics match too many
 of lockstep's own names against a package this large); the rebinding lives here all the same,
@@ -45,8 +52,8 @@ import types
 import weakref
 
 from apache_beam.internal import cloudpickle_pickler, pickler
-from apache_beam.options.pipeline_options import (DirectOptions, PipelineOptions, SetupOptions,
-                                                  StandardOptions)
+from apache_beam.options.pipeline_options import (DirectOptions, PipelineOptions, PortableOptions,
+                                                  SetupOptions, StandardOptions)
 from apache_beam.transforms import core, userstate
 
 from components.compat import cloudpickle as cloudpickle_compat, dill as dill_compat
@@ -135,6 +142,23 @@ def pickles_in_process(beam_args: list[str] | None) -> bool:
             and options.view_as(SetupOptions).pickle_library == "default")
 
 
+def workers_are_here(beam_args: list[str]) -> bool:
+    """Whether a pipeline made with these Beam arguments runs its work on this process's own
+    Python, where every package its workers would need is installed: the direct runner (in memory,
+    on its threads, or on its worker processes, which start this interpreter), or any runner with
+    the LOOPBACK environment (this process serves as the SDK worker). Not with
+    LOCKSTEP_STOCK_BEAM=1. TFX packages itself for the workers unless this holds
+    (`tfx_compat.package_tfx_unless`, below)."""
+    if os.environ.get(STOCK_SWITCH) == "1":
+        return False
+    options = PipelineOptions(beam_args)
+    environment = options.view_as(PortableOptions).environment_type
+    return environment == "LOOPBACK" or (
+        options.view_as(StandardOptions).runner in _IN_PROCESS_RUNNERS
+        and environment in (None, "EMBEDDED"))
+
+
+
 class Uncompressed:
     """What Beam's cloudpickle pickler compresses its pickles with inside `cloudpickled`: nothing.
     Beam compresses each pickle with bz2 at its highest level (for its size in a pipeline's proto
@@ -174,7 +198,10 @@ def cloudpickled():
 def spare_fixed_costs(do):
     """An executor's Do, run with Beam's signatures remembered (`signatures_remembered`), dill's
     trace quiet (compat/dill.py) and, where its pipelines pickle for this process only,
-    cloudpickle (`cloudpickled`); none of them with LOCKSTEP_STOCK_BEAM=1."""
+    cloudpickle (`cloudpickled`); none of them with LOCKSTEP_STOCK_BEAM=1. And from the class that
+    says so on (its module has TFX loaded), TFX packages itself for Beam's workers only where
+    they are not this process's Python (`workers_are_here`)."""
+    tfx_compat.package_tfx_unless(workers_are_here)
     @functools.wraps(do)
     def wrapper(*args, **kwargs):
         if os.environ.get(STOCK_SWITCH) == "1":

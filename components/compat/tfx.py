@@ -11,6 +11,9 @@
   `beam_pipeline_args` reads what TFX's Beam executor keeps privately.
 - A Kubeflow task starts TFX's KFP v2 entrypoint with its private flag parser, and marks when the
   executor's Do begins (components/entrypoint.py): `kubeflow_v2_entrypoint`, `announce_do`.
+- A Beam executor given Beam arguments packages TFX for Beam's workers unless they name the
+  workers' packages; where its workers are this process's own Python (compat/beam.py),
+  `package_tfx_unless` has it skip that.
 
 TFX is imported inside each function: a Kubeflow task's entrypoint imports this module before
 its lean imports (components/entrypoint.py)."""
@@ -18,6 +21,8 @@ its lean imports (components/entrypoint.py)."""
 from __future__ import annotations
 
 import contextlib
+import functools
+import sys
 from typing import Callable, Iterator, Protocol
 
 from components.compat.swapped import swapped
@@ -27,6 +32,7 @@ _TFXIO_UTILS = "tfx.components.util.tfxio_utils"
 _TRANSFORM = "tfx.components.transform.executor"
 _KFP_V2 = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
 _TRAINER = "tfx.components.trainer.executor"
+_DEPENDENCY_UTILS = "tfx.utils.dependency_utils"
 
 SYMBOLS = (
     Symbol(_TFXIO_UTILS, "make_tfxio", read_by=_TFXIO_UTILS),
@@ -37,6 +43,8 @@ SYMBOLS = (
     Symbol(_KFP_V2, "_parse_flags"),
     Symbol("tfx.dsl.components.base.base_executor", "BaseExecutor.Do"),
     Symbol("tfx.dsl.components.base.base_beam_executor", "BaseBeamExecutor._beam_pipeline_args"),
+    Symbol(_DEPENDENCY_UTILS, "make_beam_dependency_flags",
+           read_by="tfx.dsl.components.base.base_beam_executor"),
 )
 
 
@@ -124,3 +132,29 @@ def beam_pipeline_args(executor) -> list[str] | None:
     adds); None for an object that is not a Beam executor."""
     args = getattr(executor, "_beam_pipeline_args", None)
     return list(args) if isinstance(args, (list, tuple)) else None
+
+
+def package_tfx_unless(workers_are_here: Callable[[list[str]], bool]) -> None:
+    """From now on, in this process, a Beam executor made with Beam arguments for which
+    `workers_are_here(args)` is true keeps them as they are. TFX's own rule
+    (`make_beam_dependency_flags`, which each Beam executor applies to its arguments as it is
+    made) adds `--extra_package=` with an sdist of TFX it builds, 1.4 to 1.6 s of a process each
+    time, unless the arguments name the workers' packages (extra packages, a setup or
+    requirements file, an SDK container image); it still does for every other argument list.
+    Nothing until TFX's Beam executors are loaded (their base loads `dependency_utils`; a lockstep
+    Beam executor's module loads them before it calls this): no process imports TFX for it."""
+    dependency_utils = sys.modules.get(_DEPENDENCY_UTILS)
+    if dependency_utils is None:
+        return
+    make = dependency_utils.make_beam_dependency_flags
+    if getattr(make, "workers_are_here", None) is not None:
+        make = make.__wrapped__
+
+    @functools.wraps(make)
+    def make_beam_dependency_flags(beam_pipeline_args):
+        if workers_are_here(list(beam_pipeline_args)):
+            return list(beam_pipeline_args)
+        return make(beam_pipeline_args)
+
+    make_beam_dependency_flags.workers_are_here = workers_are_here
+    dependency_utils.make_beam_dependency_flags = make_beam_dependency_flags
