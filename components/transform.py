@@ -36,7 +36,7 @@ from tfx.types import artifact_utils, standard_component_specs
 
 from components import integrity
 from components.batched_records import batched_reads
-from components.compat import beam as beam_compat, tfx as tfx_compat
+from components.compat import beam as beam_compat, tft as tft_compat, tfx as tfx_compat
 from components.csv_example_gen import SPAN_DATASETS_KEY, shard_prefix
 
 CACHE_DIR_KEY = "lockstep_analyzer_cache_dir"  # in custom_config; removed before preprocessing_fn
@@ -131,7 +131,8 @@ class _SpanDatasets:
 class Executor(transform_executor.Executor):
     @beam_compat.spare_fixed_costs  # two fixed costs of Beam's spared: compat/beam.py
     def Do(self, input_dict, output_dict, exec_properties):
-        with batched_reads():
+        # The executor's three column inspections from one trace of the preprocessing_fn.
+        with batched_reads(), tft_compat.inspections_traced_once():
             self._do(input_dict, output_dict, exec_properties)
 
     def _do(self, input_dict, output_dict, exec_properties):

@@ -21,7 +21,7 @@ MPV = "tensorflow_model_analysis.evaluators.metrics_plots_and_validations_evalua
 
 
 def test_one_module_per_dependency():
-    assert set(WALL) == {"beam", "cloudpickle", "dill", "kfp", "tfma", "tfx", "tfx_bsl"}
+    assert set(WALL) == {"beam", "cloudpickle", "dill", "kfp", "tfma", "tft", "tfx", "tfx_bsl"}
     for name, module in WALL.items():
         assert len({symbol.package for symbol in module.SYMBOLS}) == 1, name
 
@@ -100,6 +100,10 @@ def test_the_rebinds_hold_inside_the_block_only():
              "UnbatchExtractor")
     _rebound(WALL["tfx"].tfxio_factory(lambda *args, **kwargs: None), tfxio_utils, "make_tfxio")
     _rebound(WALL["tfx"].transform_processor(None), transform_executor, "TransformProcessor")
+    import tensorflow_transform as tft
+
+    for name in WALL["tft"].INSPECTIONS:
+        _rebound(WALL["tft"].inspections_traced_once(), tft, name)
     from apache_beam.transforms import core
 
     from dill import _dill
@@ -119,6 +123,40 @@ def test_the_rebinds_hold_inside_the_block_only():
              "_find_imported_submodules")
     _rebound(WALL["beam"].cloudpickled(), cloudpickle_fast, "_find_imported_submodules")
     _rebound(WALL["dill"].quiet_trace(), _dill, "_trace")
+
+
+def test_transforms_column_inspections_trace_the_preprocessing_fn_once_with_the_same_answers():
+    """TFX's Transform executor asks for the analyzers' columns twice and the transform's once,
+    and tf.Transform traces the preprocessing_fn for each; inside the block (components/
+    transform.py's Do) they answer from one trace, the same lists, and the analysis's own trace
+    is not shared."""
+    import functools
+
+    import tensorflow as tf
+    import tensorflow_transform as tft
+    from tensorflow_transform import impl_helper
+
+    from trainer_module import preprocessing
+    from trainer_module.settings import CLASSIFICATION, TransformSpec
+
+    specs = {"bill": tf.io.VarLenFeature(tf.float32), "island": tf.io.VarLenFeature(tf.string),
+             "year": tf.io.VarLenFeature(tf.int64), "species": tf.io.FixedLenFeature([], tf.string)}
+    fn = functools.partial(preprocessing.preprocessing_fn, custom_config=TransformSpec(
+        "species", CLASSIFICATION).to_custom_config())
+    asked = [("get_analyze_input_columns", specs), ("get_analyze_input_columns", dict(specs)),
+             ("get_transform_input_columns", specs)]
+    stock = [sorted(getattr(tft, name)(fn, s, force_tf_compat_v1=True)) for name, s in asked]
+    assert stock[0] == stock[1] and set(stock[2]) >= set(stock[0]) and "species" in stock[2]
+    with WALL["tft"].inspections_traced_once() as traces:
+        once = [sorted(getattr(tft, name)(fn, s, force_tf_compat_v1=True)) for name, s in asked]
+        assert traces.traced == 1
+        other = {**specs, "bill": tf.io.FixedLenFeature([], tf.float32)}
+        tft.get_analyze_input_columns(fn, other, force_tf_compat_v1=True)
+        assert traces.traced == 2  # other specs: traced for them
+        # Anything else that traces (the analysis) traces anew, a graph of its own.
+        graph = impl_helper.trace_preprocessing_function(fn, specs, use_tf_compat_v1=True)[0]
+        assert traces.traced == 2 and graph.get_operations()
+    assert once == stock
 
 
 def test_nothing_lockstep_imports_runs_tfxs_component_catalogue():

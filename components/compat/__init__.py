@@ -1,8 +1,8 @@
 """The wall: every private name of TFX, tfx_bsl, TFMA, tf.Transform, KFP and ML Metadata that
 lockstep uses, and every name of theirs it rebinds at run time, is used here and nowhere else.
 
-One module per dependency: `tfx.py`, `tfx_bsl.py`, `tfma.py`, `kfp.py` (tf.Transform's and ML
-Metadata's public names suffice); and `beam.py`, `dill.py` and `cloudpickle.py`, the names of
+One module per dependency: `tfx.py`, `tfx_bsl.py`, `tfma.py`, `tft.py`, `kfp.py` (ML Metadata's
+public names suffice); and `beam.py`, `dill.py` and `cloudpickle.py`, the names of
 Beam's and of its picklers' that lockstep rebinds while its Beam executors run, to spare their
 fixed costs (`beam.spare_fixed_costs`; not linted: beam.py says why). Each holds thin named
 functions, constants and context managers, a docstring each saying what the private thing is and
