@@ -9,8 +9,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -55,10 +53,10 @@ def test_the_plan_counts_updates_of_one_workers_batch():
     assert not scaling.make_plan(TrainerConfig(train_steps=10), 4).asynchronous
 
 
-def _staleness(workers: int, sleep: float, steps: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(REPO / "tests" / "ps_staleness.py"), str(workers),
-                             str(sleep), str(steps)], env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+def _staleness(workers: int, sleep: float, steps: int):
+    """tests/ps_staleness.py in a process of its own (a fork of the tests' fork server where it
+    can be one), its stdout and stderr together."""
+    return python_started(REPO / "tests" / "ps_staleness.py", workers, sleep, steps, env=ENV)
 
 
 @pytest.mark.slow
@@ -66,9 +64,10 @@ def test_staleness_is_none_alone_and_the_other_workers_updates_when_steps_overla
     alone, three = _staleness(1, 0.0, 40), _staleness(3, 0.04, 90)
     results = []
     for child in (alone, three):
-        out, err = child.communicate(timeout=300)
-        assert child.returncode == 0, err[-3000:]
-        results.append(json.loads(out.strip().splitlines()[-1]))
+        out, _ = child.communicate(timeout=300)
+        assert child.returncode == 0, out[-3000:]
+        # Its one JSON line, among its logs (stderr comes with it).
+        results.append(json.loads([line for line in out.splitlines() if line.startswith("{")][-1]))
     alone, three = results
     # One worker: nothing lands between its read and its update; one update per step, counted
     # by the optimizer too.
@@ -81,15 +80,13 @@ def test_staleness_is_none_alone_and_the_other_workers_updates_when_steps_overla
     assert three["staleness_max"] >= 2, three
 
 
-def _servers(cluster: dict, tmp_path) -> dict:
-    servers = {}
-    for task in [("worker", 0), ("worker", 1), ("ps", 0)]:
-        env = dict(ENV, TF_CONFIG=json.dumps(
-            {"cluster": cluster, "task": {"type": task[0], "index": task[1]}}))
-        log = open(tmp_path / f"{task[0]}-{task[1]}.log", "w")  # noqa: SIM115
-        servers[task] = subprocess.Popen([sys.executable, "-m", "trainer_module.parameter_server"],
-                                         env=env, stdout=subprocess.DEVNULL, stderr=log)
-    return servers
+def _servers(cluster: dict) -> dict:
+    """The workers' and the parameter server's processes (`python -m
+    trainer_module.parameter_server`, forks of the tests' fork server where they can be)."""
+    return {task: python_started("-m", "trainer_module.parameter_server", env=dict(
+                ENV, TF_CONFIG=json.dumps({"cluster": cluster,
+                                           "task": {"type": task[0], "index": task[1]}})))
+            for task in [("worker", 0), ("worker", 1), ("ps", 0)]}
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +114,7 @@ def test_a_killed_worker_does_not_stop_training(ps_run, tmp_path):
     killed once training is under way, and the coordinator finishes on the other."""
     ports = [f"localhost:{port}" for port in free_ports(4)]
     cluster = {"chief": ports[:1], "worker": ports[1:3], "ps": ports[3:]}
-    servers = _servers(cluster, tmp_path)
+    servers = _servers(cluster)
     # The transform graph the parameter-server run made (TF2: its tables reach the workers).
     job = penguins_job(ps_run, tmp_path, strategy="parameter_server", train_steps=600,
                        log_every=20, steps_per_execution=5)
