@@ -35,7 +35,7 @@ TABLES = {
     "analyzer_cache.py": "median of 1, 200 rows per span, window 2: Transform full ",
     "kfp_local.py": "kfp-local / local = ",
     "model_quality.py": "penguins    accuracy ",
-    "scale.py": "Whole pipeline on 500 rows: ",
+    "scale.py": "ExampleGen + StatisticsGen + Transform: lockstep ",
     "whole_run.py": "penguins: lockstep ",
     "sync_vs_async.py": "async / sync examples/s: ",
     "figures.py": "bundled data, first run, fresh root: Total ",
