@@ -406,4 +406,5 @@ def _wait(children: list, timeout: float, what: str) -> list[str]:
 
 
 if __name__ == "__main__":
+    processes.entry_imports_done()  # trainer_module/__init__.py: its imports made uncollected
     sys.exit(main())

@@ -317,4 +317,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    processes.entry_imports_done()  # trainer_module/__init__.py: its imports made uncollected
     sys.exit(main())

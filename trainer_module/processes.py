@@ -76,6 +76,18 @@ def imports_uncollected():
             gc.enable()
 
 
+def entry_imports_done() -> None:
+    """Where this process was started as one of trainer_module's ENTRIES (`python -m
+    trainer_module.train`, ...: trainer_module/__init__.py turned the cycle collector off for its
+    imports), what they made is frozen and the collector is on again; elsewhere, nothing. Each
+    entry calls it as `__main__`, its imports made."""
+    import trainer_module
+
+    if trainer_module.IMPORTS_UNCOLLECTED and not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+
+
 _IMPORTED_ONLY: list[bool] = []  # this process said: TensorFlow imported, none of it run
 
 

@@ -23,7 +23,7 @@ import tensorflow_transform as tft
 from trainer_module import actions as actions_lib, build, controller as controller_lib
 from trainer_module import early_stopping
 from trainer_module import equivalence, export, input_pipeline, loop, parameter_server
-from trainer_module import precision, resume, scaling, slices, strategy as strategy_lib
+from trainer_module import precision, processes, resume, scaling, slices, strategy as strategy_lib
 from trainer_module import termination, warmup
 from trainer_module.job import TrainJob
 from trainer_module.settings import CLASSIFICATION, GLOBAL, PARAMETER_SERVER, TrainerConfig
@@ -341,4 +341,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    processes.entry_imports_done()  # trainer_module/__init__.py: its imports made uncollected
     sys.exit(main(sys.argv))

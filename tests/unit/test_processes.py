@@ -172,3 +172,61 @@ def test_a_lockstep_process_starts_one_openblas_thread_unless_told_otherwise(tmp
                              text=True, check=True, env=dict(env, **(
                                  {"OPENBLAS_NUM_THREADS": named} if named else {})))
         assert out.stdout.strip() == threads, out.stderr[-2000:]
+
+
+# Loaded by the child through PYTHONPATH: at its exit, whether the collector is on and how many
+# objects are frozen, and whether any full collection ran before the entry's main began.
+_EXIT_PROBE = """
+import atexit, gc, json, os, sys
+full = []
+gc.callbacks.append(lambda phase, info: full.append(1)
+                    if phase == "stop" and info["generation"] == 2 else None)
+def said():
+    with open(os.environ["LOCKSTEP_PROBE_OUT"], "w") as out:
+        json.dump({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count(),
+                   "full": len(full), "tensorflow": "tensorflow" in sys.modules}, out)
+atexit.register(said)
+"""
+
+
+def test_an_entry_started_with_python_m_imports_uncollected_then_collects():
+    """`python -m trainer_module.parameter_server` (one of trainer_module.ENTRIES): its imports
+    (TensorFlow's among them) pay no full collection and are frozen; by the time it runs, the
+    collector is on. Imported any other way, the same module leaves the collector alone."""
+    import json
+    import tempfile
+
+    def probe(*argv) -> dict:
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "sitecustomize.py"), "w") as hook:
+                hook.write(_EXIT_PROBE)
+            env = processes.python_env([tmp], LOCKSTEP_PROBE_OUT=os.path.join(tmp, "out.json"))
+            env.pop("TF_CONFIG", None)  # the entry then stops at once, saying what it lacks
+            env["PYTHONPATH"] = os.pathsep.join([tmp, env["PYTHONPATH"]])
+            subprocess.run([sys.executable, *argv], env=env, capture_output=True, timeout=300)
+            with open(os.path.join(tmp, "out.json")) as out:
+                return json.load(out)
+
+    entry = probe("-m", "trainer_module.parameter_server")
+    assert entry["tensorflow"] and entry["enabled"] and entry["frozen"] > 100_000, entry
+    assert entry["full"] == 0, entry
+    imported = probe("-c", "import trainer_module.parameter_server")
+    assert imported["tensorflow"] and imported["enabled"] and imported["frozen"] == 0, imported
+    assert imported["full"] >= 1, imported
+
+
+def test_every_entry_turns_the_collector_on_once_its_imports_are_made():
+    """A process started as an entry imports with the collector off (trainer_module/__init__.py):
+    each entry's `__main__` block must call processes.entry_imports_done() before its main, or
+    the process would run without one."""
+    import ast
+    import importlib.util
+
+    import trainer_module
+
+    for entry in trainer_module.ENTRIES:
+        tree = ast.parse(open(importlib.util.find_spec(entry).origin).read())
+        [block] = [node for node in tree.body if isinstance(node, ast.If)
+                   and ast.unparse(node.test) == "__name__ == '__main__'"]
+        first = ast.unparse(block.body[0])
+        assert first == "processes.entry_imports_done()", (entry, first)
