@@ -120,9 +120,13 @@ def _load_tensorflow_quietly() -> None:
     """Imports TensorFlow with fd 2 on /dev/null: its C++ start-up lines ("Unable to register
     cuFFT factory ...", logged as errors, so TF_CPP_MIN_LOG_LEVEL=2 lets them through) would
     otherwise come before lockstep's own lines, and before a one-line error about the user's
-    code. A user who asks for TensorFlow's logs (TF_CPP_MIN_LOG_LEVEL 0 or 1) gets them."""
+    code. A user who asks for TensorFlow's logs (TF_CPP_MIN_LOG_LEVEL 0 or 1) gets them. It imports
+    without the cycle collector (trainer_module/processes.py, `imports_uncollected`): this is the
+    start of a process that checks the user's code (`lockstep run`, `lockstep verify`)."""
     import os
     import sys
+
+    from trainer_module import processes
 
     if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") in ("0", "1"):
         return
@@ -131,7 +135,8 @@ def _load_tensorflow_quietly() -> None:
     quiet = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(quiet, 2)
-        import tensorflow  # noqa: F401
+        with processes.imports_uncollected():
+            import tensorflow  # noqa: F401
     finally:
         os.dup2(saved, 2)
         os.close(saved), os.close(quiet)
