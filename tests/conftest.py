@@ -203,18 +203,25 @@ def _unseeded() -> None:
 LOCKSTEP = [sys.executable, "-m", "pipeline.cli"]
 
 
+# The commands `lockstep` runs as a fork of the fork server: those that import TensorFlow & co.
+# as they start (a run, verify, and reading a root's runs back: 4 to 7 CPU-s of imports each).
+# `compile` imports stand-ins for them, in a fresh interpreter only (pipeline/kubeflow/).
+FORKED = ("run", "verify", "runs", "report")
+
+
 def lockstep(*args, cwd=None, timeout=900, env=None, fresh=False) -> subprocess.CompletedProcess:
     """Runs the real CLI in a process of its own (env: its whole environment; default ours). For
     a test about the process: its exit status as a shell sees it, signals, stderr from C++, a
-    fresh interpreter's imports; else `cli`, the same command seconds sooner. `lockstep run`
-    with our environment is a fork of a server that has imported what a run imports
+    fresh interpreter's imports; else `cli`, the same command seconds sooner. The FORKED
+    commands, with our environment, are a fork of a server that has imported what a run imports
     (tests/forked_cli.py: 7 CPU-seconds less a run; LOCKSTEP_TEST_FRESH_RUNS=1: none is); anything
     else, or `fresh`, a fresh interpreter (what only one shows: TensorFlow's C++ start-up lines,
     the order of the imports)."""
     argv = [str(a) for a in args]
     own = env is not None
     env = dict(os.environ if env is None else env, PYTHONPATH=str(REPO))
-    if argv[:1] == ["run"] and (server := _server_for(env, own or fresh)) is not None:
+    forked = bool(argv) and argv[0] in FORKED
+    if forked and (server := _server_for(env, own or fresh)) is not None:
         return _forked(server, argv, cwd, env, timeout)
     return subprocess.run(LOCKSTEP + argv, cwd=cwd, env=env, text=True, capture_output=True,
                           timeout=timeout)

@@ -124,13 +124,14 @@ def test_lockstep_report_rewrites_a_past_run(penguins_run, tmp_path):
     assert metric.findall(again) == metric.findall(original) != []
     assert f">{first}</span></h1>" in again
     # The errors in a fresh process, as a user meets them: one line each, nothing else.
-    missing = lockstep("report", "no-such-run", "--pipeline-root", penguins_run.pipeline_root)
+    missing = lockstep("report", "no-such-run", "--pipeline-root", penguins_run.pipeline_root,
+                       fresh=True)
     assert missing.returncode == 2
     assert missing.stderr.strip().startswith("lockstep: error: no run 'no-such-run' in ")
     blocked = tmp_path / "a-file"
     blocked.write_text("not a directory")
     unwritable = lockstep("report", first, "--pipeline-root", penguins_run.pipeline_root,
-                          "--output", blocked / "reports")
+                          "--output", blocked / "reports", fresh=True)
     assert unwritable.returncode == 2
     [line] = unwritable.stderr.strip().splitlines()
     assert line.startswith("lockstep: error: the report could not be written: "), line
