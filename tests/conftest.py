@@ -16,6 +16,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest  # noqa: E402
 
 import trainer_module  # noqa: E402,F401  (legacy Keras, one OpenBLAS thread: lockstep's settings)
+from trainer_module import processes  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 UNIT = Path(__file__).resolve().parent / "unit"
@@ -101,8 +102,6 @@ def pytest_make_collect_report(collector):
     """A test module is imported as it is collected: outside tests/unit, TensorFlow with its
     replicas first; under it, TensorFlow must not come in. Its imports pay no cycle collection
     (trainer_module/processes.py, `imports_uncollected`: 1.6 of a collection's 8.8 CPU-s)."""
-    from trainer_module import processes
-
     module, unit = isinstance(collector, pytest.Module), _in_unit(collector.path)
     if module and not unit:
         emulate_replicas()

@@ -27,10 +27,17 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 ENTRIES = ("trainer_module.equivalence", "trainer_module.parameter_server", "trainer_module.train")
-_ORIG_ARGV = getattr(sys, "orig_argv", [])
-# Under `python -m`, sys.argv[0] is "-m" while the package imports, the module named after it.
-IMPORTS_UNCOLLECTED = (sys.argv[:1] == ["-m"] and "-m" in _ORIG_ARGV
-                       and _ORIG_ARGV[_ORIG_ARGV.index("-m") + 1:][:1] in ([e] for e in ENTRIES)
-                       and gc.isenabled())
+
+
+def _main_module() -> str:
+    """The module this process runs as `python -m MODULE`, while this package imports for it
+    (sys.argv[0] is "-m" until then); "" otherwise."""
+    argv = getattr(sys, "orig_argv", [])
+    if sys.argv[:1] != ["-m"] or "-m" not in argv[:-1]:
+        return ""
+    return argv[argv.index("-m") + 1]
+
+
+IMPORTS_UNCOLLECTED = _main_module() in ENTRIES and gc.isenabled()
 if IMPORTS_UNCOLLECTED:
     gc.disable()

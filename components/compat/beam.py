@@ -36,7 +36,8 @@ modes, the LOOPBACK environment) nothing would install it, so it is not built th
 `--sdk_container_image=none` beside it to spare it.
 
 LOCKSTEP_STOCK_BEAM=1 in the environment leaves Beam's, dill's and cloudpickle's functions (and
-TFX's packaging) as they are (for a side-by-side measure, benchmarks/beam_fixed_costs.py, or to rule this out).
+TFX's packaging) as they are (for a side-by-side measure, benchmarks/beam_fixed_costs.py, or to
+rule this out).
 
 Beam is not among the dependencies tools/private_names.py lints (its heuristics match too many
 of lockstep's own names against a package this large); the rebinding lives here all the same,
@@ -156,7 +157,6 @@ def workers_are_here(beam_args: list[str]) -> bool:
     return environment == "LOOPBACK" or (
         options.view_as(StandardOptions).runner in _IN_PROCESS_RUNNERS
         and environment in (None, "EMBEDDED"))
-
 
 
 class Uncompressed:
