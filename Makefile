@@ -70,6 +70,7 @@ bench: setup
 # (tests/test_benchmarks.py, and those it names in ELSEWHERE, which share their runs with the
 # tests of what they measure; `make test` runs them too).
 BENCH_ELSEWHERE = tests/test_kfp_local.py::test_the_kfp_local_benchmark_prints_its_table \
+	tests/test_analyzer_cache.py::test_an_incremental_analysis_equals_the_full_one \
 	tests/test_parameter_server.py::test_the_sync_vs_async_benchmark_prints_its_table
 bench-smoke: setup
 	$(UV) run --frozen pytest -q -p no:cacheprovider $(WORKERS) --durations=0 tests/test_benchmarks.py \

@@ -4,11 +4,12 @@ comparisons, on the bundled data or generated tables (none downloads: CI has no 
 seconds to a minute or two on 2 cores. One takes seconds (the fast tier); the others start
 TensorFlow in more than one process or run pipelines (slow-marked, in `make test`).
 
-Two smokes run where their run is shared with the tests of what they measure (ELSEWHERE):
+Three smokes run where their run is shared with the tests of what they measure (ELSEWHERE):
 kfp_local.py's makes tests/test_kfp_local.py's kfp.local run and tests/test_example.py's
-LocalDagRunner run of the example (tests/conftest.py, `wide_deep_runs`), and sync_vs_async.py's
-trains from the root of tests/test_parameter_server.py's parameter-server run; those tests check
-the table.
+LocalDagRunner run of the example (tests/conftest.py, `wide_deep_runs`), sync_vs_async.py's
+trains from the root of tests/test_parameter_server.py's parameter-server run, and
+analyzer_cache.py's window is the one tests/test_analyzer_cache.py damages a cache in; those
+tests check the table.
 
 Each smoke runs with TMPDIR set to its test's own directory: its work directories (the
 benchmarks make them with tempfile) are its own beside other tests (pytest-xdist), and a smoke
@@ -49,6 +50,8 @@ FAST = {"record_reading.py", "import_collections.py"}
 HELPERS = {"harness.py", "datasets.py"}  # imported by the others, no table of their own
 # script -> the test (not in this file) that runs its smoke and checks its table
 ELSEWHERE = {
+    "analyzer_cache.py":
+        "tests/test_analyzer_cache.py::test_an_incremental_analysis_equals_the_full_one",
     "kfp_local.py": "tests/test_kfp_local.py::test_the_kfp_local_benchmark_prints_its_table",
     "sync_vs_async.py":
         "tests/test_parameter_server.py::test_the_sync_vs_async_benchmark_prints_its_table",
