@@ -42,6 +42,12 @@ def _replicas_from_the_test_processs_devices(monkeypatch):
     monkeypatch.setattr(strategy_lib, "configure_emulated_replicas", lambda n: None)
 
 
+def _job(penguins_run, out_dir, **trainer):
+    """penguins_job's, without its eval split: these tests read the weights, not the metrics
+    (an evaluation after training is tested where it is: tests/test_evaluation.py)."""
+    return dataclasses.replace(penguins_job(penguins_run, out_dir, **trainer), eval_files=[])
+
+
 def _train(job, **callbacks) -> TrainingSummary:
     return train.train_job(job, **callbacks)
 
@@ -61,17 +67,16 @@ def _elastic_runs(penguins_run, tmp_path, was: int, now: list[int], **trainer):
     """An uninterrupted run on `was` replicas, one stopped at STOP_AT on `was`, and that one
     resumed (a copy of its run directory each) on each of `now`: {replicas: (summary, job)}."""
     settings = {**SETTINGS, **trainer}
-    whole = penguins_job(penguins_run, tmp_path / "whole", emulate_replicas=was, **settings)
+    whole = _job(penguins_run, tmp_path / "whole", emulate_replicas=was, **settings)
     uninterrupted = _train(whole)
-    cut = penguins_job(penguins_run, tmp_path / "cut", emulate_replicas=was, **settings)
+    cut = _job(penguins_run, tmp_path / "cut", emulate_replicas=was, **settings)
     with pytest.raises(_Stopped):
         _train(cut, callbacks=[_stop_at])
     assert tf.train.latest_checkpoint(resume.checkpoint_dir(cut)).endswith(f"-{STOP_AT}")
     runs = {"stopped": _weights(cut)}  # the weights at STOP_AT
     for replicas in now:
-        job = dataclasses.replace(
-            penguins_job(penguins_run, tmp_path / f"on{replicas}", emulate_replicas=replicas,
-                         **settings))
+        job = _job(penguins_run, tmp_path / f"on{replicas}", emulate_replicas=replicas,
+                   **settings)
         shutil.copytree(cut.model_run_dir, job.model_run_dir)
         runs[replicas] = (_train(job), job)
     return uninterrupted, whole, runs
@@ -163,9 +168,9 @@ def test_stopped_on_4_worker_processes_resumed_on_2_ends_with_the_same_weights(
     workers stop at step 8, 2 resume with accumulation 2 and end with the weights of an
     uninterrupted run of 4 workers."""
     settings = {**SETTINGS, "input_order": "global"}
-    whole = penguins_job(penguins_run, tmp_path / "whole", **settings)
+    whole = _job(penguins_run, tmp_path / "whole", **settings)
     uninterrupted = TrainingSummary.from_dict(_workers(whole, tmp_path / "whole-workers", 4)[0])
-    cut = penguins_job(penguins_run, tmp_path / "cut", **settings)
+    cut = _job(penguins_run, tmp_path / "cut", **settings)
     _workers(cut, tmp_path / "cut-workers", 4, "--stop-at", str(STOP_AT))
     assert tf.train.latest_checkpoint(resume.checkpoint_dir(cut)).endswith(f"-{STOP_AT}")
     stopped = _weights(cut)
