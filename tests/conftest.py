@@ -239,19 +239,25 @@ def lockstep_started(*args, cwd=None, env=None, fresh=False):
                             stderr=subprocess.PIPE)
 
 
-def python_started(*args, cwd=None, env=None):
+def python_started(*args, cwd=None, env=None, output: Path | None = None):
     """`python ARGS` (a script and its arguments, or "-m", a module and its) started, not waited
     for, its stdout and stderr together, read as text as they come: a training test's worker
     process, say. A fork of the tests' fork server where it can be one (TensorFlow and lockstep
     imported already: about 4 CPU-seconds less a process), with the Popen methods the tests use;
     else subprocess.Popen([python, *ARGS], stdout=PIPE, stderr=STDOUT, text=True). env: its whole
-    environment (default ours), PYTHONPATH lockstep's root."""
+    environment (default ours), PYTHONPATH lockstep's root. output: a directory whose file
+    `stdout` gets that output and stays (a server's log, which nobody need read as it comes: no
+    pipe then, which a process that logs more than its buffer would block on)."""
     argv = [str(a) for a in args]
     env = dict(os.environ if env is None else env, PYTHONPATH=str(REPO))
     if (server := _server_for(env, False)) is not None:
-        return server.start(argv, cwd, env, _output_dir(), python=True)
-    return subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        return server.start(argv, cwd, env, output or _output_dir(), python=True)
+    if output is None:
+        return subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    with open(output / "stdout", "w") as log:  # the child has its own copy of the descriptor
+        return subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, text=True, stdout=log,
+                                stderr=subprocess.STDOUT)
 
 
 def _output_dir() -> Path:

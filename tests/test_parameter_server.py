@@ -80,13 +80,19 @@ def test_staleness_is_none_alone_and_the_other_workers_updates_when_steps_overla
     assert three["staleness_max"] >= 2, three
 
 
-def _servers(cluster: dict) -> dict:
+def _servers(cluster: dict, tmp_path) -> dict:
     """The workers' and the parameter server's processes (`python -m
-    trainer_module.parameter_server`, forks of the tests' fork server where they can be)."""
-    return {task: python_started("-m", "trainer_module.parameter_server", env=dict(
-                ENV, TF_CONFIG=json.dumps({"cluster": cluster,
+    trainer_module.parameter_server`, forks of the tests' fork server where they can be), each
+    logging to tmp_path/<task>-<index>/stdout."""
+    servers = {}
+    for task in [("worker", 0), ("worker", 1), ("ps", 0)]:
+        log = tmp_path / f"{task[0]}-{task[1]}"
+        log.mkdir()
+        servers[task] = python_started("-m", "trainer_module.parameter_server", output=log,
+                                       env=dict(ENV, TF_CONFIG=json.dumps({
+                                           "cluster": cluster,
                                            "task": {"type": task[0], "index": task[1]}})))
-            for task in [("worker", 0), ("worker", 1), ("ps", 0)]}
+    return servers
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +120,7 @@ def test_a_killed_worker_does_not_stop_training(ps_run, tmp_path):
     killed once training is under way, and the coordinator finishes on the other."""
     ports = [f"localhost:{port}" for port in free_ports(4)]
     cluster = {"chief": ports[:1], "worker": ports[1:3], "ps": ports[3:]}
-    servers = _servers(cluster)
+    servers = _servers(cluster, tmp_path)
     # The transform graph the parameter-server run made (TF2: its tables reach the workers).
     job = penguins_job(ps_run, tmp_path, strategy="parameter_server", train_steps=600,
                        log_every=20, steps_per_execution=5)
