@@ -258,9 +258,11 @@ def _tail(log: Path | None, lines: int = 15) -> str:
 
 
 def _fill(disk) -> None:
-    """Every byte left on the file system, taken by one file."""
+    """Every byte left on the file system, taken by one file. Unbuffered: a buffered file kept
+    the bytes of a write the full disk cut short, and raised ENOSPC again as it closed (a fresh-clone
+    CI failed so; on a 3 MB tmpfs, once in five fills of different free space)."""
     try:
-        filler = open(disk / "filler", "wb")
+        filler = open(disk / "filler", "wb", buffering=0)
     except OSError as err:  # full before the fill: by what?
         used = sorted(((sum(f.stat().st_size for f in d.rglob("*") if f.is_file()), str(d))
                        for d in disk.glob("*/*")), reverse=True)[:8]
@@ -268,8 +270,7 @@ def _fill(disk) -> None:
     with filler:
         try:
             while True:
-                filler.write(b"\0" * (1 << 20))
-                filler.flush()
+                filler.write(b"\0" * (1 << 20))  # a short write when the disk fills, then ENOSPC
         except OSError:
             pass
 
