@@ -18,6 +18,14 @@ else
   }
   engine=podman
   read -r -a base_args <<<"$(bash infra/local-base.sh)"
+  # This machine's uv cache, where there is one, mounted into the build's RUN steps and named as
+  # the Dockerfile's UV_CACHE_DIR: the environment's install copies the wheels `make setup`
+  # fetched, unpacked and built (the sdists among them) instead of doing it all again (docker's
+  # build mounts no host directory: it keeps its own cache mount).
+  uv_cache=$( (uv cache dir || python3 -m uv cache dir) 2>/dev/null || true)
+  if [ -n "$uv_cache" ] && [ -d "$uv_cache" ]; then
+    base_args+=(--volume "$uv_cache:/uv-cache" --build-arg UV_CACHE_DIR=/uv-cache)
+  fi
 fi
 start=$(date +%s)
 # USER_CODE: a directory of the user's own hook code, staged in the build context (whose
