@@ -55,7 +55,11 @@ def portable_run(tmp_path_factory):
     (hook / "sitecustomize.py").write_text(HOOK)
     run = PipelineRun(tmp_path)
     run.beam_log = tmp_path / "beam.log"
-    env = dict(os.environ, PYTHONPATH=f"{hook}:{REPO}", LOCKSTEP_BEAM_LOG=str(run.beam_log))
+    # Beam's temporary directories (the portable runner's staging, which it does not remove) in
+    # the test's own.
+    (tmp_path / "tmp").mkdir()
+    env = dict(os.environ, PYTHONPATH=f"{hook}:{REPO}", LOCKSTEP_BEAM_LOG=str(run.beam_log),
+               TMPDIR=str(tmp_path / "tmp"))
     run.result = subprocess.run(
         LOCKSTEP + ["run", "--config", str(config), "--pipeline-root", str(run.pipeline_root),
                     "--serving-dir", str(run.serving_dir), "--verbose"],

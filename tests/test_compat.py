@@ -212,11 +212,14 @@ def test_the_workers_are_this_python_only_for_the_direct_runner_or_loopback(beam
     assert not beam_compat.workers_are_here(beam_args)
 
 
-def test_tfx_packages_itself_only_for_workers_that_are_not_this_python():
+def test_tfx_packages_itself_only_for_workers_that_are_not_this_python(tmp_path, monkeypatch):
     """A Beam executor given Beam arguments builds an sdist of TFX for Beam's workers (1.4 to
     1.6 s) unless they name the workers' packages; where the workers are this process's own Python
     (the direct runner, any mode; the LOOPBACK environment) lockstep's Beam executors skip it
-    (components/compat/beam.py, `workers_are_here`), and TFX's rule holds elsewhere."""
+    (components/compat/beam.py, `workers_are_here`), and TFX's rule holds elsewhere. (TFX builds
+    it in a temporary directory it never removes, 52 MB: here, the test's own.)"""
+    import tempfile
+
     from tfx.dsl.components.base import base_beam_executor
 
     from components import csv_example_gen, evaluator, statistics_gen, transform
@@ -231,8 +234,10 @@ def test_tfx_packages_itself_only_for_workers_that_are_not_this_python():
             args = made(module, beam_args)
             assert args[:len(beam_args)] == beam_args, module.__name__
             assert not any(a.startswith("--extra_package") for a in args), module.__name__
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     [package] = [a for a in made(statistics_gen, DATAFLOW) if a.startswith("--extra_package=")]
     assert "tfx_ephemeral" in package and package.endswith(".tar.gz")  # TFX built it
+    assert package.startswith(f"--extra_package={tmp_path}/"), package
 
 
 @pytest.mark.parametrize("vertex_job", [False, True])
