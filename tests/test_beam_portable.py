@@ -80,6 +80,10 @@ def test_the_pipeline_runs_on_the_portable_runner(portable_run):
     # (components/compat/beam.py, `workers_are_here`).
     logs = result.stdout + result.stderr
     assert "Python dependency for beam" not in logs and "tfx_ephemeral" not in logs
+    # Nor a `pip freeze` of this Python staged for workers that are this Python
+    # (compat/beam.py, `for_workers_here`); Beam's staging stays in the test's TMPDIR.
+    staged = [p.name for p in (run.pipeline_root.parent / "tmp").rglob("*") if p.is_file()]
+    assert "submission_environment_dependencies.txt" not in staged, staged
     examples = list((run.pipeline_root / "CsvExampleGen" / "examples").glob("*/Split-*/*.gz"))
     assert {p.parent.name for p in examples} == {"Split-train", "Split-eval"}
     rows = sum(1 for p in examples for _ in tf.data.TFRecordDataset(str(p), "GZIP"))

@@ -234,6 +234,12 @@ def test_tfx_packages_itself_only_for_workers_that_are_not_this_python(tmp_path,
             args = made(module, beam_args)
             assert args[:len(beam_args)] == beam_args, module.__name__
             assert not any(a.startswith("--extra_package") for a in args), module.__name__
+            # LOOPBACK's workers are the submitter: no `pip freeze` staged for them to compare
+            # (compat/beam.py, `for_workers_here`); nothing added for the direct runner.
+            stays_quiet = "--experiments=disable_logging_submission_environment" in args
+            assert stays_quiet == (beam_args == LOOPBACK), (module.__name__, args)
+    named = [*LOOPBACK, "--experiments=disable_logging_submission_environment"]
+    assert made(statistics_gen, named).count(named[-1]) == 1  # named already: not twice
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     [package] = [a for a in made(statistics_gen, DATAFLOW) if a.startswith("--extra_package=")]
     assert "tfx_ephemeral" in package and package.endswith(".tar.gz")  # TFX built it

@@ -33,7 +33,9 @@ Given any Beam argument, a TFX Beam executor builds an sdist of TFX for Beam's w
 workers are this process's own Python (`workers_are_here`: the direct runner in any of its
 modes, the LOOPBACK environment) nothing would install it, so it is not built there
 (compat/tfx.py, `package_tfx_unless`): `--direct_running_mode=multi_processing` no longer needs
-`--sdk_container_image=none` beside it to spare it.
+`--sdk_container_image=none` beside it to spare it. Nor does a LOOPBACK pipeline stage a
+`pip freeze` of the submitting Python for its workers to compare theirs with: they are that
+Python (`for_workers_here`).
 
 LOCKSTEP_STOCK_BEAM=1 in the environment leaves Beam's, dill's and cloudpickle's functions (and
 TFX's packaging) as they are (for a side-by-side measure, benchmarks/beam_fixed_costs.py, or to
@@ -159,6 +161,24 @@ def workers_are_here(beam_args: list[str]) -> bool:
         and environment in (None, "EMBEDDED"))
 
 
+# Beam's experiment that keeps its stager from running `pip freeze` (a fresh interpreter, 1.2 to
+# 1.4 CPU-s) for a file of the submitting environment's packages, staged beside each portable
+# pipeline for the workers to compare theirs with.
+NO_SUBMISSION_ENVIRONMENT = "--experiments=disable_logging_submission_environment"
+
+
+def for_workers_here(beam_args: list[str]) -> list[str]:
+    """The Beam arguments for a pipeline whose workers are this process's own Python
+    (`workers_are_here`): as given, and with the LOOPBACK environment (a portable runner, which
+    stages) `NO_SUBMISSION_ENVIRONMENT`: there the workers' packages are the submitter's, so
+    there is nothing to compare, and each of a run's Beam pipelines spared a `pip freeze`."""
+    options = PipelineOptions(beam_args)
+    if (options.view_as(PortableOptions).environment_type != "LOOPBACK"
+            or NO_SUBMISSION_ENVIRONMENT in beam_args):
+        return list(beam_args)
+    return [*beam_args, NO_SUBMISSION_ENVIRONMENT]
+
+
 class Uncompressed:
     """What Beam's cloudpickle pickler compresses its pickles with inside `cloudpickled`: nothing.
     Beam compresses each pickle with bz2 at its highest level (for its size in a pipeline's proto
@@ -201,7 +221,7 @@ def spare_fixed_costs(do):
     cloudpickle (`cloudpickled`); none of them with LOCKSTEP_STOCK_BEAM=1. And from the class that
     says so on (its module has TFX loaded), TFX packages itself for Beam's workers only where
     they are not this process's Python (`workers_are_here`)."""
-    tfx_compat.package_tfx_unless(workers_are_here)
+    tfx_compat.package_tfx_unless(workers_are_here, for_workers_here)
     @functools.wraps(do)
     def wrapper(*args, **kwargs):
         if os.environ.get(STOCK_SWITCH) == "1":

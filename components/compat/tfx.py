@@ -134,9 +134,10 @@ def beam_pipeline_args(executor) -> list[str] | None:
     return list(args) if isinstance(args, (list, tuple)) else None
 
 
-def package_tfx_unless(workers_are_here: Callable[[list[str]], bool]) -> None:
+def package_tfx_unless(workers_are_here: Callable[[list[str]], bool],
+                       here: Callable[[list[str]], list[str]] = list) -> None:
     """From now on, in this process, a Beam executor made with Beam arguments for which
-    `workers_are_here(args)` is true keeps them as they are. TFX's own rule
+    `workers_are_here(args)` is true gets `here(args)` (default: them as they are). TFX's own rule
     (`make_beam_dependency_flags`, which each Beam executor applies to its arguments as it is
     made) adds `--extra_package=` with an sdist of TFX it builds, 1.4 to 1.6 s of a process each
     time, unless the arguments name the workers' packages (extra packages, a setup or
@@ -153,7 +154,7 @@ def package_tfx_unless(workers_are_here: Callable[[list[str]], bool]) -> None:
     @functools.wraps(make)
     def make_beam_dependency_flags(beam_pipeline_args):
         if workers_are_here(list(beam_pipeline_args)):
-            return list(beam_pipeline_args)
+            return here(list(beam_pipeline_args))
         return make(beam_pipeline_args)
 
     make_beam_dependency_flags.workers_are_here = workers_are_here
