@@ -240,6 +240,8 @@ def test_tfx_packages_itself_only_for_workers_that_are_not_this_python(tmp_path,
             assert stays_quiet == (beam_args == LOOPBACK), (module.__name__, args)
     named = [*LOOPBACK, "--experiments=disable_logging_submission_environment"]
     assert made(statistics_gen, named).count(named[-1]) == 1  # named already: not twice
+    named = [*LOOPBACK, "--experiments", "disable_logging_submission_environment"]
+    assert not any("submission" in a for a in made(statistics_gen, named)[len(named):])
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     [package] = [a for a in made(statistics_gen, DATAFLOW) if a.startswith("--extra_package=")]
     assert "tfx_ephemeral" in package and package.endswith(".tar.gz")  # TFX built it

@@ -55,8 +55,8 @@ import types
 import weakref
 
 from apache_beam.internal import cloudpickle_pickler, pickler
-from apache_beam.options.pipeline_options import (DirectOptions, PipelineOptions, PortableOptions,
-                                                  SetupOptions, StandardOptions)
+from apache_beam.options.pipeline_options import (DebugOptions, DirectOptions, PipelineOptions,
+                                                  PortableOptions, SetupOptions, StandardOptions)
 from apache_beam.transforms import core, userstate
 
 from components.compat import cloudpickle as cloudpickle_compat, dill as dill_compat
@@ -164,7 +164,7 @@ def workers_are_here(beam_args: list[str]) -> bool:
 # Beam's experiment that keeps its stager from running `pip freeze` (a fresh interpreter, 1.2 to
 # 1.4 CPU-s) for a file of the submitting environment's packages, staged beside each portable
 # pipeline for the workers to compare theirs with.
-NO_SUBMISSION_ENVIRONMENT = "--experiments=disable_logging_submission_environment"
+NO_SUBMISSION_ENVIRONMENT = "disable_logging_submission_environment"
 
 
 def for_workers_here(beam_args: list[str]) -> list[str]:
@@ -174,9 +174,9 @@ def for_workers_here(beam_args: list[str]) -> list[str]:
     there is nothing to compare, and each of a run's Beam pipelines spared a `pip freeze`."""
     options = PipelineOptions(beam_args)
     if (options.view_as(PortableOptions).environment_type != "LOOPBACK"
-            or NO_SUBMISSION_ENVIRONMENT in beam_args):
-        return list(beam_args)
-    return [*beam_args, NO_SUBMISSION_ENVIRONMENT]
+            or options.view_as(DebugOptions).lookup_experiment(NO_SUBMISSION_ENVIRONMENT)):
+        return list(beam_args)  # named already: the stager asks the same way
+    return [*beam_args, f"--experiments={NO_SUBMISSION_ENVIRONMENT}"]
 
 
 class Uncompressed:
