@@ -20,6 +20,7 @@ reads and decodes the records as before.
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 from typing import Iterator
 
@@ -39,15 +40,17 @@ def copy_path(record_path: str) -> str:
 
 
 def write(record_path: str, batch: pa.RecordBatch) -> str:
-    """Writes the copy of the TFRecord file at record_path; returns its path."""
+    """Writes the copy of the TFRecord file at record_path; returns the digest of its bytes,
+    which are the same for the same rows in every run (the ExampleGen's row identities)."""
     path = copy_path(record_path)
     fileio.makedirs(posixpath.dirname(path))
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, batch.schema, options=_WRITE_OPTIONS) as writer:
         writer.write_batch(batch)
+    data = sink.getvalue()
     with fileio.open(path, "wb") as handle:  # local or an object store alike
-        handle.write(sink.getvalue().to_pybytes())
-    return path
+        handle.write(data.to_pybytes())
+    return hashlib.blake2b(memoryview(data), digest_size=16).hexdigest()
 
 
 def rename(record_from: str, record_to: str) -> None:

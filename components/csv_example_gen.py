@@ -29,7 +29,7 @@ import json
 import os
 import threading
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
@@ -220,8 +220,8 @@ class _Encode(beam.DoFn):
     C++ (tfx_bsl), assigns each row to a split by the split rule (components/row_split.py: by its
     position or its group, never its label), and either yields the records (`shard_dirs` empty) or
     writes each batch's records of each split to a temporary GZIP TFRecord file in that split's
-    directory and yields (split, span, its path, its records); `_finalize` names the files once all
-    are written."""
+    directory and yields a `Written` for it; `_finalize` names the files once all are written, in
+    the order of their first rows' identities (never in the order Beam's workers finished)."""
 
     def __init__(self, header: list[str], missing_values: list[str], rule: row_split.SplitRule,
                  shard_dirs: list[str], input_base: str, span_of: dict[str, int] | None = None):
@@ -255,32 +255,33 @@ class _Encode(beam.DoFn):
             yield from written
 
     def _encode_and_write(self, first_row: int, batch, types: dict[str, str], span: int | None,
-                          file_key: str, read_start: int) -> list[tuple[int, int | None, str, int]]:
+                          file_key: str, read_start: int) -> list[Written]:
         cleaned = csv_format.clean(batch, self._missing)
         typed = csv_format.typed_batch(cleaned, types)
         records = self._encoder.encode(typed)
+        first = (file_key, read_start, first_row)  # the identity of the batch's first row
         if len(self._rule.buckets) == 1:
-            return [(0, span, self._write(self._shard_dirs[0], records, typed), len(records))]
+            return [Written(0, span, first, *self._write(self._shard_dirs[0], records, typed))]
         split_of = self._rule.assign(cleaned, file_key, read_start, first_row)
         written = []
         for split in np.unique(split_of):
             rows = np.flatnonzero(split_of == split)
             part = [records[row] for row in rows]
-            written.append((int(split), span, self._write(
-                self._shard_dirs[split], part, typed.take(pa.array(rows))), len(part)))
+            written.append(Written(int(split), span, first, *self._write(
+                self._shard_dirs[split], part, typed.take(pa.array(rows)))))
         return written
 
     @staticmethod
-    def _write(directory: str, records: list[bytes], columns: pa.RecordBatch) -> str:
+    def _write(directory: str, records: list[bytes], columns: pa.RecordBatch
+               ) -> tuple[str, int, str]:
         """The records to a GZIP TFRecord file, and their columns to its columnar copy
-        (components/columnar_examples.py)."""
+        (components/columnar_examples.py): (its temporary path, its records, the copy's digest)."""
         path = f"{directory}/{TEMP_PREFIX}{uuid.uuid4().hex}.gz"
         with tf.io.TFRecordWriter(path, tf.io.TFRecordOptions(
                 compression_type="GZIP", compression_level=GZIP_LEVEL)) as out:
             for record in records:
                 out.write(record)
-        columnar_examples.write(path, columns)
-        return path
+        return path, len(records), columnar_examples.write(path, columns)
 
 
 def shard_prefix(span: int | None) -> str:
@@ -289,23 +290,48 @@ def shard_prefix(span: int | None) -> str:
     return f"{SHARD_NAME}-" if span is None else f"{SHARD_NAME}-span{span:05d}-"
 
 
-def _finalize(written: list[tuple[int, int | None, str, int]], shard_dirs: list[str]) -> None:
-    """Renames each split's written files to data_tfrecord[-spanSSSSS]-NNNNN-of-NNNNN.gz, removes
-    temporary files of attempts that did not finish (a retried bundle on a distributed runner),
-    and writes the split's record count beside it (the Trainer's plan reads it:
-    trainer_module/input_pipeline.py, recorded_rows)."""
+class Written(NamedTuple):
+    """One file a worker wrote: its split and span, the identity of its first row (the source
+    file's name relative to the data root, where its read began, the row's number in that read:
+    what the split rule hashes), its temporary path, its records, and its columnar copy's digest
+    (the copy's bytes are the same in every run; the records' are not: a tf.Example's map of
+    features is serialized in no fixed order)."""
+
+    split: int
+    span: int | None
+    first: tuple[str, int, int]
+    path: str
+    rows: int
+    digest: str
+
+
+def _finalize(written: list[Written], shard_dirs: list[str]) -> None:
+    """Renames each split's written files to data_tfrecord[-spanSSSSS]-NNNNN-of-NNNNN.gz in the
+    order of their first rows' identities, so a file's name and its rows are the same in every run
+    of the same data, whatever order Beam's workers wrote them in; removes temporary files of
+    attempts that did not finish (a retried bundle on a distributed runner); and writes beside the
+    split its record count (the Trainer's plan reads it: trainer_module/input_pipeline.py,
+    recorded_rows) and its files' row identities (input_pipeline.recorded_identities: the
+    Trainer's input fingerprint)."""
     for split, directory in enumerate(shard_dirs):
-        for span in sorted({sp for s, sp, _, _ in written if s == split}, key=lambda sp: sp or 0):
-            mine = sorted(path for s, sp, path, _ in written if s == split and sp == span)
-            for index, path in enumerate(mine):
-                final = f"{directory}/{shard_prefix(span)}{index:05d}-of-{len(mine):05d}.gz"
-                fileio.rename(path, final, overwrite=True)
-                columnar_examples.rename(path, final)
+        identities = []
+        for span in sorted({w.span for w in written if w.split == split}, key=lambda sp: sp or 0):
+            mine = sorted((w for w in written if w.split == split and w.span == span),
+                          key=lambda w: w.first)
+            for index, w in enumerate(mine):
+                name = f"{shard_prefix(span)}{index:05d}-of-{len(mine):05d}.gz"
+                fileio.rename(w.path, f"{directory}/{name}", overwrite=True)
+                columnar_examples.rename(w.path, f"{directory}/{name}")
+                identities.append([name, *w.first, w.rows, w.digest])
         for stale in (fileio.glob(f"{directory}/{TEMP_PREFIX}*")
                       + fileio.glob(columnar_examples.copy_path(f"{directory}/{TEMP_PREFIX}*"))):
             fileio.remove(stale)
-        with fileio.open(f"{directory.rstrip('/')}{input_pipeline.ROWS_SUFFIX}", "w") as out:
-            out.write(str(sum(rows for s, _, _, rows in written if s == split)))
+        base = directory.rstrip("/")
+        with fileio.open(f"{base}{input_pipeline.ROWS_SUFFIX}", "w") as out:
+            out.write(str(sum(w.rows for w in written if w.split == split)))
+        with fileio.open(f"{base}{input_pipeline.IDENTITIES_SUFFIX}", "w") as out:
+            out.write(json.dumps({"version": input_pipeline.IDENTITIES_VERSION,
+                                  "files": sorted(identities)}))
 
 
 def _write_types(types: dict[str, str], directory: str) -> None:

@@ -22,6 +22,7 @@ analyzer).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 
@@ -131,8 +132,15 @@ class _SpanDatasets:
 class Executor(transform_executor.Executor):
     @beam_compat.spare_fixed_costs  # two fixed costs of Beam's spared: compat/beam.py
     def Do(self, input_dict, output_dict, exec_properties):
-        # The executor's three column inspections from one trace of the preprocessing_fn.
-        with batched_reads(), tft_compat.inspections_traced_once():
+        # The executor's three column inspections from one trace of the preprocessing_fn. The
+        # same preprocessing for the same data: vocabularies counted exactly, and, where the
+        # workers are this process, the analyzers merged in the order the records are read
+        # (compat/tft.py, vocabularies_exact and combines_in_order).
+        in_order = (tft_compat.combines_in_order()
+                    if beam_compat.workers_are_here(self._beam_pipeline_args or [])
+                    else contextlib.nullcontext())
+        with batched_reads(), tft_compat.inspections_traced_once(), \
+                tft_compat.vocabularies_exact(), in_order:
             self._do(input_dict, output_dict, exec_properties)
 
     def _do(self, input_dict, output_dict, exec_properties):

@@ -9,6 +9,7 @@ import io
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -422,6 +423,70 @@ def penguins_run(tmp_path_factory):
     assert result.returncode == 0, result.stderr[-3000:]
     run = PipelineRun(root)
     run.first = result
+    return run
+
+
+def penguin_parts(directory: Path, parts: int = 3) -> Path:
+    """The bundled penguins CSV as `parts` CSV files of its rows in turn, in `directory`: a
+    multi-file CSV, from which the ExampleGen writes several files a split."""
+    lines = (REPO / "data" / "penguins" / "penguins.csv").read_text().splitlines(keepends=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    for part in range(parts):
+        (directory / f"penguins-{part}.csv").write_text(lines[0] + "".join(lines[1 + part::parts]))
+    return directory
+
+
+PORTABLE = ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]
+
+
+# Loaded by the run's Python process (sitecustomize): records each Beam pipeline the portable
+# runner runs, so the test sees which runner ran them, not only that the run succeeded.
+HOOK = textwrap.dedent("""
+    import os
+    from apache_beam.runners.portability import portable_runner
+
+    _run = portable_runner.PortableRunner.run_pipeline
+
+    def run_pipeline(self, pipeline, options):
+        stages = [t.full_label for t in pipeline.transforms_stack[0].parts]
+        with open(os.environ["LOCKSTEP_BEAM_LOG"], "a") as log:
+            log.write(stages[0].split("/")[0] + "\\n" if stages else "?\\n")
+        return _run(self, pipeline, options)
+
+    portable_runner.PortableRunner.run_pipeline = run_pipeline
+""")
+
+
+@pytest.fixture(scope="session")
+def portable_run(tmp_path_factory):
+    """One real run with two settings that touch apart (one run, many assertions), made once for
+    the session (`shared`): Beam's portable runner for every Beam component, and the Trainer on 8
+    emulated replicas of 8; on the bundled data as three CSV files (`penguin_parts`).
+    tests/test_beam_portable.py reads it for the runner and the replicas,
+    tests/test_same_input.py for the model, against one device's run of the same data."""
+    def make(root):
+        config = root / "portable.toml"
+        config.write_text("beam_args = [" + ", ".join(f'"{a}"' for a in PORTABLE) + "]\n"
+                          "[trainer]\nemulate_replicas = 8\nper_replica_batch = 8\n")
+        hook = root / "hook"
+        hook.mkdir()
+        (hook / "sitecustomize.py").write_text(HOOK)
+        # Beam's temporary directories (the portable runner's staging, which it does not remove)
+        # in the run's own.
+        (root / "tmp").mkdir()
+        env = dict(os.environ, PYTHONPATH=f"{hook}:{REPO}", LOCKSTEP_BEAM_LOG=str(root / "beam.log"),
+                   TMPDIR=str(root / "tmp"))
+        run = PipelineRun(root)
+        return subprocess.run(
+            LOCKSTEP + ["run", "--config", str(config), "--data", str(penguin_parts(root / "data")),
+                        "--pipeline-root", str(run.pipeline_root),
+                        "--serving-dir", str(run.serving_dir), "--verbose"],
+            cwd=root, env=env, text=True, capture_output=True, timeout=900)
+
+    root, result = shared(tmp_path_factory, "portable", make)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = PipelineRun(root)
+    run.result, run.beam_log = result, root / "beam.log"
     return run
 
 

@@ -10,62 +10,13 @@ in-memory runner.
 
 import os
 import re
-import subprocess
 import sys
-import textwrap
 
 import pytest
 import tensorflow as tf
 
-from conftest import LOCKSTEP, REPO, PipelineRun
-
-
-PORTABLE = ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]
-
-
-# Loaded by the run's Python process (sitecustomize): records each Beam pipeline the portable
-# runner runs, so the test sees which runner ran them, not only that the run succeeded.
-HOOK = textwrap.dedent("""
-    import os
-    from apache_beam.runners.portability import portable_runner
-
-    _run = portable_runner.PortableRunner.run_pipeline
-
-    def run_pipeline(self, pipeline, options):
-        stages = [t.full_label for t in pipeline.transforms_stack[0].parts]
-        with open(os.environ["LOCKSTEP_BEAM_LOG"], "a") as log:
-            log.write(stages[0].split("/")[0] + "\\n" if stages else "?\\n")
-        return _run(self, pipeline, options)
-
-    portable_runner.PortableRunner.run_pipeline = run_pipeline
-""")
-
-
-@pytest.fixture(scope="module")
-def portable_run(tmp_path_factory):
-    """One real run with two settings that touch apart (one run, many assertions): Beam's
-    portable runner for every Beam component, and the Trainer on 8 emulated replicas of 8 (the
-    Trainer runs no Beam)."""
-    tmp_path = tmp_path_factory.mktemp("portable")
-    config = tmp_path / "portable.toml"
-    config.write_text("beam_args = [" + ", ".join(f'"{a}"' for a in PORTABLE) + "]\n"
-                      "[trainer]\nemulate_replicas = 8\nper_replica_batch = 8\n")
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(HOOK)
-    run = PipelineRun(tmp_path)
-    run.beam_log = tmp_path / "beam.log"
-    # Beam's temporary directories (the portable runner's staging, which it does not remove) in
-    # the test's own.
-    (tmp_path / "tmp").mkdir()
-    env = dict(os.environ, PYTHONPATH=f"{hook}:{REPO}", LOCKSTEP_BEAM_LOG=str(run.beam_log),
-               TMPDIR=str(tmp_path / "tmp"))
-    run.result = subprocess.run(
-        LOCKSTEP + ["run", "--config", str(config), "--pipeline-root", str(run.pipeline_root),
-                    "--serving-dir", str(run.serving_dir), "--verbose"],
-        cwd=tmp_path, env=env, text=True, capture_output=True, timeout=900)
-    assert run.result.returncode == 0, run.result.stderr[-3000:]
-    return run
+# The run itself is `portable_run` (tests/conftest.py): tests/test_same_input.py holds its model
+# to one device's too.
 
 
 @pytest.mark.slow

@@ -159,6 +159,56 @@ def test_transforms_column_inspections_trace_the_preprocessing_fn_once_with_the_
     assert once == stock
 
 
+def test_tf_transforms_global_combines_have_no_fanout_inside_the_block_only():
+    """compat/tft.py, combines_in_order: inside the block tf.Transform's analyzers see an
+    apache_beam whose CombineGlobally keeps no fanout (Beam spreads a fanned combine by a random
+    number per bundle: the sketches then merged in another order each run), which pickles as
+    apache_beam itself (a DoFn's function names it); outside the block, Beam's own."""
+    import apache_beam as beam
+    from apache_beam.internal import pickler
+    from tensorflow_transform.beam import analyzer_impls
+
+    assert analyzer_impls.beam is beam and beam.CombineGlobally(sum).with_fanout(10).fanout == 10
+    with WALL["tft"].combines_in_order():
+        seen = analyzer_impls.beam
+        assert seen is not beam and seen.Map is beam.Map and seen.pvalue is beam.pvalue
+        assert seen.CombineGlobally(sum).with_fanout(10).fanout is None
+        assert isinstance(seen.CombineGlobally(sum), beam.CombineGlobally)
+        assert pickler.loads(pickler.dumps(seen)) is beam  # as a function's global, by name
+    assert analyzer_impls.beam is beam
+
+
+def test_tf_transforms_approximate_vocabulary_counts_exactly_inside_the_block():
+    """compat/tft.py, vocabularies_exact: a column with more distinct values than the top_k it
+    keeps (4,000 against 1,024, as a flight number's code list) gets exactly its top_k most
+    frequent values, ties in reverse byte order; tf.Transform's own sketch, sized by top_k,
+    counts it approximately (and tfx_bsl's sketch drops values in a per-process hash order)."""
+    import collections
+
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(3)
+    values = (rng.zipf(1.2, 200_000) % 4_000).astype(str).astype(object)
+    counts = collections.Counter(v.encode() for v in values)
+    exact = sorted(counts.items(), key=lambda item: (-item[1], [-b for b in item[0]]))[:1024]
+
+    def top(combiner):
+        accumulator = combiner.create_accumulator()
+        for start in range(0, len(values), 5_000):
+            items, sizes = np.unique(values[start:start + 5_000], return_counts=True)
+            accumulator = combiner.add_input(accumulator, (items.astype(bytes), sizes))
+        return [(value, int(float(count))) for count, value in combiner.extract_output(
+            accumulator)[0]]
+
+    stock = top(WALL["tft"].vocabulary_combiner(1024, tf.string))
+    with WALL["tft"].vocabularies_exact():
+        inside = top(WALL["tft"].vocabulary_combiner(1024, tf.string))
+    assert top(WALL["tft"].vocabulary_combiner(1024, tf.string)) == stock  # outside: tf.Transform's
+    assert inside == exact
+    assert stock != exact  # approximate: counts short of the truth
+
+
 def test_nothing_lockstep_imports_runs_tfxs_component_catalogue():
     """components/compat/deferred.py: every module of `pipeline` and `components` imports in a
     fresh interpreter without tfx.components' `__init__` (KerasTuner and Keras 3 among some

@@ -239,6 +239,42 @@ def test_the_same_input_gives_the_same_splits(csv_dir, tmp_path):
         assert a == b
 
 
+def test_the_same_input_gives_the_same_files_under_the_same_names(csv_dir, tmp_path,
+                                                                  monkeypatch):
+    """Which file a row lands in, the files' names and the rows' order in each depend on the data
+    alone, not on the order Beam's workers wrote them in (before: each file took a random
+    temporary name and the names were given in that name's order, so one run's file 3 was another
+    run's file 7, and the Trainer's validation part, carved by file name and place, moved). The
+    files follow the CSV order: by source file, then by place in it. Each split's row identities
+    are written beside it, the same in both runs."""
+    from trainer_module import input_pipeline
+
+    monkeypatch.setattr(csv_format, "BLOCK_BYTES", 2048)  # many files, written on several threads
+    for run in "ab":
+        _run_executor(csv_dir, tmp_path / run)
+    for split in ("train", "eval"):
+        listing = {}
+        for run in "ab":
+            files = sorted(tf.io.gfile.glob(f"{tmp_path}/{run}/Split-{split}/*"))
+            listing[run] = [(f.rsplit("/", 1)[1], [_canonical(tf.train.Example.FromString(
+                r.numpy())) for r in tf.data.TFRecordDataset(f, compression_type="GZIP")],
+                open(columnar_examples.copy_path(f), "rb").read()) for f in files]
+        assert len(listing["a"]) > 3 and listing["a"] == listing["b"]
+        ids = [[tf.train.Example.FromString(bytes.fromhex(r)).features.feature["id"]
+                .int64_list.value[0] for r in records] for _, records, _ in listing["a"]]
+        assert all(i == sorted(i) for i in ids) and [i[0] for i in ids] == sorted(
+            i[0] for i in ids)
+        identities = [input_pipeline.recorded_identities(f"{tmp_path}/{run}/Split-{split}/*")
+                      for run in "ab"]
+        assert identities[0] == identities[1]
+        assert [row[0] for row in identities[0]] == [name for name, _, _ in listing["a"]]
+        assert [row[4] for row in identities[0]] == [len(r) for _, r, _ in listing["a"]]
+        assert identities[0][0][1:4] == ["part-0.csv", identities[0][0][2], 0]
+    assert input_pipeline.fingerprint(f"{tmp_path}/a/Split-train/*", seed=1) == \
+        input_pipeline.fingerprint(f"{tmp_path}/b/Split-train/*", seed=1) != \
+        input_pipeline.fingerprint(f"{tmp_path}/b/Split-train/*", seed=2)
+
+
 def test_byte_ranges_read_every_row_once(tmp_path):
     path = tmp_path / "big.csv"
     rows = [[str(i), f"v{i}", str(i * 0.5)] for i in range(5000)]

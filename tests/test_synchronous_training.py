@@ -328,6 +328,58 @@ def test_records_are_read_in_blocks_round_robin_over_files_every_record_once(tmp
     assert input_pipeline.count_records(files) == sum(sizes)
 
 
+def _numbered_files(directory, rows: int, files: int) -> list[str]:
+    """GZIP TFRecord files holding rows 0..rows-1 (a_xf: the row's number), dealt out in turn."""
+    paths = []
+    for f in range(files):
+        paths.append(str(directory / f"part-{f}.gz"))
+        with tf.io.TFRecordWriter(paths[-1], options="GZIP") as writer:
+            for i in range(f, rows, files):
+                example = tf.train.Example()
+                feature = example.features.feature
+                feature["a_xf"].float_list.value.append(i)
+                feature["b_xf"].float_list.value.append(0.0)
+                feature["k_xf"].int64_list.value.append(0)
+                feature["y_xf"].int64_list.value.append(i % 3)
+                writer.write(example.SerializeToString())
+    return paths
+
+
+@pytest.mark.parametrize("cache, chunk_steps", [(True, 1), (True, 4), (False, None)])
+def test_an_epoch_is_every_row_once_on_any_replica_count(tmp_path, cache, chunk_steps):
+    """What N replicas read, step by step: the rows of each global step, the replicas' batches
+    in replica order, make one stream, and that stream is the same at 1, 2, 3, 4 and 8 replicas;
+    each epoch's stretch of it (as many rows as the fit part holds) is every fit row exactly once,
+    though the row count is odd and no whole number of global steps. The last partial global
+    batch of an epoch is filled with the first rows of the next, on every topology alike; none is
+    dropped, none repeated. Cached (one step or several to a chunk) and streamed input alike."""
+    rows, global_batch = 997, 24  # 997: prime, so no epoch ends on a step's end
+    paths = _numbered_files(tmp_path, rows, 3)
+    part = dict(part=input_pipeline.FIT, validation_share=0.1)
+    fit = sorted(int(v) for x, _ in input_pipeline.make_dataset_fn(
+        paths, SPEC, "y", settings.CLASSIFICATION, 256, training=False, **part)(None)
+        for v in x["a_xf"].numpy())
+    assert 800 < len(fit) < rows
+    steps = (3 * len(fit)) // global_batch + 2  # three epochs and then some
+    streams = {}
+    for replicas in (1, 2, 3, 4, 8):
+        strategy = _strategy(replicas)
+        dataset = strategy.distribute_datasets_from_function(input_pipeline.make_dataset_fn(
+            paths, SPEC, "y", settings.CLASSIFICATION, global_batch // replicas, training=True,
+            seed=7, cache=cache, chunk_steps=chunk_steps, **part))
+        stream, batches = [], iter(dataset)
+        for _ in range(steps):
+            x, _ = next(batches)
+            for batch in strategy.experimental_local_results(x["a_xf"]):
+                assert batch.shape == (global_batch // replicas,)
+                stream += [int(v) for v in batch.numpy()]
+        streams[replicas] = stream
+        for epoch in range(3):
+            assert sorted(stream[epoch * len(fit):(epoch + 1) * len(fit)]) == fit, (replicas, epoch)
+    assert all(stream == streams[1] for stream in streams.values())
+    assert streams[1][:len(fit)] != streams[1][len(fit):2 * len(fit)]  # a new order each epoch
+
+
 @pytest.mark.parametrize("hosts", [2, 4])
 @pytest.mark.parametrize("files", [1, 8])  # fewer files than hosts: records shared out instead
 def test_each_host_reads_its_own_share_and_every_record_once_an_epoch(tmp_path, hosts, files):

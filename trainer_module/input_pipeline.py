@@ -14,6 +14,9 @@ Use with `strategy.distribute_datasets_from_function(make_dataset_fn(...))`.
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import tensorflow as tf
 
 from trainer_module import autograph_rules, features, settings
@@ -79,6 +82,51 @@ def recorded_rows(patterns) -> int | None:
         with tf.io.gfile.GFile(path) as handle:
             total += int(handle.read())
     return total
+
+
+# Beside a split dir (Split-train.identities): JSON, {"version", "files": [[file name, source file,
+# read start, first row, rows, digest], ...]}, each file the ExampleGen wrote in the order of its
+# first row's identity (components/csv_example_gen.py, _finalize): the rows of each file named by
+# where they come from, and the digest of their decoded columns.
+IDENTITIES_SUFFIX = ".identities"
+IDENTITIES_VERSION = 1
+
+
+def recorded_identities(patterns) -> list | None:
+    """The row identities the ExampleGen recorded for the split dirs these `<dir>/*` patterns glob
+    (as recorded_rows), or None where any of them has none."""
+    files = []
+    for pattern in [patterns] if isinstance(patterns, str) else patterns:
+        path = pattern[:-2] + IDENTITIES_SUFFIX if pattern.endswith("/*") else ""
+        if not path or not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path) as handle:
+            recorded = json.load(handle)
+        if recorded.get("version") != IDENTITIES_VERSION:
+            return None
+        files += recorded["files"]
+    return files
+
+
+def fingerprint(patterns, **order) -> str:
+    """The training input's fingerprint: a digest of the rows' identities, file by file in the
+    order the Trainer lists them (each file's rows by where they came from, and the digest of
+    their values), and of what orders them and carves the validation part out of them (`order`:
+    the seed, the validation share, the global batch, ...). The input pipeline is a function of
+    these alone, so two runs with one fingerprint read the same rows in the same order and hold
+    out the same validation rows. Where the ExampleGen recorded no identities (another
+    ExampleGen), the files' names and sizes stand in for them, and the fingerprint says so with
+    a "~" (GZIP's bytes differ between runs of the same data: the records' features are
+    serialized in no fixed order)."""
+    identities = recorded_identities(patterns)
+    if identities is None:
+        rows = [[f.rsplit("/", 1)[-1], tf.io.gfile.stat(f).length] for f in list_files(patterns)]
+    else:
+        rows = sorted(identities)  # list_files' order: by name
+    digest = hashlib.sha256(json.dumps(
+        {"rows": rows, "order": order, "part_buckets": PART_BUCKETS, "read": [READ_BLOCK, READ_CYCLE]},
+        sort_keys=True).encode()).hexdigest()[:16]
+    return digest if identities is not None else f"~{digest}"
 
 
 # Each file's reader hands over READ_BLOCK records at a time, READ_CYCLE files read side by side.
@@ -154,6 +202,18 @@ def list_files(patterns) -> list[str]:
     return files
 
 
+def caching(files: list[str], cache: bool | None = None, chunk_steps: int | None = None
+            ) -> tuple[bool, int | None]:
+    """(cache the training records in memory, steps per cached chunk), from their files' sizes
+    (one stat per file) where not given: what make_dataset_fn does with training input."""
+    if cache is None or (cache and chunk_steps is None):
+        size = file_bytes(files)
+        cache = size <= CACHE_MAX_FILE_BYTES if cache is None else cache
+        if cache and chunk_steps is None:
+            chunk_steps = CACHE_CHUNK_STEPS if size >= CACHE_CHUNK_MIN_FILE_BYTES else 1
+    return cache, chunk_steps if cache else None
+
+
 def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str,
                     per_replica_batch: int, *, training: bool, seed: int | None = 0,
                     skip_steps: int = 0, shuffle_buffer: int = 10_000, cache: bool | None = None,
@@ -177,10 +237,8 @@ def make_dataset_fn(file_patterns, feature_spec: dict, label_key: str, task: str
     """
     files = list_files(file_patterns)
     label_out = features.transformed_name(label_key)
-    size = file_bytes(files) if training else 0  # one stat per file, for both choices
-    cache = training and (size <= CACHE_MAX_FILE_BYTES if cache is None else cache)
-    if cache and chunk_steps is None:
-        chunk_steps = CACHE_CHUNK_STEPS if size >= CACHE_CHUNK_MIN_FILE_BYTES else 1
+    if training:
+        cache, chunk_steps = caching(files, cache, chunk_steps)
 
     @plain  # traced as written: trainer_module/autograph_rules.py
     def parse_batch(records):

@@ -196,6 +196,9 @@ class TrainingSummary:
     unreadable_checkpoints: tuple[str, ...] = ()
     stopping: Stopping | None = None  # early stopping's account (None: trained every step)
     elastic: Elastic | None = None  # resumed on another topology (None: the same, or not resumed)
+    # What the loop read (trainer_module/input_pipeline.py, fingerprint): equal fingerprints, the
+    # same rows in the same order and the same validation part ("": not recorded).
+    input_fingerprint: str = ""
 
     def resume_words(self) -> str:
         """The elastic resume's line ('resumed at step S on M replicas (was N): accumulation K

@@ -132,6 +132,7 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     inputs = build.model_inputs(tf_transform_output, job.label, task, cfg)
     loss = build.loss(cfg, task, inputs.outputs)
     validating = cfg.validation_share > 0 and not asynchronous
+    fingerprint = _input_fingerprint(job, plan, validating)
     with strategy.scope():
         model = build.model(inputs, strategy)
         best = early_stopping.BestWeights(model) if validating else None
@@ -197,7 +198,20 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
             loss=cfg.loss, verify=verified,
             resumed_at=start, unreadable_checkpoints=tuple(controller.unreadable),
             stopping=stopping.summary(controller.step) if stopping else None, elastic=elastic,
+            input_fingerprint=fingerprint,
             asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None)
+
+
+def _input_fingerprint(job: TrainJob, plan: scaling.Plan, validating: bool) -> str:
+    """The fingerprint of what the loop reads (input_pipeline.fingerprint): the train split's
+    rows and what orders them on this topology (the hosts, where each reads its own files)."""
+    cfg = job.trainer
+    cache, chunk_steps = input_pipeline.caching(input_pipeline.list_files(job.train_files))
+    return input_pipeline.fingerprint(
+        job.train_files, seed=None if plan.asynchronous else cfg.seed,
+        validation_share=cfg.validation_share if validating else 0.0,
+        global_batch=plan.global_batch, cached=cache, chunk_steps=chunk_steps,
+        hosts=1 if cfg.input_order == GLOBAL or plan.asynchronous else plan.hosts)
 
 
 def _elastic(job: TrainJob, plan: scaling.Plan, restored: scaling.Topology | None, start: int,

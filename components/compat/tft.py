@@ -1,5 +1,8 @@
 """tf.Transform: the inspections of a preprocessing_fn that TFX's Transform executor asks for,
-answered from one trace (`inspections_traced_once`).
+answered from one trace (`inspections_traced_once`); and the same preprocessing for the same data:
+its approximate vocabularies exact up to EXACT_VOCABULARY_VALUES distinct values
+(`vocabularies_exact`), its analyzers combined without a fanout where the workers are this process
+(`combines_in_order`).
 
 Before its pipeline, TFX's Transform executor asks tf.Transform which raw columns the analyzers
 read (`get_analyze_input_columns`, twice: once to fail early, once to plan the analysis) and which
@@ -18,11 +21,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
+import types
 from typing import Iterator
 
 from components.compat.swapped import swapped
 from components.compat.symbols import Symbol
 
+_ANALYZER_IMPLS = "tensorflow_transform.beam.analyzer_impls"
+_EXPERIMENTAL = "tensorflow_transform.experimental.analyzers"
 _IMPL_HELPER = "tensorflow_transform.impl_helper"
 _INSPECT = "tensorflow_transform.inspect_preprocessing_fn"
 _TRANSFORM_EXECUTOR = "tfx.components.transform.executor"
@@ -30,7 +37,14 @@ SYMBOLS = (
     Symbol(_IMPL_HELPER, "trace_preprocessing_function", read_by=_INSPECT),
     Symbol("tensorflow_transform", "get_analyze_input_columns", read_by=_TRANSFORM_EXECUTOR),
     Symbol("tensorflow_transform", "get_transform_input_columns", read_by=_TRANSFORM_EXECUTOR),
+    Symbol(_ANALYZER_IMPLS, "beam", read_by=_ANALYZER_IMPLS),
+    Symbol(_EXPERIMENTAL, "_VocabularyCombiner", read_by=_EXPERIMENTAL),
+    Symbol(_EXPERIMENTAL, "_VocabularyCombiner._top_k"),
+    Symbol(_EXPERIMENTAL, "_VocabularyCombiner._output_pylist"),
 )
+# tf.Transform's approximate vocabularies count exactly the columns with at most this many distinct
+# values (`vocabularies_exact`): a Misra-Gries sketch of this size.
+EXACT_VOCABULARY_VALUES = 1 << 16
 INSPECTIONS = ("get_analyze_input_columns", "get_transform_input_columns")
 
 
@@ -76,3 +90,97 @@ def inspections_traced_once() -> Iterator[_Traces]:
             swapped(tft, "get_transform_input_columns",
                     answered_from_one_trace(tft.get_transform_input_columns)):
         yield traces
+
+
+def combines_in_order():
+    """For the block, tf.Transform's analyzers combine their accumulators without a fanout.
+
+    tf.Transform combines each analyzer's accumulators globally with a fanout of 10 or more
+    (`beam.CombineGlobally(...).with_fanout(n)`, in its private analyzer_impls), so that on a
+    distributed runner the reduce step does not make one straggler. Beam spreads such a combine
+    over `n` sub-accumulators by a random number drawn per bundle, so the order accumulators merge
+    in changes from run to run, and the analyzers whose result depends on it (the quantiles and
+    the top-k vocabularies are sketches) gave another preprocessing, and another model, for the
+    same data (a flight number's code list differed in two runs of flights). Where every worker
+    is this process there is nothing to spread (components/transform.py asks only then), and
+    the accumulators merge in the order of the records read (components/batched_records.py)."""
+    from tensorflow_transform.beam import analyzer_impls
+
+    return swapped(analyzer_impls, "beam", _unfanned_beam())
+
+
+class _UnfannedBeam(types.ModuleType):
+    """apache_beam as tf.Transform's analyzer_impls reads it, but for CombineGlobally: a module of
+    the same name and names, pickled as apache_beam by name (a function of analyzer_impls that
+    Beam pickles in the block names it)."""
+
+    def __init__(self, beam, combine_globally):
+        super().__init__(beam.__name__, beam.__doc__)
+        self.__dict__.update(vars(beam))
+        self.__getattr__ = functools.partial(getattr, beam)  # a name apache_beam made since
+        self.CombineGlobally = combine_globally
+
+    def __reduce__(self):  # a function pickled in the block unpickles with apache_beam itself
+        return importlib.import_module, (self.__name__,)
+
+
+@functools.cache
+def _unfanned_beam() -> _UnfannedBeam:
+    import apache_beam
+
+    class CombineGlobally(apache_beam.CombineGlobally):
+        """Beam's CombineGlobally, whose with_fanout keeps it as it is."""
+
+        def with_fanout(self, fanout):
+            return self
+
+    return _UnfannedBeam(apache_beam, CombineGlobally)
+
+
+def vocabularies_exact():
+    """For the block, tf.Transform's approximate vocabularies (`tft.experimental.
+    approximate_vocabulary` and its compute_and_apply) count exactly every column with at most
+    EXACT_VOCABULARY_VALUES distinct values, then keep the `top_k` most frequent (ties in reverse
+    byte order, as the sketch orders them).
+
+    tf.Transform sizes its Misra-Gries sketch by `top_k` itself. A column with more distinct values
+    than that (a flight number's 3,800 against a code list of 1,024) is then counted approximately,
+    and tfx_bsl's sketch drops values in the order of a C++ hash table seeded per process: the same
+    rows, in the same order, gave another list of the rarest values kept in each process (and so
+    another model). A sketch larger than the column's distinct values counts exactly, whatever
+    the order (it cost less time than the small one on such columns: no value is ever dropped).
+    Beyond EXACT_VOCABULARY_VALUES distinct values the counts stay approximate (docs/training.md
+    names what that changes between runs)."""
+    analyzers = importlib.import_module("tensorflow_transform.experimental.analyzers")
+
+    return swapped(analyzers, "_VocabularyCombiner", _exact_vocabulary_combiner())
+
+
+def vocabulary_combiner(top_k: int, input_dtype):
+    """The combiner tf.Transform's approximate vocabulary makes now (its class as the name is
+    bound: tf.Transform's own, or vocabularies_exact's inside that block)."""
+    analyzers = importlib.import_module("tensorflow_transform.experimental.analyzers")
+    return analyzers._VocabularyCombiner(top_k, input_dtype)
+
+
+@functools.cache
+def _exact_vocabulary_combiner():
+    analyzers = importlib.import_module("tensorflow_transform.experimental.analyzers")
+    from tfx_bsl import sketches
+
+    class ExactVocabularyCombiner(analyzers._VocabularyCombiner):
+        """tf.Transform's _VocabularyCombiner with a sketch of at least EXACT_VOCABULARY_VALUES
+        values, its output the `top_k` most frequent."""
+
+        def create_accumulator(self):
+            return sketches.MisraGriesSketch(
+                max(self._top_k, EXACT_VOCABULARY_VALUES),
+                order_on_tie=sketches.MisraGriesSketch.OrderOnTie.ReverseLexicographical)
+
+        def extract_output(self, accumulator):
+            result = super().extract_output(accumulator)  # [1, values, (count, value)], by count
+            if self._output_pylist:
+                return [row[:self._top_k] for row in result]
+            return result[:, :self._top_k]
+
+    return ExactVocabularyCombiner

@@ -40,6 +40,7 @@ def _row(report) -> dict:
         "pushed_to": report.pushed_to,
         "push_note": report.push_note,
         "examples": report.training.plan.examples if report.training else None,
+        "input_fingerprint": report.training.input_fingerprint if report.training else None,
     }
 
 

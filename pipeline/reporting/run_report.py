@@ -214,6 +214,8 @@ class RunReport:
                          f"({t.plan.budget or 'budget not recorded'})"
                          + "".join(f", {part}" for part in precision_parts(t))
                          + (f", warm-started from {t.base_model}" if t.warm_started else ""))
+            if t.input_fingerprint:
+                lines.append(input_line(t))
             if t.stopping:
                 lines.append(f"Early stopping: {t.stopping.words(t.plan.train_steps)}")
             if t.not_warm_started:
@@ -276,6 +278,15 @@ def value_text(name: str, value: float) -> str:
 
 def metric_text(name: str, value: float) -> str:
     return f"{name} {value_text(name, value)}"
+
+
+def input_line(t: TrainingSummary) -> str:
+    """"Input: fingerprint 3f9a... (...)": what the Trainer read, so two runs can be seen to have
+    read the same rows in the same order (trainer_module/input_pipeline.py, fingerprint)."""
+    basis = ("the train split's row identities in the order read, the validation part, the seed"
+             if not t.input_fingerprint.startswith("~") else
+             "the train files' names and sizes: their ExampleGen recorded no row identities")
+    return f"Input: fingerprint {t.input_fingerprint} ({basis})"
 
 
 def resume_line(t: TrainingSummary) -> str:
