@@ -71,6 +71,7 @@ def test_two_runs_of_one_multi_file_csv_push_the_same_model(one_device_runs):
     serialized, _ = eval_examples(_examples(first), "species")
     assert len(serialized) == 344
     gap = np.abs(_answers(first, serialized) - _answers(second, serialized)).max()
+    print(f"two runs from scratch: fingerprint {_fingerprint(first)}, answers {gap:.2g} apart")
     assert gap <= 1e-6, gap
     # The same rows held out for validation: the same count, the same kept loss.
     held = [re.search(r"validation loss (\S+) on (\S+) rows", run.result.stdout).groups()
@@ -99,4 +100,5 @@ def test_eight_replicas_from_another_root_push_one_devices_model(one_device_runs
     assert _fingerprint(portable_run) == _fingerprint(first)
     serialized, _ = eval_examples(_examples(first), "species")
     gap = np.abs(_answers(first, serialized) - _answers(portable_run, serialized)).max()
+    print(f"8 replicas against one device: answers {gap:.2g} apart")
     assert gap <= 1e-5, gap

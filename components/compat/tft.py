@@ -25,6 +25,10 @@ import importlib
 import types
 from typing import Iterator
 
+import apache_beam
+from tensorflow_transform.beam import analyzer_impls as _analyzer_impls
+from tfx_bsl import sketches
+
 from components.compat.swapped import swapped
 from components.compat.symbols import Symbol
 
@@ -45,6 +49,7 @@ SYMBOLS = (
 # tf.Transform's approximate vocabularies count exactly the columns with at most this many distinct
 # values (`vocabularies_exact`): a Misra-Gries sketch of this size.
 EXACT_VOCABULARY_VALUES = 1 << 16
+_experimental = importlib.import_module(_EXPERIMENTAL)  # the package's __init__ shadows the name
 INSPECTIONS = ("get_analyze_input_columns", "get_transform_input_columns")
 
 
@@ -99,14 +104,18 @@ def combines_in_order():
     (`beam.CombineGlobally(...).with_fanout(n)`, in its private analyzer_impls), so that on a
     distributed runner the reduce step does not make one straggler. Beam spreads such a combine
     over `n` sub-accumulators by a random number drawn per bundle, so the order accumulators merge
-    in changes from run to run, and the analyzers whose result depends on it (the quantiles and
-    the top-k vocabularies are sketches) gave another preprocessing, and another model, for the
-    same data (a flight number's code list differed in two runs of flights). Where every worker
-    is this process there is nothing to spread (components/transform.py asks only then), and
-    the accumulators merge in the order of the records read (components/batched_records.py)."""
-    from tensorflow_transform.beam import analyzer_impls
+    in can change from run to run, and so can what depends on it (float sums in another order, the
+    quantiles' sketches). Where every worker is this process there is nothing to spread
+    (components/transform.py asks only then), and the accumulators merge in the order of the
+    records read (components/batched_records.py)."""
+    return swapped(_analyzer_impls, "beam", _UNFANNED_BEAM)
 
-    return swapped(analyzer_impls, "beam", _unfanned_beam())
+
+class UnfannedCombineGlobally(apache_beam.CombineGlobally):
+    """Beam's CombineGlobally, whose with_fanout keeps it as it is."""
+
+    def with_fanout(self, fanout):
+        return self
 
 
 class _UnfannedBeam(types.ModuleType):
@@ -114,27 +123,17 @@ class _UnfannedBeam(types.ModuleType):
     the same name and names, pickled as apache_beam by name (a function of analyzer_impls that
     Beam pickles in the block names it)."""
 
-    def __init__(self, beam, combine_globally):
+    def __init__(self, beam):
         super().__init__(beam.__name__, beam.__doc__)
         self.__dict__.update(vars(beam))
         self.__getattr__ = functools.partial(getattr, beam)  # a name apache_beam made since
-        self.CombineGlobally = combine_globally
+        self.CombineGlobally = UnfannedCombineGlobally
 
-    def __reduce__(self):  # a function pickled in the block unpickles with apache_beam itself
+    def __reduce__(self):
         return importlib.import_module, (self.__name__,)
 
 
-@functools.cache
-def _unfanned_beam() -> _UnfannedBeam:
-    import apache_beam
-
-    class CombineGlobally(apache_beam.CombineGlobally):
-        """Beam's CombineGlobally, whose with_fanout keeps it as it is."""
-
-        def with_fanout(self, fanout):
-            return self
-
-    return _UnfannedBeam(apache_beam, CombineGlobally)
+_UNFANNED_BEAM = _UnfannedBeam(apache_beam)
 
 
 def vocabularies_exact():
@@ -151,36 +150,26 @@ def vocabularies_exact():
     the order (it cost less time than the small one on such columns: no value is ever dropped).
     Beyond EXACT_VOCABULARY_VALUES distinct values the counts stay approximate (docs/training.md
     names what that changes between runs)."""
-    analyzers = importlib.import_module("tensorflow_transform.experimental.analyzers")
-
-    return swapped(analyzers, "_VocabularyCombiner", _exact_vocabulary_combiner())
+    return swapped(_experimental, "_VocabularyCombiner", ExactVocabularyCombiner)
 
 
 def vocabulary_combiner(top_k: int, input_dtype):
     """The combiner tf.Transform's approximate vocabulary makes now (its class as the name is
     bound: tf.Transform's own, or vocabularies_exact's inside that block)."""
-    analyzers = importlib.import_module("tensorflow_transform.experimental.analyzers")
-    return analyzers._VocabularyCombiner(top_k, input_dtype)
+    return _experimental._VocabularyCombiner(top_k, input_dtype)
 
 
-@functools.cache
-def _exact_vocabulary_combiner():
-    analyzers = importlib.import_module("tensorflow_transform.experimental.analyzers")
-    from tfx_bsl import sketches
+class ExactVocabularyCombiner(_experimental._VocabularyCombiner):
+    """tf.Transform's _VocabularyCombiner with a sketch of at least EXACT_VOCABULARY_VALUES
+    values, its output the `top_k` most frequent."""
 
-    class ExactVocabularyCombiner(analyzers._VocabularyCombiner):
-        """tf.Transform's _VocabularyCombiner with a sketch of at least EXACT_VOCABULARY_VALUES
-        values, its output the `top_k` most frequent."""
+    def create_accumulator(self):
+        return sketches.MisraGriesSketch(
+            max(self._top_k, EXACT_VOCABULARY_VALUES),
+            order_on_tie=sketches.MisraGriesSketch.OrderOnTie.ReverseLexicographical)
 
-        def create_accumulator(self):
-            return sketches.MisraGriesSketch(
-                max(self._top_k, EXACT_VOCABULARY_VALUES),
-                order_on_tie=sketches.MisraGriesSketch.OrderOnTie.ReverseLexicographical)
-
-        def extract_output(self, accumulator):
-            result = super().extract_output(accumulator)  # [1, values, (count, value)], by count
-            if self._output_pylist:
-                return [row[:self._top_k] for row in result]
-            return result[:, :self._top_k]
-
-    return ExactVocabularyCombiner
+    def extract_output(self, accumulator):
+        result = super().extract_output(accumulator)  # [1, values, (count, value)], by count
+        if self._output_pylist:
+            return [row[:self._top_k] for row in result]
+        return result[:, :self._top_k]
