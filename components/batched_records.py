@@ -17,10 +17,10 @@ columns, against 22 s with stock Beam and 22 s in the calling thread).
 The files are matched when the pipeline is built, one Beam element per file, keyed by its place
 and grouped (not reshuffled: Beam's Reshuffle, and Create's, key by random numbers), so that a
 runner with several workers reads them in parallel and one worker reads them in the files' order:
-the analyzers of Transform whose result depends on the order they see the rows in (tf.Transform's
-quantiles and top-k vocabularies are sketches, merged in that order) give the same result in
-every run of the same data on the direct runner, and so does the model (tests/test_same_input.py). Only tf.Example in TFRecord files, plain or
-gzip (what the ExampleGen writes); anything else keeps the stock TFXIO.
+Transform's analyzers, whose sketches and float sums depend on the order they merge in, see the
+rows in the same order in every run of the same data on this machine's runner
+(tests/test_same_input.py). Only tf.Example in TFRecord files, plain or gzip (what the ExampleGen
+writes); anything else keeps the stock TFXIO.
 
 TFX's StatisticsGen, Transform and Evaluator build their TFXIO with `tfxio_utils.make_tfxio`;
 `batched_reads()` makes that name return a `BatchedExampleRecord` for the length of one Do (the

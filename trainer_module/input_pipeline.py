@@ -123,9 +123,9 @@ def fingerprint(patterns, **order) -> str:
         rows = [[f.rsplit("/", 1)[-1], tf.io.gfile.stat(f).length] for f in list_files(patterns)]
     else:
         rows = sorted(identities)  # list_files' order: by name
-    digest = hashlib.sha256(json.dumps(
-        {"rows": rows, "order": order, "part_buckets": PART_BUCKETS, "read": [READ_BLOCK, READ_CYCLE]},
-        sort_keys=True).encode()).hexdigest()[:16]
+    what = {"rows": rows, "order": order, "part_buckets": PART_BUCKETS,
+            "read": [READ_BLOCK, READ_CYCLE]}
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
     return digest if identities is not None else f"~{digest}"
 
 
