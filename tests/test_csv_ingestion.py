@@ -273,6 +273,8 @@ def test_the_same_input_gives_the_same_files_under_the_same_names(csv_dir, tmp_p
     assert input_pipeline.fingerprint(f"{tmp_path}/a/Split-train/*", seed=1) == \
         input_pipeline.fingerprint(f"{tmp_path}/b/Split-train/*", seed=1) != \
         input_pipeline.fingerprint(f"{tmp_path}/b/Split-train/*", seed=2)
+    # Files without recorded identities (part of a split dir here): their names and sizes, marked.
+    assert input_pipeline.fingerprint(f"{tmp_path}/a/Split-train/data_tfrecord-*").startswith("~")
 
 
 def test_byte_ranges_read_every_row_once(tmp_path):
