@@ -197,7 +197,10 @@ def test_two_concurrent_runs_on_one_root_push_once_and_each_reports_its_own(tmp_
 def test_a_run_is_quiet_and_logs_to_a_file(penguins_run):
     out, err = penguins_run.first.stdout, penguins_run.first.stderr
     lines = out.strip().splitlines()
-    assert len(lines) <= 34, out
+    # The Trainer's progress lines come every few seconds (more of them on a slower machine);
+    # every other line is a deliberate one.
+    said = [line for line in lines if not re.match(r"^  Trainer\s+step \d+/", line)]
+    assert len(said) <= 33, out
     for noise in ("cuda", "absl", "WARNING", "Instructions for updating", "deprecat"):
         assert noise.lower() not in (out + err).lower(), noise
     [log_line] = [l for l in lines if "library logs go to" in l]
