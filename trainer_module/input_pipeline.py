@@ -70,18 +70,25 @@ def file_bytes(files: list[str]) -> int:
 ROWS_SUFFIX = ".rows"
 
 
-def recorded_rows(patterns) -> int | None:
-    """The records the ExampleGen counted as it wrote the split dirs these `<dir>/*` patterns
-    glob, or None where any of them has no count (another ExampleGen, an older run, a pattern
-    that takes part of a dir): then count_records reads them."""
-    total = 0
+def _recorded(patterns, suffix: str) -> list[str] | None:
+    """The text of what the ExampleGen wrote beside each split dir these `<dir>/*` patterns glob
+    (`<dir><suffix>`), or None where any of them has none (another ExampleGen, an older run, a
+    pattern that takes part of a dir)."""
+    texts = []
     for pattern in [patterns] if isinstance(patterns, str) else patterns:
-        path = pattern[:-2] + ROWS_SUFFIX if pattern.endswith("/*") else ""
+        path = pattern[:-2] + suffix if pattern.endswith("/*") else ""
         if not path or not tf.io.gfile.exists(path):
             return None
         with tf.io.gfile.GFile(path) as handle:
-            total += int(handle.read())
-    return total
+            texts.append(handle.read())
+    return texts
+
+
+def recorded_rows(patterns) -> int | None:
+    """The records the ExampleGen counted as it wrote the split dirs these `<dir>/*` patterns
+    glob, or None where any of them has no count: then count_records reads them."""
+    texts = _recorded(patterns, ROWS_SUFFIX)
+    return None if texts is None else sum(int(text) for text in texts)
 
 
 # Beside a split dir (Split-train.identities): JSON, {"version", "files": [[file name, source file,
@@ -94,18 +101,12 @@ IDENTITIES_VERSION = 1
 
 def recorded_identities(patterns) -> list | None:
     """The row identities the ExampleGen recorded for the split dirs these `<dir>/*` patterns glob
-    (as recorded_rows), or None where any of them has none."""
-    files = []
-    for pattern in [patterns] if isinstance(patterns, str) else patterns:
-        path = pattern[:-2] + IDENTITIES_SUFFIX if pattern.endswith("/*") else ""
-        if not path or not tf.io.gfile.exists(path):
-            return None
-        with tf.io.gfile.GFile(path) as handle:
-            recorded = json.load(handle)
-        if recorded.get("version") != IDENTITIES_VERSION:
-            return None
-        files += recorded["files"]
-    return files
+    (as recorded_rows), or None where any of them has none, or has them in another version."""
+    texts = _recorded(patterns, IDENTITIES_SUFFIX)
+    recorded = [json.loads(text) for text in texts or ()]
+    if texts is None or any(r.get("version") != IDENTITIES_VERSION for r in recorded):
+        return None
+    return [row for r in recorded for row in r["files"]]
 
 
 def fingerprint(patterns, **order) -> str:
