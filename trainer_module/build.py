@@ -11,7 +11,7 @@ import os
 import tensorflow as tf
 
 from trainer_module import features, hooks, input_pipeline, model as model_lib, precision, scaling
-from trainer_module import strategy as strategy_lib
+from trainer_module import sharded_embedding, strategy as strategy_lib
 from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY
 from trainer_module.settings import FLOAT16_ON_TPU, MIXED_FLOAT16, REGRESSION, TrainerConfig
 
@@ -52,11 +52,25 @@ def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> tf.ker
             built = model_lib.tabular(
                 inputs.numeric, inputs.categorical, inputs.outputs, inputs.task,
                 cfg.hidden_units, cfg.embedding_dim, cfg.ensemble_members, cfg.dropout, cfg.l2,
-                cfg.seed)
+                cfg.seed, shards=table_shards(inputs, strategy))
         else:
             built = hooks.load(MODEL_KEY, cfg.model, 1)(inputs)
             hooks.check_model(built, inputs)
         return precision.float32_outputs(built)
+
+
+def table_shards(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> dict[str, int]:
+    """{categorical feature: the blocks its table is split into} for the built-in model: the
+    replicas, for a table over trainer.shard_embeddings_over bytes with its slots, under
+    MirroredStrategy in this process (trainer_module/sharded_embedding.py); else 1, a whole
+    table on each replica."""
+    cfg = inputs.config
+    if strategy_lib.name(strategy) != "MirroredStrategy":
+        return {key: 1 for key in inputs.categorical}
+    return {key: sharded_embedding.shards_for(size, cfg.embedding_dim,
+                                              strategy.num_replicas_in_sync,
+                                              cfg.shard_embeddings_over)
+            for key, size in inputs.categorical.items()}
 
 
 def raw_spec(tf_transform_output, label: str) -> dict:

@@ -19,6 +19,7 @@ import math
 
 import tensorflow as tf
 
+from trainer_module import model as model_lib
 from trainer_module.actions import STOP_TRAINING
 from trainer_module.summary import Stopping
 VALIDATION_LOSS = "validation_loss"
@@ -53,6 +54,9 @@ class BestWeights(tf.Module):
         super().__init__(name="best_weights")
         self.weights = [tf.Variable(v, trainable=False, name=f"best_{i}")
                         for i, v in enumerate(model.weights)]
+        # A table split over the replicas (not among the Keras weights): its blocks, each kept
+        # on its replica's device.
+        self.tables = [table.kept_copy() for table in _tables(model)]
         self.loss = tf.Variable(math.inf, trainable=False, dtype=tf.float64, name="best_loss")
         self.step = tf.Variable(-1, trainable=False, dtype=tf.int64, name="best_step")
         self.since = tf.Variable(0, trainable=False, dtype=tf.int64, name="since_best")
@@ -61,6 +65,8 @@ class BestWeights(tf.Module):
     def keep(self, model: tf.keras.Model, step: int, loss: float) -> None:
         for kept, current in zip(self.weights, model.weights):
             kept.assign(current)
+        for kept, table in zip(self.tables, _tables(model)):
+            table.keep(kept)
         self.loss.assign(loss)
         self.step.assign(step)
         self.since.assign(0)
@@ -68,6 +74,14 @@ class BestWeights(tf.Module):
     def restore_into(self, model: tf.keras.Model) -> None:
         for current, kept in zip(model.weights, self.weights):
             current.assign(kept)
+        for kept, table in zip(self.tables, _tables(model)):
+            table.restore(kept)
+
+
+def _tables(model: tf.keras.Model) -> list:
+    """The model's tables split over the replicas, in a fixed order."""
+    tables = model_lib.sharded_parts(model)[1]
+    return [tables[key] for key in sorted(tables)]
 
 
 def validation_loss(model: tf.keras.Model, per_example_loss, dataset: tf.data.Dataset):

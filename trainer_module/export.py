@@ -112,10 +112,12 @@ def _key(name: str) -> str:
     return name.replace("/", "__").replace(":", "_")
 
 
-def warm_start(model: tf.keras.Model, base_model: str) -> int:
+def warm_start(model: tf.keras.Model, base_model: str, tables: dict | None = None) -> int:
     """Copies into `model` each weight of the SavedModel at base_model with the same name and
     shape (a layer that changed shape, a vocabulary that grew, starts afresh); returns how many.
-    A model exported before WEIGHTS existed is loaded with Keras."""
+    A model exported before WEIGHTS existed is loaded with Keras. tables: {feature: a
+    ShardedEmbedding} (trainer_module/sharded_embedding.py), each restored from the whole
+    table of its name the served model holds."""
     weights = os.path.join(base_model, WEIGHTS)
     if tf.io.gfile.exists(weights + ".index"):
         reader = tf.train.load_checkpoint(weights)
@@ -125,9 +127,20 @@ def warm_start(model: tf.keras.Model, base_model: str) -> int:
             key = f"{_key(var.name)}/.ATTRIBUTES/VARIABLE_VALUE"
             if key in shapes:
                 source[var.name] = reader.get_tensor(key)
+        matched = 0
+        for table in (tables or {}).values():
+            key = f"{_key(table.name + '/embeddings:0')}/.ATTRIBUTES/VARIABLE_VALUE"
+            if tuple(shapes.get(key, ())) == (table.rows, table.dim):
+                table.assign_whole(reader.get_tensor(key))
+                matched += 1
+        return matched + _assign(model, source)
     else:
         source = {v.name: v.numpy() for v in
                   tf.keras.models.load_model(base_model, compile=False).weights}
+    return _assign(model, source)
+
+
+def _assign(model: tf.keras.Model, source: dict) -> int:
     matched = 0
     for var in model.weights:
         other = source.get(var.name)

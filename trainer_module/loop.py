@@ -25,7 +25,7 @@ from typing import Callable, Mapping
 
 import tensorflow as tf
 
-from trainer_module import autograph_rules, precision, strategy as strategy_lib
+from trainer_module import autograph_rules, model as model_lib, precision, strategy as strategy_lib
 
 autograph_rules.install()  # tf_keras unconverted in the traced step (its docstring says why)
 strategy_lib.quiet_device_iterators()  # freeing the input takes no minutes (its docstring says why)
@@ -69,6 +69,10 @@ class SynchronousLoop:
         self.loss_scaled = precision.loss_scaled(optimizer)
         self.skipped_steps = 0  # mixed_float16: steps the LossScaleOptimizer skipped (overflow)
         self._iterator = iter(dataset)
+        # A model with tables split over the replicas: the step looks their rows up and updates
+        # them itself (trainer_module/sharded_embedding.py), and differentiates the rest.
+        self._differentiated, self.tables = model_lib.sharded_parts(model)
+        self._table_keys = sorted(self.tables)
         with strategy.scope():
             # The slots now, not in the step's first trace: a tf.function that creates variables
             # is traced twice.
@@ -78,18 +82,27 @@ class SynchronousLoop:
         self._loop = tf.function(self._run_steps)
 
     def _compute_gradients(self, x, y):
+        """(the variables' gradients, the sharded tables' rows' gradients, loss, outputs)."""
+        model = self._differentiated
         with tf.GradientTape() as tape:
-            outputs = self.model(x, training=True)
+            rows = [x[key] for key in self._table_keys]
+            for looked_up in rows:
+                tape.watch(looked_up)
+            outputs = model(x, training=True)
             if outputs.dtype != tf.float32:  # a 16-bit last layer: the loss is taken in float32
                 outputs = tf.cast(outputs, tf.float32)
             loss = self.average_loss(self.per_example_loss(y, outputs))
-            if self.model.losses:
-                regularization = tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
+            if model.losses:
+                regularization = tf.nn.scale_regularization_loss(tf.add_n(model.losses))
                 if self.accumulation_steps > 1:  # added once per micro-batch
                     regularization /= self.accumulation_steps
                 loss += regularization
             scaled = self.optimizer.get_scaled_loss(loss) if self.loss_scaled else loss
-        return tape.gradient(scaled, self.model.trainable_variables), loss, outputs
+        variables = model.trainable_variables
+        grads = tape.gradient(scaled, variables + rows)
+        row_grads = [tf.zeros_like(r) if g is None else g
+                     for r, g in zip(rows, grads[len(variables):])]
+        return grads[:len(variables)], row_grads, loss, outputs
 
     def _update_metrics(self, y, outputs):
         if self.metrics and outputs.shape.rank == 3:
@@ -104,36 +117,74 @@ class SynchronousLoop:
         """The summed gradients and loss of the replica's accumulation_steps micro-batches."""
         k = self.accumulation_steps
         micro = tf.nest.map_structure(lambda t: tf.reshape(t, _micro_shape(t, k)), (x, y))
-        variables = self.model.trainable_variables
+        variables = self._differentiated.trainable_variables
         wide = strategy_lib.summing_dtype(self.strategy)  # exact sums (its docstring)
         sums = [tf.zeros_like(v, dtype=wide) for v in variables]
+        # A sharded table's rows' gradients, each micro-batch's in its place in the batch.
+        looked_up = [tf.TensorArray(tf.float32, size=k) for _ in self._table_keys]
         total = tf.constant(0.0)
         rows = set()  # the embeddings, whose gradients come as IndexedSlices (rows)
         for i in tf.range(k):
             xi, yi = tf.nest.map_structure(lambda t: t[i], micro)
-            grads, loss, outputs = self._gradients(xi, yi)
+            grads, row_grads, loss, outputs = self._gradients(xi, yi)
             self._update_metrics(yi, outputs)
             rows.update(j for j, g in enumerate(grads) if isinstance(g, tf.IndexedSlices))
             sums = [s if g is None else s + strategy_lib.widened(g, wide)
                     for s, g in zip(sums, grads)]
+            looked_up = [a.write(i, tf.cast(g, tf.float32)) for a, g in zip(looked_up, row_grads)]
             total += loss
+        row_grads = [tf.reshape(a.stack(), [-1, self.tables[key].dim])
+                     for a, key in zip(looked_up, self._table_keys)]
         return [strategy_lib.as_rows(s) if j in rows else s
-                for j, s in enumerate(sums)], total
+                for j, s in enumerate(sums)], row_grads, total
 
     def _replica_step(self, inputs):
         x, y = inputs
+        ids = {key: x[key] for key in self._table_keys}
+        # Each sharded table's rows for this replica's examples, from the replicas that own them:
+        # once a global step, outside the tape, the micro-batches' loop and XLA.
+        x = {**x, **{key: self.tables[key].exchange(ids[key]) for key in self._table_keys}}
         if self.accumulation_steps > 1:
-            grads, loss = self._accumulate(x, y)
+            grads, row_grads, loss = self._accumulate(x, y)
         else:
-            grads, loss, outputs = self._gradients(x, y)
+            grads, row_grads, loss, outputs = self._gradients(x, y)
             self._update_metrics(y, outputs)
         if self.loss_scaled:
             grads = self.optimizer.get_unscaled_gradients(grads)
-        variables = self.model.trainable_variables
+            row_grads = self.optimizer.get_unscaled_gradients(row_grads)
+        variables = self._differentiated.trainable_variables
         grads = strategy_lib.sum_over_replicas(self.strategy, grads, variables)
+        norm = tf.linalg.global_norm(grads + row_grads)
+        if self._table_keys:
+            self._update_tables(ids, row_grads, grads)
         self.optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
         # A NaN input can hide behind a ReLU in the loss yet poison the gradient: watch both.
-        return loss, tf.linalg.global_norm(grads)
+        return loss, norm
+
+    def _update_tables(self, ids, row_grads, grads):
+        """Each sharded table's rows updated by the replica that owns them, before the optimizer
+        counts the step (the rows take its step and learning rate). Under loss scaling, skipped
+        where the optimizer skips: a gradient, of the variables or any replica's rows, not
+        finite."""
+        tables = [self.tables[key] for key in self._table_keys]
+        row_grads = [table.row_gradients(ids[key], g)
+                     for table, key, g in zip(tables, self._table_keys, row_grads)]
+
+        def update():
+            for table, g in zip(tables, row_grads):
+                table.apply_gradients(g, self.optimizer)
+            return tf.constant(True)
+
+        if not self.loss_scaled:
+            update()
+            return
+        bad = tf.add_n([tf.reduce_sum(tf.cast(~tf.math.is_finite(g.values), tf.float32))
+                        for g in row_grads])
+        if self.strategy.num_replicas_in_sync > 1:
+            bad = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, bad)
+        finite = tf.math.logical_and(tf.equal(bad, 0.0), tf.math.is_finite(
+            tf.linalg.global_norm([g for g in grads if g is not None])))
+        tf.cond(finite, update, lambda: tf.constant(False))
 
     def _run_steps(self, num_steps):
         total = tf.constant(0.0)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from trainer_module import features, settings
+from trainer_module import features, settings, sharded_embedding
 from trainer_module.autograph_rules import plain
 
 CLIP = 3.0  # a z-score's soft clip: z / sqrt(1 + (z / CLIP)^2), about z inside +-CLIP
@@ -150,9 +150,67 @@ def numeric_groups(numeric: list[str]) -> tuple[list[str], list[str]]:
 
 def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task: str,
             hidden_units=(256, 256), embedding_dim: int = 16, members: int = 8,
-            dropout: float = 0.0, l2: float = 0.0, seed: int = 0) -> tf.keras.Model:
+            dropout: float = 0.0, l2: float = 0.0, seed: int = 0,
+            shards: dict[str, int] | None = None) -> tf.keras.Model:
     """The built-in model (the module's docstring). outputs: classes (logits in training,
-    log-probabilities in inference), or 1 for a regression. members 1: one MLP."""
+    log-probabilities in inference), or 1 for a regression. members 1: one MLP.
+
+    shards: {categorical feature: blocks} for the tables split by rows over the replicas
+    (trainer_module/sharded_embedding.py; 1 or absent: a table on every replica). With any, the
+    model is the tables' lookups (`ShardedEmbedding`, named `embed_<feature>` as the Embedding
+    it stands for) then CORE, the rest of the model, which takes those features' rows: the
+    training step looks the rows up itself (`sharded_parts`)."""
+    sharded = {k: n for k, n in (shards or {}).items() if n > 1 and k in categorical}
+    if sharded:
+        core = _tabular(numeric, categorical, outputs, task, hidden_units, embedding_dim,
+                        members, dropout, l2, seed, given=set(sharded), name=CORE)
+        inputs = {key: tf.keras.Input(shape=(), name=key, dtype=tf.float32) for key in numeric}
+        x = dict(inputs)
+        for i, (key, size) in enumerate(sorted(categorical.items())):
+            inputs[key] = x[key] = tf.keras.Input(shape=(), name=key, dtype=tf.int64)
+            if key in sharded:
+                x[key] = sharded_embedding.ShardedEmbedding(
+                    size, embedding_dim, sharded[key], seed=seed + 300 + i,
+                    name=f"embed_{key}")(inputs[key])
+        return tf.keras.Model(inputs, core(x))
+    return _tabular(numeric, categorical, outputs, task, hidden_units, embedding_dim, members,
+                    dropout, l2, seed)
+
+
+CORE = "tabular_core"
+
+
+def sharded_parts(model: tf.keras.Model):
+    """(the model a training step differentiates, {feature: its ShardedEmbedding}): a model
+    with sharded tables gives its CORE and its tables; any other, itself and {}."""
+    tables = {layer.name[len("embed_"):]: layer for layer in model.layers
+              if isinstance(layer, sharded_embedding.ShardedEmbedding)}
+    if not tables:
+        return model, {}
+    return model.get_layer(CORE), tables
+
+
+def unsharded(model: tf.keras.Model) -> tf.keras.Model:
+    """The model with each sharded table whole, a Keras Embedding of the same name holding its
+    rows, in this process's memory: what is exported and served (no strategy there). Its
+    other layers are the model's own. A model without sharded tables: itself."""
+    core, tables = sharded_parts(model)
+    if not tables:
+        return model
+    inputs = {name: tf.keras.Input(shape=(), name=name, dtype=tensor.dtype)
+              for name, tensor in model.input.items()}
+    x = dict(inputs)
+    for key, table in tables.items():
+        embedding = tf.keras.layers.Embedding(table.rows, table.dim, name=table.name)
+        x[key] = embedding(inputs[key])
+        embedding.set_weights([table.whole()])
+    return tf.keras.Model(inputs, core(x))
+
+
+def _tabular(numeric, categorical, outputs, task, hidden_units, embedding_dim, members,
+             dropout, l2, seed, given=(), name=None) -> tf.keras.Model:
+    """The built-in model; the categorical features in `given` come as their rows ([batch,
+    embedding_dim] floats), not as ids."""
     inputs, parts = {}, []
     for key in numeric:
         inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.float32)
@@ -167,6 +225,10 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
     if plain:
         parts.append(tf.stack([inputs[key] for key in plain], axis=1))
     for i, (key, size) in enumerate(sorted(categorical.items())):
+        if key in given:
+            inputs[key] = tf.keras.Input(shape=(embedding_dim,), name=key, dtype=tf.float32)
+            parts.append(inputs[key])
+            continue
         inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.int64)
         parts.append(tf.keras.layers.Embedding(
             size, embedding_dim, name=f"embed_{key}",
@@ -175,7 +237,7 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
     x = parts[0] if len(parts) == 1 else tf.keras.layers.Concatenate()(parts)
     out = EnsembleHead(max(members, 1), hidden_units, outputs, task, dropout, l2, seed=seed,
                        name="ensemble")(x)
-    return tf.keras.Model(inputs, out)
+    return tf.keras.Model(inputs, out, name=name)
 
 
 def per_member(per_example_loss):

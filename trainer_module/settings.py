@@ -162,6 +162,11 @@ class TrainerConfig:
     dropout: float = 0.0
     # AdamW's decoupled weight decay (0: Adam).
     weight_decay: float = 3e-4
+    # The built-in model's embedding tables split by rows over the replicas (model parallelism,
+    # trainer_module/sharded_embedding.py): a table whose rows with Adam's two slots take more
+    # bytes than this, under MirroredStrategy (a CPU's emulated replicas, GPUs). 0: every table;
+    # -1: none (each replica holds every table whole).
+    shard_embeddings_over: int = 64 << 20
     seed: int = 42
     warm_start: bool = False
     # Your own model and loss, by dotted path ("package.module:function"; trainer_module/hooks.py):
@@ -194,6 +199,9 @@ class TrainerConfig:
             raise TrainerConfigError(
                 "trainer.validation_share must be at least 0 and below 0.5, trainer.patience at "
                 f"least 1; got {self.validation_share} and {self.patience}")
+        if self.shard_embeddings_over < -1:
+            raise TrainerConfigError("trainer.shard_embeddings_over is a number of bytes, 0 (shard "
+                                     f"every table) or -1 (none), got {self.shard_embeddings_over}")
         if self.max_train_examples < 0:
             raise TrainerConfigError("trainer.max_train_examples cannot be negative")
         if self.ensemble_members < 1 or not 0 <= self.dropout < 1 or self.weight_decay < 0:

@@ -15,6 +15,7 @@ processes (Vertex AI's GPU machines, a TF_CONFIG cluster) update as N replicas i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -276,3 +277,35 @@ def sum_over_replicas(strategy, grads: list, variables: list) -> list:
                 for i, value in zip(places, summed):
                     out[i] = value
     return [None if g is None else _narrowed(g, v.dtype) for g, v in zip(out, variables)]
+
+
+@contextlib.contextmanager
+def one_device(strategy, device: str):
+    """Variables made inside are plain ones on `device` (a block of a sharded table,
+    trainer_module/sharded_embedding.py), not one copy per replica, though the strategy's scope
+    is open: MirroredStrategy's (and its multi-worker and TPU kinds') variable creator makes a
+    plain variable where it is asked to colocate with one device."""
+    if not tf.distribute.has_strategy():
+        with tf.device(device):
+            yield
+        return
+    from tensorflow.python.distribute import numpy_dataset
+
+    def creator(next_creator, **kwargs):
+        kwargs["colocate_with"] = numpy_dataset.SingleDevice(device)
+        return next_creator(**kwargs)
+
+    with tf.variable_creator_scope(creator):
+        yield
+
+
+def slice_saveable(variable, full_shape: list[int], offset: list[int], name: str):
+    """A checkpoint's saveable of `variable` as the slice at `offset` of one tensor of
+    `full_shape` named `name`, as ShardedVariable saves its shards: a checkpoint of N blocks
+    restores into M (trainer_module/sharded_embedding.py)."""
+    from tensorflow.python.training.saving import saveable_object_util
+
+    info = tf.Variable.SaveSliceInfo(full_name=name, full_shape=list(full_shape),
+                                     var_offset=list(offset),
+                                     var_shape=variable.shape.as_list())
+    return saveable_object_util.ResourceVariableSaveable(variable, info.spec, name)

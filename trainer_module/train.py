@@ -21,7 +21,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from trainer_module import actions as actions_lib, build, controller as controller_lib
-from trainer_module import early_stopping
+from trainer_module import early_stopping, model as model_lib
 from trainer_module import equivalence, export, input_pipeline, loop, parameter_server
 from trainer_module import precision, processes, resume, scaling, slices, strategy as strategy_lib
 from trainer_module import termination, warmup
@@ -36,7 +36,7 @@ def _warm_start(model: tf.keras.Model, base_model: str) -> tuple[bool, str]:
     afresh."""
     if not base_model or not tf.io.gfile.exists(os.path.join(base_model, "saved_model.pb")):
         return False, ""
-    matched = export.warm_start(model, base_model)
+    matched = export.warm_start(model, base_model, model_lib.sharded_parts(model)[1])
     logging.info("Warm start from %s: %d of %d weights", base_model, matched, len(model.weights))
     if matched:
         return True, ""
@@ -190,7 +190,9 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
                         if job.eval_files else {})
         logging.info("Eval: %s", eval_metrics)
         target = job.serving_model_dir if chief else scratch.mkdir("export")
-        export.export_serving_model(model, tf_transform_output, job.label, task, target)
+        # Tables split over the replicas are exported whole: the served model has no strategy.
+        export.export_serving_model(model_lib.unsharded(model), tf_transform_output, job.label,
+                                    task, target)
         return TrainingSummary(
             plan, dict(logs), eval_metrics, strategy_lib.name(strategy),
             strategy.num_replicas_in_sync, chief=chief, train_seconds=train_seconds,

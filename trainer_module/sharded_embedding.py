@@ -1,0 +1,244 @@
+"""An embedding table split by rows over the replicas: model parallelism for the one part of a
+tabular model that outgrows a device (a column of user or item ids, hashed ad features).
+
+Each of N replicas holds one contiguous block of about rows / N rows, and Adam's two slots for
+them, on its own device: a 10 M x 16 table with its slots costs 1.9 GB over all the replicas,
+not 1.9 GB on each. In a training step (trainer_module/loop.py), as TPUEmbedding does it on a TPU:
+
+1. `exchange`: each replica's ids are gathered from every replica (all-gather), each replica
+   looks up the rows it owns (zeros for the others) and the partial rows are summed (all-reduce):
+   every replica then has its own examples' rows, exactly (a row plus zeros). The model's
+   dense part takes these rows as its input, outside any collective.
+2. The gradient of the loss with respect to those rows is gathered from every replica
+   (all-gather: each example's gradient is on one replica, so nothing is added), each replica
+   adds up the gradients of the rows it owns (per row, in float64) and
+3. `apply_gradients`: updates its rows by Adam's (AdamW's) sparse rule, as Keras does on one
+   device: the decay, then m and v decayed and the rows' gradients added in, then the step. The
+   update is applied once, by the owner; it is never summed over the replicas again.
+
+Summed over the replicas the forward pass is one device's, and each row's gradient is one
+device's sum over the global batch: the weights after any number of steps are those of one
+device with the whole table (tests/test_sharded_embedding.py, <= 1e-6).
+
+Outside a training step (evaluation, early stopping, the served model) the layer looks its ids
+up in the blocks as one table (TensorFlow's "div" split of ids over blocks). A checkpoint holds each
+block as a slice of one logical [rows, dim] tensor (and slices of its slots): a checkpoint
+written on N replicas restores on M. The exported model holds one whole table
+(`model.unsharded`, trainer_module/model.py).
+
+No collective runs inside the gradient tape, the accumulation loop or an XLA-compiled step: the
+exchange happens once per global step for all of a replica's micro-batches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from trainer_module import strategy as strategy_lib
+from trainer_module.autograph_rules import plain
+
+SLOTS = 2  # Adam's m and v: a table costs (1 + SLOTS) x its rows in memory
+BYTES = 4  # float32
+
+
+def table_bytes(rows: int, dim: int) -> int:
+    """A table's bytes with its optimizer's slots."""
+    return rows * dim * BYTES * (1 + SLOTS)
+
+
+def shards_for(rows: int, dim: int, replicas: int, over: int) -> int:
+    """How many blocks a table of `rows` x `dim` is split into: the replicas, when its bytes with
+    slots exceed `over` (0: always; -1: never); else 1 (mirrored on every replica)."""
+    if replicas <= 1 or over < 0:
+        return 1
+    return replicas if table_bytes(rows, dim) > over else 1
+
+
+def block_sizes(rows: int, shards: int) -> list[int]:
+    """The rows of each block: the first rows % shards blocks one more."""
+    return [rows // shards + (1 if i < rows % shards else 0) for i in range(shards)]
+
+
+class _Blocks(tf.__internal__.tracking.Trackable):
+    """The blocks of a table and of its slots, saved as slices of one logical [rows, dim] tensor
+    each, as ShardedVariable saves its shards (so a checkpoint restores on any number of blocks).
+    Block i holds `sizes[i]` rows from `offsets[i]`: the first rows % N blocks one row more, as
+    TensorFlow's "div" lookup and its fixed-shards partitioner split. Its variables are not Keras
+    weights: the Keras optimizer never sees them."""
+
+    def __init__(self, rows: int, dim: int, shards: int, devices, initial, strategy,
+                 slots: bool = True):
+        self.rows, self.dim, self.shards = rows, dim, shards
+        self.sizes = block_sizes(rows, shards)
+        self.offsets = [sum(self.sizes[:i]) for i in range(shards)]
+        self.table, self.m, self.v = [], [], []
+        for i, (start, size) in enumerate(zip(self.offsets, self.sizes)):
+            with strategy_lib.one_device(strategy, devices[i]):
+                self.table.append(tf.Variable(initial(start, size), name=f"rows_{i}",
+                                              trainable=False))
+                if slots:
+                    self.m.append(tf.Variable(tf.zeros([size, dim]), name=f"m_{i}",
+                                              trainable=False))
+                    self.v.append(tf.Variable(tf.zeros([size, dim]), name=f"v_{i}",
+                                              trainable=False))
+
+    @property
+    def devices(self) -> list[str]:
+        return [block.device for block in self.table]
+
+    def _gather_saveables_for_checkpoint(self):
+        def saveables(blocks):
+            def factory(name):
+                return [strategy_lib.slice_saveable(block, [self.rows, self.dim],
+                                                    [offset, 0], name)
+                        for block, offset in zip(blocks, self.offsets)]
+            return factory
+
+        kinds = {"rows": self.table, "m": self.m, "v": self.v}
+        return {name: saveables(blocks) for name, blocks in kinds.items() if blocks}
+
+
+def normal_rows(dim: int, seed: int, block: int = 4096):
+    """initial(start, count) -> rows start..start+count of a table drawn N(0, 1/dim), the same
+    rows whatever the blocks: each run of `block` rows its own stateless draw."""
+    stddev = dim ** -0.5
+
+    def initial(start: int, count: int) -> tf.Tensor:
+        if count <= 0:
+            return tf.zeros([0, dim])
+        first, last = start // block, (start + count - 1) // block
+        parts = [tf.random.stateless_normal([block, dim], seed=[seed, b], stddev=stddev)
+                 for b in range(first, last + 1)]
+        return tf.concat(parts, axis=0)[start - first * block:][:count]
+
+    return initial
+
+
+@tf.keras.utils.register_keras_serializable(package="lockstep")
+class ShardedEmbedding(tf.keras.layers.Layer):
+    """ids [batch] -> rows [batch, dim] of a `rows` x `dim` table split in `shards` blocks, one
+    on each of the strategy's replicas' devices (the module's docstring)."""
+
+    def __init__(self, rows: int, dim: int, shards: int, seed: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.rows, self.dim, self.shards, self.seed = rows, dim, shards, seed
+
+    def build(self, input_shape):
+        strategy = tf.distribute.get_strategy()
+        devices = (list(strategy.extended.worker_devices) if tf.distribute.has_strategy()
+                   else ["/cpu:0"])
+        if len(devices) < self.shards:
+            raise ValueError(f"{self.name}: {self.shards} blocks, but the strategy has "
+                             f"{len(devices)} devices in this process")
+        self.blocks = _Blocks(self.rows, self.dim, self.shards, devices,
+                              normal_rows(self.dim, self.seed), strategy)
+        super().build(input_shape)
+
+    @plain  # traced as written: trainer_module/autograph_rules.py
+    def call(self, ids):
+        """The rows of `ids` outside a training step: one table over the blocks."""
+        ids = tf.cast(ids, tf.int64)
+        if self.shards == 1:
+            return tf.gather(self.blocks.table[0], ids)
+        return tf.nn.embedding_lookup(self.blocks.table, ids)
+
+    def kept_copy(self) -> _Blocks:
+        """Blocks of the same rows on the same devices, without slots (the best weights early
+        stopping keeps, trainer_module/early_stopping.py)."""
+        blocks = iter(self.blocks.table)
+        return _Blocks(self.rows, self.dim, self.shards, self.blocks.devices,
+                       lambda start, count: next(blocks), tf.distribute.get_strategy(),
+                       slots=False)
+
+    def keep(self, copy: _Blocks) -> None:
+        for kept, block in zip(copy.table, self.blocks.table):
+            kept.assign(block)
+
+    def restore(self, copy: _Blocks) -> None:
+        for block, kept in zip(self.blocks.table, copy.table):
+            block.assign(kept)
+
+    def whole(self) -> np.ndarray:
+        """The logical [rows, dim] table, in this process's memory."""
+        return np.concatenate([b.numpy() for b in self.blocks.table], axis=0)
+
+    def assign_whole(self, table) -> None:
+        """Sets the logical table (a [rows, dim] array), block by block."""
+        table = np.asarray(table, np.float32)
+        for block, start, size in zip(self.blocks.table, self.blocks.offsets, self.blocks.sizes):
+            block.assign(table[start:start + size])
+
+    # --- the training step's side (replica context) ---
+
+    def _mine(self):
+        """(this replica's block index, its blocks): the replica's id is static under
+        MirroredStrategy and MultiWorkerMirroredStrategy."""
+        context = tf.distribute.get_replica_context()
+        index = tf.get_static_value(context.replica_id_in_sync_group)
+        if index is None:
+            raise NotImplementedError(f"{self.name}: a sharded table needs a static replica id "
+                                      "(MirroredStrategy, MultiWorkerMirroredStrategy)")
+        return context, int(index)
+
+    @plain
+    def exchange(self, ids) -> tf.Tensor:
+        """[batch, dim]: the rows of this replica's ids, from the replicas that own them."""
+        ids = tf.cast(ids, tf.int64)
+        if self.shards == 1:
+            return tf.gather(self.blocks.table[0], ids)
+        context, index = self._mine()
+        every = context.all_gather(ids, axis=0)  # [replicas x batch], in replica order
+        local = every - self.blocks.offsets[index]
+        owned = (local >= 0) & (local < self.blocks.sizes[index])
+        rows = tf.gather(self.blocks.table[index], tf.where(owned, local, 0))
+        rows = tf.where(owned[:, None], rows, tf.zeros_like(rows))
+        summed = context.all_reduce(tf.distribute.ReduceOp.SUM, rows)
+        batch = tf.shape(ids)[0]
+        return summed[index * batch:(index + 1) * batch]
+
+    @plain
+    def row_gradients(self, ids, grads) -> tf.IndexedSlices:
+        """The gradient of this replica's block: every replica's examples' gradients gathered,
+        those of the rows it owns added up per row in float64."""
+        ids = tf.cast(ids, tf.int64)
+        grads = tf.cast(grads, tf.float32)
+        if self.shards == 1:
+            index, every, every_grad = 0, ids, grads
+        else:
+            context, index = self._mine()
+            every = context.all_gather(ids, axis=0)
+            every_grad = context.all_gather(grads, axis=0)
+        local = every - self.blocks.offsets[index]
+        owned = (local >= 0) & (local < self.blocks.sizes[index])
+        local = tf.boolean_mask(local, owned)
+        values = tf.boolean_mask(every_grad, owned)
+        rows, where = tf.unique(local)
+        summed = tf.math.unsorted_segment_sum(tf.cast(values, tf.float64), where,
+                                              tf.shape(rows)[0])
+        return tf.IndexedSlices(tf.cast(summed, tf.float32), rows,
+                                tf.constant([self.blocks.sizes[index], self.dim], tf.int64))
+
+    @plain
+    def apply_gradients(self, grad: tf.IndexedSlices, optimizer) -> None:
+        """Adam's (AdamW's) sparse update of this replica's block, as tf.keras makes it on one
+        device (tf_keras/src/optimizers/adam.py, adamw.py): read the step and learning rate
+        before the optimizer's own apply_gradients counts the step."""
+        inner = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
+        index = 0 if self.shards == 1 else self._mine()[1]
+        table, m, v = self.blocks.table[index], self.blocks.m[index], self.blocks.v[index]
+        lr = tf.cast(inner.learning_rate, tf.float32)
+        if getattr(inner, "weight_decay", None):
+            table.assign_sub(table * tf.cast(inner.weight_decay, tf.float32) * lr)
+        step = tf.cast(inner.iterations + 1, tf.float32)
+        beta_1, beta_2 = tf.cast(inner.beta_1, tf.float32), tf.cast(inner.beta_2, tf.float32)
+        alpha = lr * tf.sqrt(1 - tf.pow(beta_2, step)) / (1 - tf.pow(beta_1, step))
+        m.assign_add(-m * (1 - inner.beta_1))
+        m.scatter_add(tf.IndexedSlices(grad.values * (1 - inner.beta_1), grad.indices))
+        v.assign_add(-v * (1 - inner.beta_2))
+        v.scatter_add(tf.IndexedSlices(tf.square(grad.values) * (1 - inner.beta_2), grad.indices))
+        table.assign_sub((m * alpha) / (tf.sqrt(v) + inner.epsilon))
+
+    def get_config(self):
+        return {**super().get_config(), "rows": self.rows, "dim": self.dim,
+                "shards": self.shards, "seed": self.seed}
