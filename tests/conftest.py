@@ -461,13 +461,17 @@ HOOK = textwrap.dedent("""
 def portable_run(tmp_path_factory):
     """One real run with two settings that touch apart (one run, many assertions), made once for
     the session (`shared`): Beam's portable runner for every Beam component, and the Trainer on 8
-    emulated replicas of 8; on the bundled data as three CSV files (`penguin_parts`).
+    emulated replicas of 8, every embedding table split over them; on the bundled data as three
+    CSV files (`penguin_parts`).
     tests/test_beam_portable.py reads it for the runner and the replicas,
     tests/test_same_input.py for the model, against one device's run of the same data."""
     def make(root):
         config = root / "portable.toml"
         config.write_text("beam_args = [" + ", ".join(f'"{a}"' for a in PORTABLE) + "]\n"
-                          "[trainer]\nemulate_replicas = 8\nper_replica_batch = 8\n")
+                          "[trainer]\nemulate_replicas = 8\nper_replica_batch = 8\n"
+                          # Every embedding table split by rows over the 8 replicas
+                          # (trainer_module/sharded_embedding.py).
+                          "shard_embeddings_over = 0\n")
         hook = root / "hook"
         hook.mkdir()
         (hook / "sitecustomize.py").write_text(HOOK)

@@ -1,8 +1,8 @@
 """The same data gives the same model: two runs from scratch of one multi-file CSV, in separate
 pipeline roots and from copies of the data in separate places, push models that answer alike
 (<= 1e-6) and say the same input fingerprint; a run on 8 emulated replicas (another root, Beam's
-portable runner for its ExampleGen: `portable_run`) pushes one device's model (<= 1e-5) from the
-same input.
+portable runner for its ExampleGen, every embedding table split over the replicas:
+`portable_run`) pushes one device's model (<= 1e-5) from the same input.
 
 Before, the ExampleGen named its files in the order of random temporary names: the same rows lay
 under other names each run, the validation part (carved by a record's file name and place) moved,
@@ -90,12 +90,20 @@ def test_runs_json_shows_the_input_fingerprint(one_device_runs):
 
 @pytest.mark.slow
 def test_eight_replicas_from_another_root_push_one_devices_model(one_device_runs, portable_run):
-    """8 emulated replicas at per-replica batch 8, with the portable runner's ExampleGen, against
-    one device at global batch 64 with the direct runner's: the same files, the same fingerprint,
-    the same model."""
+    """8 emulated replicas at per-replica batch 8, each holding 1/8 of every embedding table
+    (trainer.shard_embeddings_over = 0: model parallelism, checkpoints, early stopping's best
+    weights and the export of whole tables in a real run), with the portable runner's ExampleGen,
+    against one device at global batch 64, its tables whole, with the direct runner's: the same
+    files, the same fingerprint, the same model."""
     first = one_device_runs[0]
     assert "global batch          64  (= 8 x 8)" in portable_run.result.stdout + \
         portable_run.result.stderr
+    [sharded] = re.findall(r"^Sharded tables: (.*)$", portable_run.result.stdout, re.M)
+    for feature in ("island_xf", "sex_xf", "year_code"):
+        # Each a row or more a block: a table of 4 rows on 4 of the 8 replicas.
+        assert re.search(feature + r": ([0-9]+) rows x 8, .* split over \1 replicas", sharded), \
+            sharded
+    assert "Sharded tables" not in first.result.stdout
     assert _identities(portable_run) == _identities(first)
     assert _fingerprint(portable_run) == _fingerprint(first)
     serialized, _ = eval_examples(_examples(first), "species")

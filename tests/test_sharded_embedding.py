@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from trainer_module import build, early_stopping, equivalence, export, hooks, input_pipeline, loop
-from trainer_module import model as model_lib, settings, sharded_embedding
+from trainer_module import model as model_lib, settings, table_plan, warmup
 
 ROWS = 997  # not a multiple of 2, 4 or 8: the last block is partly padding
 GLOBAL_BATCH = 64
@@ -60,11 +60,13 @@ def _strategy(replicas):
 def _model(shards):
     return model_lib.tabular(NUMERIC, {"user_xf": ROWS, "k_xf": 6}, 3, settings.CLASSIFICATION,
                              (16, 16), embedding_dim=4, members=4, seed=5,
-                             shards={"user_xf": shards})
+                             # k_xf: 6 rows, on 8 replicas a block on 6 of them
+                             shards={"user_xf": shards, "k_xf": min(shards, 6)})
 
 
 def _adamw():
-    return tf.keras.optimizers.AdamW(0.01, weight_decay=3e-4)
+    """The run's optimizer (trainer_module/train.py): AdamW on a warmup-and-decay schedule."""
+    return tf.keras.optimizers.AdamW(warmup.WarmupSchedule(0.01, 4, STEPS, 6), weight_decay=3e-4)
 
 
 LOSS = model_lib.builtin_loss(settings.CLASSIFICATION)
@@ -145,16 +147,6 @@ def _gap(got, want) -> float:
     return max(float(np.abs(g - w).max()) for g, w in zip(got, want))
 
 
-def test_a_table_is_split_only_past_its_bytes():
-    """`trainer.shard_embeddings_over`: the bytes of the rows with Adam's two slots."""
-    assert sharded_embedding.table_bytes(1_000_000, 16) == 192_000_000
-    assert sharded_embedding.shards_for(1_000_000, 16, 8, 64 << 20) == 8
-    assert sharded_embedding.shards_for(200_001, 16, 8, 64 << 20) == 1  # 38 MB: mirrored
-    assert sharded_embedding.shards_for(10, 4, 8, 0) == 8  # 0: always
-    assert sharded_embedding.shards_for(10 ** 8, 16, 8, -1) == 1  # -1: never
-    assert sharded_embedding.shards_for(10 ** 8, 16, 1, 0) == 1  # one replica: nothing to split
-
-
 @pytest.mark.parametrize("replicas", [2, 4, EIGHT])
 def test_a_sharded_table_on_n_replicas_trains_as_the_whole_table_on_one_device(
         records, initial, one_device, replicas):
@@ -166,9 +158,9 @@ def test_a_sharded_table_on_n_replicas_trains_as_the_whole_table_on_one_device(
     lockstep_one, keras_one = one_device
     mirrored, _ = _train(records, replicas, initial, shards=1)
     model, _ = _train(records, replicas, initial)
-    [table] = model_lib.sharded_parts(model)[1].values()
+    table = model_lib.sharded_parts(model)[1]["user_xf"]
     sizes = [b.shape[0] for b in table.blocks.table]
-    assert table.shards == replicas and sizes == sharded_embedding.block_sizes(ROWS, replicas)
+    assert table.shards == replicas and sizes == table_plan.block_sizes(ROWS, replicas)
     assert sum(sizes) == ROWS and max(sizes) - min(sizes) == 1
     assert len({b.device for b in table.blocks.table}) == replicas  # a block on each device
     got = _logical(model)
@@ -206,8 +198,8 @@ def test_a_checkpoint_of_n_blocks_restores_on_m(records, initial, tmp_path):
         again, again_optimizer = _model(2), _adamw()
         again_optimizer.build(again.trainable_variables)
     tf.train.Checkpoint(model=again, optimizer=again_optimizer).read(path).assert_consumed()
-    [four_table] = model_lib.sharded_parts(model)[1].values()
-    [two_table] = model_lib.sharded_parts(again)[1].values()
+    four_table = model_lib.sharded_parts(model)[1]["user_xf"]
+    two_table = model_lib.sharded_parts(again)[1]["user_xf"]
     assert (two_table.shards, four_table.shards) == (2, 4)
     for slot in ("table", "m", "v"):
         whole = lambda t: np.concatenate(  # noqa: E731
@@ -241,7 +233,7 @@ def test_the_served_model_holds_the_whole_table_and_answers_as_trained(records, 
     with _strategy(2).scope():
         fresh = _model(2)
     assert export.warm_start(fresh, str(tmp_path / "model"), model_lib.sharded_parts(fresh)[1])
-    [table] = model_lib.sharded_parts(fresh)[1].values()
+    table = model_lib.sharded_parts(fresh)[1]["user_xf"]
     np.testing.assert_array_equal(table.whole(), embedding.embeddings.numpy())
 
 
@@ -252,8 +244,8 @@ def test_early_stopping_keeps_and_restores_the_tables_best_rows(initial):
         best = early_stopping.BestWeights(model)
     _set_logical(model, initial)
     best.keep(model, 3, 0.5)
-    [table] = model_lib.sharded_parts(model)[1].values()
-    assert [b.device for b in best.tables[0].table] == table.blocks.devices
+    table = model_lib.sharded_parts(model)[1]["user_xf"]
+    assert [b.device for b in best.tables[1].table] == table.blocks.devices  # k_xf, user_xf
     table.assign_whole(np.zeros([ROWS, 4]))
     best.restore_into(model)
     assert _gap(_logical(model), initial) == 0
@@ -270,3 +262,13 @@ def test_the_run_splits_the_builtin_models_large_tables():
     assert build.table_shards(inputs, _strategy(4)) == {**{k: 1 for k in inputs.categorical},
                                                        "user_xf": 4}
     assert set(build.table_shards(inputs, _strategy(1)).values()) == {1}
+
+
+def test_a_split_table_starts_as_the_whole_table_would():
+    """The same seed, the same first weights, split or whole: a run on N replicas and one on one
+    device start alike."""
+    with _strategy(4).scope():
+        split = _model(4)
+    whole = _model(1)
+    for got, want in zip(_logical(split), _logical(whole)):
+        np.testing.assert_array_equal(got, want)

@@ -11,7 +11,7 @@ import os
 import tensorflow as tf
 
 from trainer_module import features, hooks, input_pipeline, model as model_lib, precision, scaling
-from trainer_module import sharded_embedding, strategy as strategy_lib
+from trainer_module import strategy as strategy_lib, table_plan
 from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY
 from trainer_module.settings import FLOAT16_ON_TPU, MIXED_FLOAT16, REGRESSION, TrainerConfig
 
@@ -67,9 +67,9 @@ def table_shards(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) ->
     cfg = inputs.config
     if strategy_lib.name(strategy) != "MirroredStrategy":
         return {key: 1 for key in inputs.categorical}
-    return {key: sharded_embedding.shards_for(size, cfg.embedding_dim,
-                                              strategy.num_replicas_in_sync,
-                                              cfg.shard_embeddings_over)
+    return {key: table_plan.shards_for(size, cfg.embedding_dim,
+                                        strategy.num_replicas_in_sync,
+                                        cfg.shard_embeddings_over)
             for key, size in inputs.categorical.items()}
 
 

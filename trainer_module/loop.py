@@ -155,20 +155,20 @@ class SynchronousLoop:
         variables = self._differentiated.trainable_variables
         grads = strategy_lib.sum_over_replicas(self.strategy, grads, variables)
         norm = tf.linalg.global_norm(grads + row_grads)
-        if self._table_keys:
-            self._update_tables(ids, row_grads, grads)
+        # Each sharded table's rows' gradients, gathered from every replica by those that own them.
+        row_grads = [self.tables[key].row_gradients(ids[key], g)
+                     for key, g in zip(self._table_keys, row_grads)]
         self.optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
+        if self._table_keys:
+            self._update_tables(row_grads, grads)
         # A NaN input can hide behind a ReLU in the loss yet poison the gradient: watch both.
         return loss, norm
 
-    def _update_tables(self, ids, row_grads, grads):
-        """Each sharded table's rows updated by the replica that owns them, before the optimizer
-        counts the step (the rows take its step and learning rate). Under loss scaling, skipped
-        where the optimizer skips: a gradient, of the variables or any replica's rows, not
-        finite."""
+    def _update_tables(self, row_grads, grads):
+        """Each sharded table's rows updated by the replica that owns them, after the optimizer's
+        update (the rows take its step and learning rate). Under loss scaling, skipped where the
+        optimizer skips: a gradient, of the variables or any replica's rows, not finite."""
         tables = [self.tables[key] for key in self._table_keys]
-        row_grads = [table.row_gradients(ids[key], g)
-                     for table, key, g in zip(tables, self._table_keys, row_grads)]
 
         def update():
             for table, g in zip(tables, row_grads):
@@ -178,8 +178,9 @@ class SynchronousLoop:
         if not self.loss_scaled:
             update()
             return
-        bad = tf.add_n([tf.reduce_sum(tf.cast(~tf.math.is_finite(g.values), tf.float32))
-                        for g in row_grads])
+        bad = tf.add_n([tf.constant(0.0)] + [
+            tf.reduce_sum(tf.cast(~tf.math.is_finite(g.values), tf.float32))
+            for g in row_grads if g is not None])
         if self.strategy.num_replicas_in_sync > 1:
             bad = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, bad)
         finite = tf.math.logical_and(tf.equal(bad, 0.0), tf.math.is_finite(

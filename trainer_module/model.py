@@ -170,7 +170,7 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
             inputs[key] = x[key] = tf.keras.Input(shape=(), name=key, dtype=tf.int64)
             if key in sharded:
                 x[key] = sharded_embedding.ShardedEmbedding(
-                    size, embedding_dim, sharded[key], seed=seed + 300 + i,
+                    size, embedding_dim, sharded[key], _table_initializer(embedding_dim, seed, i),
                     name=f"embed_{key}")(inputs[key])
         return tf.keras.Model(inputs, core(x))
     return _tabular(numeric, categorical, outputs, task, hidden_units, embedding_dim, members,
@@ -178,6 +178,11 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
 
 
 CORE = "tabular_core"
+
+
+def _table_initializer(dim: int, seed: int, i: int):
+    """The i-th categorical feature's table's initializer, split or whole: N(0, 1/dim)."""
+    return tf.keras.initializers.RandomNormal(stddev=dim ** -0.5, seed=seed + 300 + i)
 
 
 def sharded_parts(model: tf.keras.Model):
@@ -232,8 +237,7 @@ def _tabular(numeric, categorical, outputs, task, hidden_units, embedding_dim, m
         inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.int64)
         parts.append(tf.keras.layers.Embedding(
             size, embedding_dim, name=f"embed_{key}",
-            embeddings_initializer=tf.keras.initializers.RandomNormal(
-                stddev=embedding_dim ** -0.5, seed=seed + 300 + i))(inputs[key]))
+            embeddings_initializer=_table_initializer(embedding_dim, seed, i))(inputs[key]))
     x = parts[0] if len(parts) == 1 else tf.keras.layers.Concatenate()(parts)
     out = EnsembleHead(max(members, 1), hidden_units, outputs, task, dropout, l2, seed=seed,
                        name="ensemble")(x)

@@ -13,8 +13,9 @@ not 1.9 GB on each. In a training step (trainer_module/loop.py), as TPUEmbedding
    (all-gather: each example's gradient is on one replica, so nothing is added), each replica
    adds up the gradients of the rows it owns (per row, in float64) and
 3. `apply_gradients`: updates its rows by Adam's (AdamW's) sparse rule, as Keras does on one
-   device: the decay, then m and v decayed and the rows' gradients added in, then the step. The
-   update is applied once, by the owner; it is never summed over the replicas again.
+   device, at the step and learning rate of the optimizer's update just made: the decay, then m
+   and v decayed and the rows' gradients added in, then the step. The update is applied once,
+   by the owner; it is never summed over the replicas again.
 
 Summed over the replicas the forward pass is one device's, and each row's gradient is one
 device's sum over the global batch: the weights after any number of steps are those of one
@@ -35,30 +36,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from trainer_module import strategy as strategy_lib
+from trainer_module import strategy as strategy_lib, table_plan
 from trainer_module.autograph_rules import plain
-
-SLOTS = 2  # Adam's m and v: a table costs (1 + SLOTS) x its rows in memory
-BYTES = 4  # float32
-
-
-def table_bytes(rows: int, dim: int) -> int:
-    """A table's bytes with its optimizer's slots."""
-    return rows * dim * BYTES * (1 + SLOTS)
-
-
-def shards_for(rows: int, dim: int, replicas: int, over: int) -> int:
-    """How many blocks a table of `rows` x `dim` is split into: the replicas, when its bytes with
-    slots exceed `over` (0: always; -1: never); else 1 (mirrored on every replica)."""
-    if replicas <= 1 or over < 0:
-        return 1
-    return replicas if table_bytes(rows, dim) > over else 1
-
-
-def block_sizes(rows: int, shards: int) -> list[int]:
-    """The rows of each block: the first rows % shards blocks one more."""
-    return [rows // shards + (1 if i < rows % shards else 0) for i in range(shards)]
-
 
 class _Blocks(tf.__internal__.tracking.Trackable):
     """The blocks of a table and of its slots, saved as slices of one logical [rows, dim] tensor
@@ -70,7 +49,7 @@ class _Blocks(tf.__internal__.tracking.Trackable):
     def __init__(self, rows: int, dim: int, shards: int, devices, initial, strategy,
                  slots: bool = True):
         self.rows, self.dim, self.shards = rows, dim, shards
-        self.sizes = block_sizes(rows, shards)
+        self.sizes = table_plan.block_sizes(rows, shards)
         self.offsets = [sum(self.sizes[:i]) for i in range(shards)]
         self.table, self.m, self.v = [], [], []
         for i, (start, size) in enumerate(zip(self.offsets, self.sizes)):
@@ -99,30 +78,18 @@ class _Blocks(tf.__internal__.tracking.Trackable):
         return {name: saveables(blocks) for name, blocks in kinds.items() if blocks}
 
 
-def normal_rows(dim: int, seed: int, block: int = 4096):
-    """initial(start, count) -> rows start..start+count of a table drawn N(0, 1/dim), the same
-    rows whatever the blocks: each run of `block` rows its own stateless draw."""
-    stddev = dim ** -0.5
-
-    def initial(start: int, count: int) -> tf.Tensor:
-        if count <= 0:
-            return tf.zeros([0, dim])
-        first, last = start // block, (start + count - 1) // block
-        parts = [tf.random.stateless_normal([block, dim], seed=[seed, b], stddev=stddev)
-                 for b in range(first, last + 1)]
-        return tf.concat(parts, axis=0)[start - first * block:][:count]
-
-    return initial
-
-
 @tf.keras.utils.register_keras_serializable(package="lockstep")
 class ShardedEmbedding(tf.keras.layers.Layer):
     """ids [batch] -> rows [batch, dim] of a `rows` x `dim` table split in `shards` blocks, one
     on each of the strategy's replicas' devices (the module's docstring)."""
 
-    def __init__(self, rows: int, dim: int, shards: int, seed: int = 0, **kwargs):
+    def __init__(self, rows: int, dim: int, shards: int, embeddings_initializer="uniform",
+                 **kwargs):
         super().__init__(**kwargs)
-        self.rows, self.dim, self.shards, self.seed = rows, dim, shards, seed
+        self.rows, self.dim, self.shards = rows, dim, shards
+        # The whole table's initializer, as a Keras Embedding takes it: the table starts as the
+        # Embedding it stands for would, however many blocks it is split in.
+        self.embeddings_initializer = tf.keras.initializers.get(embeddings_initializer)
 
     def build(self, input_shape):
         strategy = tf.distribute.get_strategy()
@@ -131,8 +98,11 @@ class ShardedEmbedding(tf.keras.layers.Layer):
         if len(devices) < self.shards:
             raise ValueError(f"{self.name}: {self.shards} blocks, but the strategy has "
                              f"{len(devices)} devices in this process")
+        with tf.device("/cpu:0"):  # drawn whole once, as the Embedding draws it, then cut
+            whole = self.embeddings_initializer([self.rows, self.dim], tf.float32)
         self.blocks = _Blocks(self.rows, self.dim, self.shards, devices,
-                              normal_rows(self.dim, self.seed), strategy)
+                              lambda start, count: whole[start:start + count], strategy)
+        del whole
         super().build(input_shape)
 
     @plain  # traced as written: trainer_module/autograph_rules.py
@@ -172,14 +142,21 @@ class ShardedEmbedding(tf.keras.layers.Layer):
     # --- the training step's side (replica context) ---
 
     def _mine(self):
-        """(this replica's block index, its blocks): the replica's id is static under
-        MirroredStrategy and MultiWorkerMirroredStrategy."""
+        """(the replica context, this replica's index, the index of the block it owns or None:
+        a table of fewer rows than replicas has a block on the first `rows` replicas only). The
+        replica's id is static under MirroredStrategy and MultiWorkerMirroredStrategy."""
         context = tf.distribute.get_replica_context()
         index = tf.get_static_value(context.replica_id_in_sync_group)
         if index is None:
             raise NotImplementedError(f"{self.name}: a sharded table needs a static replica id "
                                       "(MirroredStrategy, MultiWorkerMirroredStrategy)")
-        return context, int(index)
+        index = int(index)
+        return context, index, (index if index < self.shards else None)
+
+    def _owned(self, every, block):
+        """(each gathered id's row in `block`, whether the block holds it)."""
+        local = every - self.blocks.offsets[block]
+        return local, (local >= 0) & (local < self.blocks.sizes[block])
 
     @plain
     def exchange(self, ids) -> tf.Tensor:
@@ -187,50 +164,56 @@ class ShardedEmbedding(tf.keras.layers.Layer):
         ids = tf.cast(ids, tf.int64)
         if self.shards == 1:
             return tf.gather(self.blocks.table[0], ids)
-        context, index = self._mine()
+        context, index, block = self._mine()
         every = context.all_gather(ids, axis=0)  # [replicas x batch], in replica order
-        local = every - self.blocks.offsets[index]
-        owned = (local >= 0) & (local < self.blocks.sizes[index])
-        rows = tf.gather(self.blocks.table[index], tf.where(owned, local, 0))
-        rows = tf.where(owned[:, None], rows, tf.zeros_like(rows))
+        if block is None:
+            rows = tf.zeros([tf.shape(every)[0], self.dim])
+        else:
+            local, owned = self._owned(every, block)
+            rows = tf.gather(self.blocks.table[block], tf.where(owned, local, 0))
+            rows = tf.where(owned[:, None], rows, tf.zeros_like(rows))
         summed = context.all_reduce(tf.distribute.ReduceOp.SUM, rows)
         batch = tf.shape(ids)[0]
         return summed[index * batch:(index + 1) * batch]
 
     @plain
-    def row_gradients(self, ids, grads) -> tf.IndexedSlices:
-        """The gradient of this replica's block: every replica's examples' gradients gathered,
-        those of the rows it owns added up per row in float64."""
+    def row_gradients(self, ids, grads) -> tf.IndexedSlices | None:
+        """The gradient of this replica's block (None: it holds none): every replica's examples'
+        gradients gathered, those of the rows it owns added up per row in float64."""
         ids = tf.cast(ids, tf.int64)
         grads = tf.cast(grads, tf.float32)
         if self.shards == 1:
-            index, every, every_grad = 0, ids, grads
+            block, every, every_grad = 0, ids, grads
         else:
-            context, index = self._mine()
+            context, _, block = self._mine()
             every = context.all_gather(ids, axis=0)
             every_grad = context.all_gather(grads, axis=0)
-        local = every - self.blocks.offsets[index]
-        owned = (local >= 0) & (local < self.blocks.sizes[index])
+            if block is None:
+                return None
+        local, owned = self._owned(every, block)
         local = tf.boolean_mask(local, owned)
         values = tf.boolean_mask(every_grad, owned)
         rows, where = tf.unique(local)
         summed = tf.math.unsorted_segment_sum(tf.cast(values, tf.float64), where,
                                               tf.shape(rows)[0])
         return tf.IndexedSlices(tf.cast(summed, tf.float32), rows,
-                                tf.constant([self.blocks.sizes[index], self.dim], tf.int64))
+                                tf.constant([self.blocks.sizes[block], self.dim], tf.int64))
 
     @plain
     def apply_gradients(self, grad: tf.IndexedSlices, optimizer) -> None:
         """Adam's (AdamW's) sparse update of this replica's block, as tf.keras makes it on one
-        device (tf_keras/src/optimizers/adam.py, adamw.py): read the step and learning rate
-        before the optimizer's own apply_gradients counts the step."""
+        device (tf_keras/src/optimizers/adam.py, adamw.py), right after the optimizer's own
+        apply_gradients: its learning rate is then this step's (a schedule's value is set as
+        the update begins), and its count of updates includes this one."""
         inner = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
-        index = 0 if self.shards == 1 else self._mine()[1]
-        table, m, v = self.blocks.table[index], self.blocks.m[index], self.blocks.v[index]
+        block = 0 if self.shards == 1 else self._mine()[2]
+        if grad is None or block is None:
+            return
+        table, m, v = self.blocks.table[block], self.blocks.m[block], self.blocks.v[block]
         lr = tf.cast(inner.learning_rate, tf.float32)
         if getattr(inner, "weight_decay", None):
             table.assign_sub(table * tf.cast(inner.weight_decay, tf.float32) * lr)
-        step = tf.cast(inner.iterations + 1, tf.float32)
+        step = tf.cast(inner.iterations, tf.float32)
         beta_1, beta_2 = tf.cast(inner.beta_1, tf.float32), tf.cast(inner.beta_2, tf.float32)
         alpha = lr * tf.sqrt(1 - tf.pow(beta_2, step)) / (1 - tf.pow(beta_1, step))
         m.assign_add(-m * (1 - inner.beta_1))
@@ -241,4 +224,5 @@ class ShardedEmbedding(tf.keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "rows": self.rows, "dim": self.dim,
-                "shards": self.shards, "seed": self.seed}
+                "shards": self.shards, "embeddings_initializer":
+                    tf.keras.initializers.serialize(self.embeddings_initializer)}

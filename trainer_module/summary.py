@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from trainer_module.scaling import Plan
+from trainer_module.table_plan import Table
 
 SUMMARY_FILE = "training_summary.json"
 
@@ -199,6 +200,8 @@ class TrainingSummary:
     # What the loop read (trainer_module/input_pipeline.py, fingerprint): equal fingerprints, the
     # same rows in the same order and the same validation part ("": not recorded).
     input_fingerprint: str = ""
+    # The embedding tables split by rows over the replicas (trainer_module/sharded_embedding.py).
+    sharded_tables: tuple[Table, ...] = ()
 
     def resume_words(self) -> str:
         """The elastic resume's line ('resumed at step S on M replicas (was N): accumulation K
@@ -233,4 +236,6 @@ class TrainingSummary:
                       "stopping": (Stopping(**_known(Stopping, values["stopping"]))
                                    if values.get("stopping") else None),
                       "elastic": (Elastic(**_known(Elastic, values["elastic"]))
-                                  if values.get("elastic") else None)})
+                                  if values.get("elastic") else None),
+                      "sharded_tables": tuple(Table(**_known(Table, t))
+                                              for t in values.get("sharded_tables") or ())})

@@ -24,7 +24,7 @@ from trainer_module import actions as actions_lib, build, controller as controll
 from trainer_module import early_stopping, model as model_lib
 from trainer_module import equivalence, export, input_pipeline, loop, parameter_server
 from trainer_module import precision, processes, resume, scaling, slices, strategy as strategy_lib
-from trainer_module import termination, warmup
+from trainer_module import table_plan, termination, warmup
 from trainer_module.job import TrainJob
 from trainer_module.settings import CLASSIFICATION, GLOBAL, PARAMETER_SERVER, TrainerConfig
 from trainer_module.summary import Asynchronous, Elastic, TrainingSummary
@@ -200,8 +200,15 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
             loss=cfg.loss, verify=verified,
             resumed_at=start, unreadable_checkpoints=tuple(controller.unreadable),
             stopping=stopping.summary(controller.step) if stopping else None, elastic=elastic,
-            input_fingerprint=fingerprint,
+            input_fingerprint=fingerprint, sharded_tables=_sharded_tables(model),
             asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None)
+
+
+def _sharded_tables(model: tf.keras.Model) -> tuple[table_plan.Table, ...]:
+    """The model's tables split over the replicas, as the summary says them."""
+    tables = model_lib.sharded_parts(model)[1]
+    return tuple(table_plan.Table(key, tables[key].rows, tables[key].dim, tables[key].shards)
+                 for key in sorted(tables))
 
 
 def _input_fingerprint(job: TrainJob, plan: scaling.Plan, validating: bool) -> str:

@@ -216,6 +216,9 @@ class RunReport:
                          + (f", warm-started from {t.base_model}" if t.warm_started else ""))
             if t.input_fingerprint:
                 lines.append(input_line(t))
+            if t.sharded_tables:
+                lines.append("Sharded tables: " + "; ".join(table.words()
+                                                           for table in t.sharded_tables))
             if t.stopping:
                 lines.append(f"Early stopping: {t.stopping.words(t.plan.train_steps)}")
             if t.not_warm_started:
