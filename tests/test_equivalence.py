@@ -151,3 +151,19 @@ def test_verify_checks_at_the_batch_the_plan_gives_the_runs_hardware(penguins_ru
     batches = {kind: equivalence.check(job, 2, hardware=kind) for kind in ("tpu", "gpu", "")}
     assert {k: v.per_replica_batch for k, v in batches.items()} == {"tpu": 16, "gpu": 64, "": 32}
     assert all(v.passed for v in batches.values())
+
+
+@pytest.mark.parametrize("settings", [{}, {"accumulation_steps": 2, "jit_compile": True},
+                                      {"precision": "mixed_float16"}])
+def test_verify_covers_tables_split_over_the_replicas(penguins_run, settings):
+    """trainer.shard_embeddings_over = 0: each of penguins' tables split over the 4 replicas
+    (model parallelism, trainer_module/sharded_embedding.py), counted whole against one device
+    holding each table whole; the line names them. Under mixed_float16, the rows' update is
+    loss-scaled and skipped with the optimizer's."""
+    result = _verify(penguins_run, 4, shard_embeddings_over=0, **settings)
+    assert result.passed and result.updates == 3, result.lines()
+    assert set(result.sharded_tables) >= {"island_xf", "sex_xf"}
+    assert "tables split over the replicas: " + ", ".join(result.sharded_tables) in \
+        result.lines()[0]
+    if "precision" not in settings:
+        assert result.max_difference < 1e-5

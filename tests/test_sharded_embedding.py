@@ -100,28 +100,12 @@ def _train(records, replicas, initial, steps=STEPS, accumulation=1, jit_compile=
     return model, optimizer
 
 
-def _named(model) -> list:
-    """The weights of model_lib.unsharded(model) (the whole tables), in an order that does not
-    depend on how the model was built: by name, then by place among those of one name."""
-    seen = {}
-    keyed = []
-    for w in model_lib.unsharded(model).weights:
-        seen[w.name] = seen.get(w.name, -1) + 1
-        keyed.append(((w.name, seen[w.name]), w))
-    return [w for _, w in sorted(keyed, key=lambda pair: pair[0])]
-
-
 def _set_logical(model, weights):
-    """Sets the weights `_logical` gives, the tables' rows into their blocks."""
-    for var, value in zip(_named(model), weights):
-        var.assign(value)
-    for table in model_lib.sharded_parts(model)[1].values():
-        [var] = [v for v in _named(model) if v.name == f"{table.name}/embeddings:0"]
-        table.assign_whole(var.numpy())
+    model_lib.set_logical_weights(model, weights)
 
 
 def _logical(model):
-    return [w.numpy().copy() for w in _named(model)]
+    return [w.numpy().copy() for w in model_lib.logical_weights(model)]
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +154,7 @@ def test_a_sharded_table_on_n_replicas_trains_as_the_whole_table_on_one_device(
     assert _gap(got, lockstep_one) <= 3e-6
     assert _gap(got, keras_one) <= 3e-6
     # Repeated ids: the most frequent user is in most batches, several times.
-    table = [w.name for w in _named(model)].index("embed_user_xf/embeddings:0")
+    table = [w.name for w in model_lib.logical_weights(model)].index("embed_user_xf/embeddings:0")
     assert np.abs(got[table][0] - initial[table][0]).max() > 1e-2
 
 

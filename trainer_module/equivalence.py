@@ -57,7 +57,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import build, input_pipeline, loop, precision, processes, scaling
+from trainer_module import build, input_pipeline, loop, model as model_lib, precision, processes
+from trainer_module import scaling
 from trainer_module import strategy as strategy_lib
 from trainer_module.job import TrainJob
 from trainer_module.settings import GLOBAL
@@ -134,7 +135,9 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
         model = build.model(inputs, strategy)
         optimizer = precision.wrap_optimizer(tf.keras.optimizers.SGD(plan.learning_rate),
                                              cfg.precision)
-    initial = model.get_weights()
+    # Each table split over the replicas counted whole (trainer_module/sharded_embedding.py).
+    initial = [w.numpy() for w in model_lib.logical_weights(model)]
+    sharded = tuple(sorted(model_lib.sharded_parts(model)[1]))
     # The run's own input: each process's pipeline reads its own share of the files, as each host
     # of a multi-host run does (tf.distribute hands it its input context).
     dataset = strategy.distribute_datasets_from_function(
@@ -155,8 +158,10 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
         precision.wrap_optimizer(tf.keras.optimizers.SGD(plan.learning_rate), cfg.precision),
         _global_batches(dataset_fn, workers, replicas, steps), plan.global_batch)
 
+    trained = model_lib.logical_weights(model)
     difference, variable, moved, scale = _compare(
-        [w.name for w in model.weights], initial, model.get_weights(), reference.get_weights())
+        [w.name for w in trained], initial, [w.numpy() for w in trained],
+        [w.numpy() for w in model_lib.logical_weights(reference)])
     rounding = rounding_allowance(scale, steps, moved)
     return Verification(replicas, steps, plan.per_replica_batch, plan.global_batch,
                         plan.learning_rate, difference, variable, moved, tolerance,
@@ -164,7 +169,7 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
                                 and updates == steps),
                         updates=updates, accumulation_steps=plan.accumulation_steps,
                         precision=cfg.precision, jit_compile=cfg.jit_compile, workers=workers,
-                        rounding=rounding)
+                        rounding=rounding, sharded_tables=sharded)
 
 
 def within_tolerance(difference: float, moved: float, tolerance: float, rounding: float) -> bool:
@@ -189,7 +194,7 @@ def _keras_on_one_device(inputs, per_example_loss, seed: int, initial: list, opt
     order, _global_batches)."""
     tf.keras.utils.set_random_seed(seed)
     reference = build.model(inputs, tf.distribute.get_strategy())
-    reference.set_weights(initial)
+    model_lib.set_logical_weights(reference, initial)
     reference.compile(optimizer=optimizer, loss=_MeanOverBatch(per_example_loss),
                       jit_compile=False)
     x, y = _concatenate(batches)
@@ -216,7 +221,8 @@ def one_device(job: TrainJob, replicas: int, make_optimizer, pipelines: int = 1,
         transform=tf_transform_output.transform_features_layer(), part=input_pipeline.FIT,
         validation_share=cfg.validation_share, global_order=cfg.input_order == GLOBAL)
     tf.keras.utils.set_random_seed(cfg.seed)
-    initial = build.model(inputs, tf.distribute.get_strategy()).get_weights()
+    initial = [w.numpy() for w in model_lib.logical_weights(
+        build.model(inputs, tf.distribute.get_strategy()))]
     return _keras_on_one_device(
         inputs, build.loss(cfg, job.task, inputs.outputs), cfg.seed, initial,
         make_optimizer(plan), _global_batches(dataset_fn, pipelines, replicas, plan.train_steps),

@@ -73,6 +73,8 @@ class SynchronousLoop:
         # them itself (trainer_module/sharded_embedding.py), and differentiates the rest.
         self._differentiated, self.tables = model_lib.sharded_parts(model)
         self._table_keys = sorted(self.tables)
+        for table in self.tables.values():
+            table.check_optimizer(optimizer)
         with strategy.scope():
             # The slots now, not in the step's first trace: a tf.function that creates variables
             # is traced twice.

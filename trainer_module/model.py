@@ -212,6 +212,31 @@ def unsharded(model: tf.keras.Model) -> tf.keras.Model:
     return tf.keras.Model(inputs, core(x))
 
 
+def logical_weights(model: tf.keras.Model) -> list:
+    """The variables of `unsharded(model)` (each split table whole), by name and, among those of
+    one name, by place: the same list for the same model however its tables are split, and
+    whatever order its layers were built in."""
+    seen: dict[str, int] = {}
+    keyed = []
+    for weight in unsharded(model).weights:
+        seen[weight.name] = seen.get(weight.name, -1) + 1
+        keyed.append(((weight.name, seen[weight.name]), weight))
+    return [weight for _, weight in sorted(keyed, key=lambda pair: pair[0])]
+
+
+def set_logical_weights(model: tf.keras.Model, values: list) -> None:
+    """Sets the model's weights from values in `logical_weights`' order, each split table's rows
+    into its blocks."""
+    variables = logical_weights(model)
+    if len(variables) != len(values):
+        raise ValueError(f"{len(values)} values for the {len(variables)} weights of {model.name}")
+    for variable, value in zip(variables, values):
+        variable.assign(value)
+    for table in sharded_parts(model)[1].values():
+        [whole] = [v for v in variables if v.name == f"{table.name}/embeddings:0"]
+        table.assign_whole(whole.numpy())
+
+
 def _tabular(numeric, categorical, outputs, task, hidden_units, embedding_dim, members,
              dropout, l2, seed, given=(), name=None) -> tf.keras.Model:
     """The built-in model; the categorical features in `given` come as their rows ([batch,

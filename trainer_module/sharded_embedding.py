@@ -91,6 +91,20 @@ class ShardedEmbedding(tf.keras.layers.Layer):
         # Embedding it stands for would, however many blocks it is split in.
         self.embeddings_initializer = tf.keras.initializers.get(embeddings_initializer)
 
+    @staticmethod
+    def check_optimizer(optimizer) -> None:
+        """Raises ValueError unless the optimizer is one whose row update `apply_gradients`
+        makes: Adam, AdamW, SGD without Nesterov (in a LossScaleOptimizer or not)."""
+        inner = getattr(optimizer, "inner_optimizer", optimizer)
+        if isinstance(inner, tf.keras.optimizers.SGD) and not inner.nesterov:
+            return
+        if isinstance(inner, (tf.keras.optimizers.Adam, tf.keras.optimizers.AdamW)) and not (
+                inner.amsgrad):
+            return
+        raise ValueError(f"a table split over the replicas trains with Adam, AdamW or SGD; the "
+                         f"optimizer is {type(inner).__name__} (trainer.shard_embeddings_over = "
+                         "-1 keeps every table whole)")
+
     def build(self, input_shape):
         strategy = tf.distribute.get_strategy()
         devices = (list(strategy.extended.worker_devices) if tf.distribute.has_strategy()
@@ -201,10 +215,11 @@ class ShardedEmbedding(tf.keras.layers.Layer):
 
     @plain
     def apply_gradients(self, grad: tf.IndexedSlices, optimizer) -> None:
-        """Adam's (AdamW's) sparse update of this replica's block, as tf.keras makes it on one
-        device (tf_keras/src/optimizers/adam.py, adamw.py), right after the optimizer's own
-        apply_gradients: its learning rate is then this step's (a schedule's value is set as
-        the update begins), and its count of updates includes this one."""
+        """The optimizer's sparse update of this replica's block, as tf.keras makes it on one
+        device (tf_keras/src/optimizers/adam.py, adamw.py, sgd.py), right after the optimizer's
+        own apply_gradients: its learning rate is then this step's (a schedule's value is set as
+        the update begins), and its count of updates includes this one. Adam, AdamW (the run's)
+        and SGD (`lockstep verify`'s)."""
         inner = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
         block = 0 if self.shards == 1 else self._mine()[2]
         if grad is None or block is None:
@@ -213,6 +228,11 @@ class ShardedEmbedding(tf.keras.layers.Layer):
         lr = tf.cast(inner.learning_rate, tf.float32)
         if getattr(inner, "weight_decay", None):
             table.assign_sub(table * tf.cast(inner.weight_decay, tf.float32) * lr)
+        if isinstance(inner, tf.keras.optimizers.SGD):
+            m.assign(m * tf.cast(inner.momentum, tf.float32))
+            m.scatter_add(tf.IndexedSlices(-grad.values * lr, grad.indices))
+            table.assign_add(m)
+            return
         step = tf.cast(inner.iterations, tf.float32)
         beta_1, beta_2 = tf.cast(inner.beta_1, tf.float32), tf.cast(inner.beta_2, tf.float32)
         alpha = lr * tf.sqrt(1 - tf.pow(beta_2, step)) / (1 - tf.pow(beta_1, step))

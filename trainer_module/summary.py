@@ -51,6 +51,8 @@ class Verification:
     # float32 rounding allowed beside tolerance x moved (trainer_module/equivalence.py): a few
     # float32 steps of the differing weights; 0 where the weights moved too little for it
     rounding: float = 0.0
+    # The features whose tables were split over the replicas (trainer_module/sharded_embedding.py)
+    sharded_tables: tuple[str, ...] = ()
 
     @property
     def relative(self) -> float:
@@ -65,7 +67,9 @@ class Verification:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Verification":
-        return cls(**_known(cls, d))  # `relative` is derived
+        values = _known(cls, d)  # `relative` is derived
+        values["sharded_tables"] = tuple(values.get("sharded_tables") or ())
+        return cls(**values)
 
     def lines(self) -> list[str]:
         """What to print: the setting, then the verdict."""
@@ -73,7 +77,9 @@ class Verification:
         accumulated = (f" x {self.accumulation_steps} accumulated"
                        if self.accumulation_steps > 1 else "")
         extras = "".join([f", {self.precision}" if self.precision != "float32" else "",
-                          ", XLA" if self.jit_compile else ""])
+                          ", XLA" if self.jit_compile else "",
+                          f", tables split over the replicas: {', '.join(self.sharded_tables)}"
+                          if self.sharded_tables else ""])
         setting = (f"verify: {self.replicas} replicas{where} x batch {self.per_replica_batch}"
                    f"{accumulated} = global batch {self.global_batch}, {self.steps} SGD steps at "
                    f"learning rate {self.learning_rate:g}{extras}")
