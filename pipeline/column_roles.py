@@ -15,9 +15,15 @@ into parts (trainer_module/preprocessing.py), and `data.columns` overrides any o
   says so. `data.columns = {col = "timestamp:dmy"}` names the order (ymd, mdy, dmy), and
   "timestamp:epoch" reads a numeric column as seconds since 1970.
 
-The profile reads the same cleaned Arrow batches as the data check (no Python per row); to
-count distinct values it keeps each batch's distinct values only for columns that can still be
-ids, so memory stays bounded by those columns.
+- **large categorical** (a feature): a text or integer column with more than
+  features.VOCABULARY_TOP_K distinct values that repeat (user or item ids): it keeps every value
+  seen at least data.min_count times, up to data.max_vocabulary, its rare values in hash buckets
+  (trainer_module/preprocessing.py); the run says how many of each.
+
+The profile reads the same cleaned Arrow batches as the data check (no Python per row). It
+counts each value of the text and integer columns exactly, over all batches (`_Counts`: each
+batch's value counts, merged into the column's whenever they outgrow them), so a distinct count
+is never a sum over batches; a column stops being counted at its first decimal number.
 """
 
 from __future__ import annotations
@@ -29,13 +35,15 @@ import pyarrow.compute as pc
 
 from components.csv_format import FLOAT, INT, STRING
 from trainer_module.features import (DATE_FORMS, DMY, EPOCH, HASH_BUCKETS, HASHED_TOP_K, MDY,
-                                     ORDERS, TIMESTAMP_PATTERN, YMD)
+                                     MAX_VOCABULARY, MIN_COUNT, ORDERS, TIMESTAMP_PATTERN,
+                                     VOCABULARY_TOP_K, YMD)
 
 ID_DISTINCT_SHARE = 0.99  # distinct / present values at or above this: every row its own value
 ID_RANGE_SLACK = 1.5  # an integer id spans at most this times its distinct count (a sequence)
 ID_MIN_VALUES = 20  # fewer present values say nothing about uniqueness
 # A text column with at least this many distinct values, at least this share of its rows
-# distinct (below an id's), is near-unique text (UNIQUE_TEXT): left out, since a model learns
+# distinct (below an id's), most of them (this share) seen once, is near-unique text
+# (UNIQUE_TEXT): left out, since a model learns
 # its values by heart (each seen in a row or two) and gains nothing on new rows; data.columns
 # may name it "hashed" to keep it (its most frequent values, the rest in hash buckets).
 HASHED_MIN_DISTINCT = 5000
@@ -59,6 +67,48 @@ class Role:
     role: str
     why: str
     order: str = ""  # a timestamp's: features.ORDERS
+    # A large categorical column's: the values it keeps (seen at least data.min_count times,
+    # up to data.max_vocabulary), and its rarer ones, which share the hash buckets.
+    kept: int = 0
+    rare: int = 0
+
+
+# Value counts pending in a column's list are merged into its counts once they hold this many
+# entries, or as many as the counts do (so each entry is merged a few times at most).
+MERGE_AT = 1 << 16
+
+
+class _Counts:
+    """Each value's count in one column over every batch, exact."""
+
+    def __init__(self):
+        self.merged: pa.Table | None = None
+        self.pending: list[pa.Table] = []
+        self.pending_entries = 0
+
+    def add(self, present: pa.Array) -> None:
+        counts = pc.value_counts(present)
+        self.pending.append(pa.table({"values": counts.field("values"),
+                                      "counts": counts.field("counts")}))
+        self.pending_entries += len(counts)
+        if self.pending_entries >= max(MERGE_AT, self.merged.num_rows if self.merged else 0):
+            self._merge()
+
+    def _merge(self) -> None:
+        parts = ([self.merged] if self.merged is not None else []) + self.pending
+        if len(parts) > 1:
+            summed = pa.concat_tables(parts).group_by("values").aggregate([("counts", "sum")])
+            self.merged = pa.table({"values": summed["values"], "counts": summed["counts_sum"]})
+        elif parts:
+            self.merged = parts[0]
+        self.pending, self.pending_entries = [], 0
+
+    def counts(self) -> pa.Array:
+        """Each distinct value's count."""
+        self._merge()
+        if self.merged is None:
+            return pa.array([], pa.int64())
+        return self.merged["counts"].combine_chunks()
 
 
 def parse_override(name: str, value: str) -> tuple[str, str]:
@@ -82,16 +132,21 @@ class _Column:
         self.fields = [0, 0]  # the largest first and second fields of a numeric date
         self.id_candidate = True
         self.within_batch_distinct = 0
-        self.batch_distinct = 0  # each batch's distinct values, summed (a near-unique column's)
         self.distinct: list[pa.Array] = []  # each batch's distinct values, while a candidate
+        self.values: _Counts | None = _Counts()  # each value's count; None once a float is seen
 
-    def add(self, values: pa.Array) -> None:
+    def add(self, values: pa.Array, floats: bool = False) -> None:
+        """floats: the column has held a decimal number so far (it is then no categorical
+        column, and its values are no longer counted)."""
         present = values.drop_null() if values.null_count else values
         if not len(present):
             return
         self.present += len(present)
         unique = pc.unique(present)
-        self.batch_distinct += len(unique)
+        if floats:
+            self.values = None
+        elif self.values is not None:
+            self.values.add(present)
         if self.constant:
             if len(unique) > 1 or (self.first is not None and unique[0].as_py() != self.first):
                 self.constant = False
@@ -114,7 +169,8 @@ class _Column:
             else:
                 self.distinct.append(unique)
 
-    def role(self, kind: str) -> Role:
+    def role(self, kind: str, min_count: int = MIN_COUNT,
+             max_vocabulary: int = MAX_VOCABULARY) -> Role:
         if not self.present:
             return Role(CONSTANT, "no values, only missing cells")
         if self.constant:
@@ -126,34 +182,58 @@ class _Column:
             written = self._written_date()
             if written:
                 return written
+        feature = (lambda: self._hashed(kind)  # noqa: E731
+                   or self._large(kind, min_count, max_vocabulary) or Role(FEATURE, ""))
         if kind == FLOAT or not self.id_candidate or self.present < ID_MIN_VALUES:
-            return self._hashed(kind) or Role(FEATURE, "")
+            return feature()
         values = pa.chunked_array(self.distinct, pa.string())
         distinct = pc.count_distinct(values).as_py()
         share = distinct / self.present
         if share < ID_DISTINCT_SHARE:
-            return self._hashed(kind) or Role(FEATURE, "")
+            return feature()
         if kind == INT:
             low, high = (v.as_py() for v in pc.min_max(pc.cast(values, pa.int64())).values())
             if high - low + 1 > ID_RANGE_SLACK * distinct:
-                return Role(FEATURE, "")  # unique, but not a sequence: a measurement
+                return feature()  # unique, but not a sequence: a measurement
             return Role(ID, f"{distinct} distinct integers over {self.present} rows, "
                             f"a sequence from {low} to {high}")
         return Role(ID, f"{distinct} distinct values over {self.present} rows")
 
 
     def _hashed(self, kind: str) -> Role | None:
-        """A text column of at least HASHED_MIN_DISTINCT values, most of them in one row each
-        (within a batch of rows): too many for a vocabulary, too few repeats to learn each, so
-        left out (UNIQUE_TEXT)."""
-        if kind != STRING or self.batch_distinct < max(HASHED_MIN_DISTINCT,
-                                                        HASHED_DISTINCT_SHARE * self.present):
+        """A text column of at least HASHED_MIN_DISTINCT values, at least HASHED_DISTINCT_SHARE
+        of its rows distinct and that share of its values seen once (counted exactly): too many
+        for a vocabulary, too few repeats to learn each, so left out (UNIQUE_TEXT)."""
+        if kind != STRING or self.values is None:
             return None
-        return Role(UNIQUE_TEXT, f"about {self.batch_distinct} distinct values over "
-                                 f"{self.present} rows: a model would learn them by heart; "
-                                 "data.columns = {column = \"hashed\"} keeps it, its "
-                                 f"{HASHED_TOP_K} most frequent values and the rest hashed into "
-                                 f"{HASH_BUCKETS} buckets")
+        counts = self.values.counts()
+        distinct = len(counts)
+        if distinct < max(HASHED_MIN_DISTINCT, HASHED_DISTINCT_SHARE * self.present):
+            return None
+        once = pc.sum(pc.equal(counts, 1)).as_py() or 0
+        if once < HASHED_DISTINCT_SHARE * distinct:
+            return None  # its values repeat: a model can learn them
+        return Role(UNIQUE_TEXT, f"{distinct:,} distinct values over {self.present:,} rows, "
+                                 f"{once / distinct:.0%} of them in one row: a model would learn "
+                                 "them by heart; data.columns = {column = \"hashed\"} keeps it, "
+                                 f"its {HASHED_TOP_K} most frequent values and the rest hashed "
+                                 f"into {HASH_BUCKETS} buckets")
+
+    def _large(self, kind: str, min_count: int, max_vocabulary: int) -> Role | None:
+        """A text or integer column of more than VOCABULARY_TOP_K distinct values whose values
+        repeat: every value seen min_count times kept, up to max_vocabulary, the rarer ones in
+        HASH_BUCKETS hash buckets."""
+        if kind not in (STRING, INT) or self.values is None:
+            return None
+        counts = self.values.counts()
+        if len(counts) <= VOCABULARY_TOP_K:
+            return None
+        kept = min(pc.sum(pc.greater_equal(counts, min_count)).as_py() or 0, max_vocabulary)
+        rare = len(counts) - kept
+        times = {1: "once", 2: "twice"}.get(min_count, f"{min_count} times")
+        capped = f", the {max_vocabulary:,} most frequent" if kept == max_vocabulary else ""
+        return Role(FEATURE, f"{kept:,} values kept (seen at least {times}{capped}), {rare:,} "
+                             f"rare ones in {HASH_BUCKETS:,} hash buckets", kept=kept, rare=rare)
 
     def _written_date(self) -> Role | None:
         parts = "parsed into year, month, day, day of week, hour"
@@ -183,12 +263,15 @@ class Profile:
         self.header = header
         self.columns = [_Column() for _ in header]
 
-    def add(self, cleaned: pa.RecordBatch) -> None:
-        for column, values in zip(self.columns, cleaned.columns):
-            column.add(values)
+    def add(self, cleaned: pa.RecordBatch, floats: list[bool] | None = None) -> None:
+        """floats: per column, whether it has held a decimal number so far (the check's
+        csv_format profiles): such a column's values are not counted."""
+        for i, (column, values) in enumerate(zip(self.columns, cleaned.columns)):
+            column.add(values, bool(floats and floats[i]))
 
     def roles(self, types: dict[str, str], label: str, overrides: dict[str, str],
-              where: str) -> dict[str, Role]:
+              where: str, min_count: int = MIN_COUNT,
+              max_vocabulary: int = MAX_VOCABULARY) -> dict[str, Role]:
         """{column: Role} for every column but the label; `overrides` ({column: role}, from
         data.columns) win. Raises ValueError naming a column that is not there or a role that is
         not one, and a timestamp override on a column that is not text."""
@@ -216,12 +299,17 @@ class Profile:
         for name, column in zip(self.header, self.columns):
             if name == label:
                 continue
-            roles[name] = chosen.get(name) or column.role(types[name])
+            roles[name] = chosen.get(name) or column.role(types[name], min_count, max_vocabulary)
         return roles
 
 
 def excluded(roles: dict[str, Role]) -> list[str]:
     return sorted(name for name, r in roles.items() if r.role in (ID, CONSTANT, UNIQUE_TEXT))
+
+
+def large(roles: dict[str, Role]) -> list[str]:
+    """The large categorical columns (each value seen often enough kept, the rest hashed)."""
+    return sorted(name for name, r in roles.items() if r.role == FEATURE and r.kept)
 
 
 def timestamps(roles: dict[str, Role]) -> list[str]:

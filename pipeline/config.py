@@ -17,6 +17,7 @@ from components import row_split
 from components.csv_format import DEFAULT_MISSING_VALUES
 from components.fs import is_uri
 from trainer_module import exit_status, hook_paths, hooks
+from trainer_module.features import MAX_VOCABULARY, MIN_COUNT
 from trainer_module.settings import TASKS, TrainerConfig, TrainerConfigError, coerce
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -75,6 +76,12 @@ class DataConfig:
     # value shares); a feature past its bound stops the run before anything runs. 0: no check.
     max_drift: float = 0.25
     feature_drift: dict[str, float] = dataclasses.field(default_factory=dict)  # {col = bound}
+    # A large categorical column (more than 200,000 distinct values that repeat: user or item
+    # ids) keeps every value seen at least min_count times, up to max_vocabulary values (the
+    # most frequent); its rarer values share 1,000 hash buckets (pipeline/column_roles.py). Every
+    # other column keeps at most max_vocabulary values too.
+    min_count: int = MIN_COUNT
+    max_vocabulary: int = MAX_VOCABULARY
 
 
 @dataclasses.dataclass(frozen=True)
@@ -334,6 +341,9 @@ def validate(config: Config) -> None:
         row_split.check_keys(config.data.split_by, config.data.label)
     except row_split.SplitKeyError as err:
         raise ConfigError(str(err)) from None
+    if config.data.min_count < 1 or config.data.max_vocabulary < 1:
+        raise ConfigError("data.min_count and data.max_vocabulary must be at least 1, got "
+                          f"{config.data.min_count} and {config.data.max_vocabulary}")
     if config.data.max_skew < 0:
         raise ConfigError("data.max_skew must be 0 (no check) or more")
     if ".." in config.data.span_pattern.split("/") or config.data.span_pattern.startswith("/"):

@@ -162,7 +162,7 @@ def check(config: DataConfig) -> DataInfo:
                     tally.add(cleaned, file, read.start, first_row)
                 profiles = csv_format.merge_profiles(
                     p for p in (profiles, csv_format.profile_batch(cleaned)) if p)
-                profile.add(cleaned)
+                profile.add(cleaned, [p.floats > 0 for p in profiles])
                 values = cleaned.column(header.index(label))
                 moments.add(values)
                 if len(labels) < LABEL_VALUES_COUNTED:
@@ -185,7 +185,8 @@ def check(config: DataConfig) -> DataInfo:
                                   "needs numbers (use --task classification)")
     std = moments.std() if types[label] != csv_format.STRING else None
     try:
-        roles = profile.roles(types, label, config.columns, where)
+        roles = profile.roles(types, label, config.columns, where, config.min_count,
+                              config.max_vocabulary)
     except ValueError as err:
         raise csv_format.CsvError(str(err)) from None
     if not any(r.role in (column_roles.FEATURE, column_roles.TIMESTAMP) for r in roles.values()):

@@ -12,7 +12,7 @@ from pipeline import column_roles, evaluation
 from pipeline.config import Config, ConfigError
 from pipeline.column_roles import CONSTANT, FEATURE, HASHED, ID, TIMESTAMP, UNIQUE_TEXT
 from trainer_module.settings import REGRESSION, TransformSpec
-from trainer_module.features import YMD, hashed_vocab_name, vocab_name
+from trainer_module.features import MAX_VOCABULARY, MIN_COUNT, YMD, hashed_vocab_name, vocab_name
 from trainer_module import exit_status
 from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY, PREPROCESSING_KEY, HookError
 
@@ -23,12 +23,16 @@ class Decisions:
     task_reason: str
     gate: evaluation.Gate
     roles: dict[str, column_roles.Role] = dataclasses.field(default_factory=dict)
+    min_count: int = MIN_COUNT  # data.min_count and data.max_vocabulary (pipeline/config.py)
+    max_vocabulary: int = MAX_VOCABULARY
 
     def transform_spec(self, label: str) -> TransformSpec:
         return TransformSpec(label, self.task, tuple(column_roles.excluded(self.roles)),
                              tuple(column_roles.timestamps(self.roles)),
                              timestamp_orders=column_roles.timestamp_orders(self.roles),
-                             hashed=tuple(column_roles.hashed(self.roles)))
+                             hashed=tuple(column_roles.hashed(self.roles)),
+                             large=tuple(column_roles.large(self.roles)),
+                             min_count=self.min_count, max_vocabulary=self.max_vocabulary)
 
     def column_lines(self) -> list[str]:
         """What the run says first about the columns: those that are not plain features."""
@@ -39,6 +43,9 @@ class Decisions:
             named = [f"'{name}' ({r.why})" for name, r in self.roles.items() if r.role == role]
             if named:
                 lines.append(f"lockstep: columns {verb}: {'; '.join(named)}")
+        large = [f"'{name}': {self.roles[name].why}" for name in column_roles.large(self.roles)]
+        if large:
+            lines.append(f"lockstep: large categorical columns: {'; '.join(large)}")
         features = sum(r.role in (FEATURE, HASHED, TIMESTAMP) for r in self.roles.values())
         if lines:
             lines.append(f"lockstep: {features} of {len(self.roles)} columns are features "
@@ -79,7 +86,7 @@ def decide(config: Config, data=None) -> Decisions:
         if data is not None and column not in data.columns:
             raise ConfigError(f"eval.slices: '{column}' is not a column of {config.data.path} "
                               f"(columns: {', '.join(data.columns)})")
-    return Decisions(task, reason, gate, roles)
+    return Decisions(task, reason, gate, roles, config.data.min_count, config.data.max_vocabulary)
 
 
 def check_hooks(config: Config, decisions: Decisions, data=None) -> list[str]:
@@ -148,7 +155,7 @@ def _builtin_inputs(config: Config, decisions: Decisions, data, outputs: int):
     features = {name: kind for name, kind in data.columns.items()
                 if name != config.data.label and name not in column_roles.excluded(decisions.roles)}
     spec = preprocessing.builtin_feature_spec(features, column_roles.timestamps(decisions.roles))
-    hashed = column_roles.hashed(decisions.roles)
+    hashed = column_roles.hashed(decisions.roles) + column_roles.large(decisions.roles)
     vocabularies = {(hashed_vocab_name(name) if name in hashed else vocab_name(name)): 1
                     for name, kind in features.items() if kind == "string"}
     return hooks.ModelInputs(spec, vocabularies, decisions.task, outputs, config.trainer)

@@ -126,3 +126,37 @@ def test_string_vocabularies_are_the_files_tft_vocabulary_writes(tmp_path, monke
                           tmp_path / "c")
     assert len(capped["s"]) == 50 and capped["s"][:10] == reference["s"][:10]
     assert set(capped["s"]) < set(reference["s"])
+
+
+def test_a_large_categorical_column_keeps_each_value_seen_often_enough(tmp_path):
+    """A large column (TransformSpec.large, text or integer): each value seen at least min_count
+    times gets its own index, the vocabulary the hashed prefix (its size + the hash buckets tells
+    the model its table); a value seen less often, or never, one of features.HASH_BUCKETS buckets
+    past them, by a hash of its text (a server hashes as training did). max_vocabulary caps every
+    column."""
+    import tensorflow_transform as tft
+
+    users = ["u1"] * 3 + ["u2"] * 2 + ["u3", "u4", "u5"]
+    rows = [{"user": [u.encode()], "n": [int(u[1:]) * 1000], "y": [i % 2]}
+            for i, u in enumerate(users)]
+    spec = {"user": tf.io.VarLenFeature(tf.string), "n": tf.io.VarLenFeature(tf.int64),
+            "y": tf.io.VarLenFeature(tf.int64)}
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(spec))
+    config = TransformSpec("y", CLASSIFICATION, large=("user", "n"), min_count=2).to_custom_config()
+    with tft_beam.Context(temp_dir=str(tmp_path / "tmp")):
+        (out, _), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
+            lambda inputs: preprocessing.preprocessing_fn(inputs, config))
+        _ = transform_fn | tft_beam.WriteTransformFn(str(tmp_path / "fn"))
+    output = tft.TFTransformOutput(str(tmp_path / "fn"))
+    assert output.vocabulary_by_name(features.hashed_vocab_name("user")) == [b"u1", b"u2"]
+    assert output.vocabulary_by_name(features.kept_codes_name("n")) == [b"1000", b"2000"]
+    for feature in (features.transformed_name("user"), features.code_name("n")):
+        index = [r[feature] for r in out]
+        assert index[:5] == [0, 0, 0, 1, 1]  # kept: their own rows
+        assert all(2 <= i < 2 + features.HASH_BUCKETS for i in index[5:])  # rare: a bucket each
+        assert len(set(index[5:])) > 1  # hashed apart (3 values, 1,000 buckets)
+    capped = TransformSpec("y", CLASSIFICATION, max_vocabulary=1).to_custom_config()
+    with tft_beam.Context(temp_dir=str(tmp_path / "tmp2")):
+        (out, _), _ = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
+            lambda inputs: preprocessing.preprocessing_fn(inputs, capped))
+    assert {r[features.transformed_name("user")] for r in out} == {0, 1}  # u1, or the OOV bucket

@@ -71,9 +71,10 @@ def test_a_run_parameter_of_the_wrong_type_fails_and_a_setting_that_is_none_is_n
 def test_transform_spec_is_strict_too():
     written = {"label": "y", "task": REGRESSION, "excluded": ["id"], "timestamps": ["t"],
                "preprocessing_fn": "mine.prep:fn", "code_fingerprint": "abc",
-               "timestamp_orders": {"t": "dmy"}, "hashed": ["note"]}
+               "timestamp_orders": {"t": "dmy"}, "hashed": ["note"], "large": ["user"],
+               "min_count": 3, "max_vocabulary": 1000}
     spec = TransformSpec("y", REGRESSION, ("id",), ("t",), "mine.prep:fn", "abc", {"t": "dmy"},
-                         ("note",))
+                         ("note",), ("user",), 3, 1000)
     assert TransformSpec.from_custom_config(written) == spec
     assert spec.to_custom_config() == written
     with pytest.raises(TrainerConfigError, match="missing key"):
@@ -81,6 +82,8 @@ def test_transform_spec_is_strict_too():
     with pytest.raises(TrainerConfigError, match="timestamp_orders must map columns to one of "
                                                  "ymd, mdy, dmy, epoch, got {'t': 'ydm'}"):
         TransformSpec.from_custom_config({**written, "timestamp_orders": {"t": "ydm"}})
+    with pytest.raises(TrainerConfigError, match="min_count must be a whole number of at least 1"):
+        TransformSpec.from_custom_config({**written, "min_count": 0})
 
 
 def test_the_task_rule_for_a_label_column():

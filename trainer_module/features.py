@@ -69,6 +69,22 @@ def code_vocab_name(key: str) -> str:
 
 CODE_TOP_K = 1024
 
+# A text column keeps at most its 200,000 most frequent values, an integer column's code its
+# CODE_TOP_K (tf.Transform's approximate vocabulary, exact below this many distinct values).
+VOCABULARY_TOP_K = 200_000
+# A large categorical column (pipeline/column_roles.py): a text or integer column with more
+# distinct values than VOCABULARY_TOP_K that repeat (user or item ids). It keeps every value seen
+# at least data.min_count times, up to data.max_vocabulary (exact: tft.vocabulary's frequency
+# threshold), and its rare ones fall into HASH_BUCKETS buckets by a hash of their text; its
+# vocabulary goes by the hashed prefix (a text column's) or this one (an integer's code), which
+# tells the model its size: the kept values plus HASH_BUCKETS.
+MIN_COUNT = 2
+MAX_VOCABULARY = 50_000_000
+
+
+def kept_codes_name(key: str) -> str:
+    return f"kept_codes_{safe_name(key)}"
+
 
 def vocab_name(key: str) -> str:
     return f"vocab_{safe_name(key)}"

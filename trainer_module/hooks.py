@@ -71,8 +71,11 @@ class ModelInputs:
         for key, spec in sorted(self.feature_spec.items()):
             if key.endswith("_code") and spec.dtype.is_integer:
                 codes = features.code_vocab_name(key[: -len("_code")])
+                kept = features.kept_codes_name(key[: -len("_code")])
                 if codes in self.vocabulary_sizes:
                     found[key] = self.vocabulary_sizes[codes] + features.OOV_BUCKETS
+                elif kept in self.vocabulary_sizes:  # a large integer column's
+                    found[key] = self.vocabulary_sizes[kept] + features.HASH_BUCKETS
                 continue
             column = key[: -len("_xf")] if key.endswith("_xf") else None
             vocab = features.vocab_name(column) if column else None

@@ -142,10 +142,12 @@ class SynchronousLoop:
 
     def _replica_step(self, inputs):
         x, y = inputs
-        ids = {key: x[key] for key in self._table_keys}
-        # Each sharded table's rows for this replica's examples, from the replicas that own them:
-        # once a global step, outside the tape, the micro-batches' loop and XLA.
-        x = {**x, **{key: self.tables[key].exchange(ids[key]) for key in self._table_keys}}
+        ids = {}
+        if self._table_keys:
+            # Each sharded table's rows for this replica's examples, from the replicas that own
+            # them: once a global step, outside the tape, the micro-batches' loop and XLA.
+            ids = {key: x[key] for key in self._table_keys}
+            x = {**x, **{key: self.tables[key].exchange(ids[key]) for key in self._table_keys}}
         if self.accumulation_steps > 1:
             grads, row_grads, loss = self._accumulate(x, y)
         else:

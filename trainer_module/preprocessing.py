@@ -38,8 +38,9 @@ from trainer_module.hook_paths import PREPROCESSING_KEY
 from trainer_module.settings import REGRESSION, TransformSpec
 
 # A string column keeps at most its 200,000 most frequent values (tf.Transform's limit for the
-# approximate vocabulary); past that, the rarest share the OOV bucket. Exact below it.
-VOCABULARY_TOP_K = 200_000
+# approximate vocabulary); past that, the rarest share the OOV bucket. Exact below it. A large
+# categorical column (TransformSpec.large) keeps every value seen often enough instead.
+VOCABULARY_TOP_K = features.VOCABULARY_TOP_K
 
 
 def _dense(x, default):
@@ -152,7 +153,8 @@ def preprocessing_fn(inputs, custom_config):
     if spec.preprocessing_fn:
         outputs = _user_features(spec.preprocessing_fn, columns)
     else:
-        outputs = builtin_features(columns, spec.timestamps, spec.timestamp_orders, spec.hashed)
+        outputs = builtin_features(columns, spec.timestamps, spec.timestamp_orders, spec.hashed,
+                                   Vocabularies(spec.large, spec.min_count, spec.max_vocabulary))
     label_out = features.transformed_name(label)
     if label_out in outputs:
         raise ValueError(f"{PREPROCESSING_KEY}: it returns '{label_out}', the label's "
@@ -173,12 +175,34 @@ def _user_features(path: str, columns: dict) -> dict:
     return dict(outputs)
 
 
+class Vocabularies:
+    """How many values a column keeps: at most `max_vocabulary` each; a `large` one (a large
+    categorical column, pipeline/column_roles.py) every value seen at least `min_count` times,
+    counted exactly (tft.vocabulary's frequency threshold), its rarer values hashed into
+    features.HASH_BUCKETS buckets."""
+
+    def __init__(self, large=(), min_count: int = features.MIN_COUNT,
+                 max_vocabulary: int = features.MAX_VOCABULARY):
+        self.large, self.min_count, self.max_vocabulary = set(large), min_count, max_vocabulary
+
+    def top_k(self, usual: int) -> int:
+        return min(usual, self.max_vocabulary)
+
+    def kept(self, values, vocab_filename: str):
+        """A large column's values (text) as their index among the kept values, or one of the
+        hash buckets."""
+        return tft.compute_and_apply_vocabulary(
+            values, top_k=self.max_vocabulary, frequency_threshold=self.min_count,
+            num_oov_buckets=features.HASH_BUCKETS, vocab_filename=vocab_filename)
+
+
 def builtin_features(columns: dict, timestamps=(), orders: dict | None = None,
-                     hashed=()) -> dict:
+                     hashed=(), vocabularies: Vocabularies | None = None) -> dict:
     """The built-in rules over the raw columns (the module's docstring): z-scored numerics with
     missing flags, vocabulary indices for text (`hashed` ones: the most frequent values, the rest
     in hash buckets), timestamps in parts (each read in its order, `orders` {column:
-    features.ORDERS}, ISO's by default)."""
+    features.ORDERS}, ISO's by default); `vocabularies`: how many values each column keeps."""
+    vocabularies = vocabularies or Vocabularies()
     outputs = {}
     plain = {k: x for k, x in columns.items() if k not in timestamps and x.dtype != tf.string}
     names, values, present = _numeric_matrix(plain)
@@ -195,18 +219,24 @@ def builtin_features(columns: dict, timestamps=(), orders: dict | None = None,
                     num_oov_buckets=features.HASH_BUCKETS,
                     vocab_filename=features.hashed_vocab_name(key)))
         elif x.dtype == tf.int64:  # numeric (above), and a code: a value that names a thing
-            outputs[features.code_name(key)] = (
-                tft.experimental.compute_and_apply_approximate_vocabulary(
-                    tf.strings.as_string(_dense(x, 0)) if not isinstance(x, tf.SparseTensor)
+            text = (tf.strings.as_string(_dense(x, 0)) if not isinstance(x, tf.SparseTensor)
                     else _dense(tf.SparseTensor(x.indices, tf.strings.as_string(x.values),
-                                                x.dense_shape), features.MISSING_TOKEN),
-                    top_k=features.CODE_TOP_K, num_oov_buckets=features.OOV_BUCKETS,
+                                                x.dense_shape), features.MISSING_TOKEN))
+            outputs[features.code_name(key)] = (
+                vocabularies.kept(text, features.kept_codes_name(key))
+                if key in vocabularies.large else
+                tft.experimental.compute_and_apply_approximate_vocabulary(
+                    text, top_k=vocabularies.top_k(features.CODE_TOP_K),
+                    num_oov_buckets=features.OOV_BUCKETS,
                     vocab_filename=features.code_vocab_name(key)))
         elif x.dtype == tf.string:
             value = _dense(x, features.MISSING_TOKEN)
             outputs[features.transformed_name(key)] = (
+                vocabularies.kept(value, features.hashed_vocab_name(key))
+                if key in vocabularies.large else
                 tft.experimental.compute_and_apply_approximate_vocabulary(
-                    value, top_k=VOCABULARY_TOP_K, num_oov_buckets=features.OOV_BUCKETS,
+                    value, top_k=vocabularies.top_k(VOCABULARY_TOP_K),
+                    num_oov_buckets=features.OOV_BUCKETS,
                     vocab_filename=features.vocab_name(key)))
     if names:
         # All numeric columns as one [batch, n] matrix, and every statistic they need in one

@@ -26,7 +26,7 @@ import os
 from typing import Any, Mapping
 
 from trainer_module import exit_status, hook_paths, slices
-from trainer_module.features import ORDERS
+from trainer_module.features import MAX_VOCABULARY, MIN_COUNT, ORDERS
 
 CLASSIFICATION, REGRESSION = "classification", "regression"
 TASKS = (CLASSIFICATION, REGRESSION)
@@ -49,6 +49,9 @@ FLOAT16_ON_TPU = ("trainer.precision = mixed_float16 cannot run on a TPU (TPUStr
 LABEL_KEY, TASK_KEY, TRAINER_KEY = "label", "task", "trainer"
 EXCLUDED_KEY, TIMESTAMPS_KEY, ORDERS_KEY = "excluded", "timestamps", "timestamp_orders"
 HASHED_KEY = "hashed"
+# The large categorical columns, and how many times a value is seen to keep its own row, and the
+# most values a column keeps (features.py: MIN_COUNT, MAX_VOCABULARY).
+LARGE_KEY, MIN_COUNT_KEY, MAX_VOCABULARY_KEY = "large", "min_count", "max_vocabulary"
 # The user's preprocessing_fn (a dotted path, "" for the built-in one), and a hash of the source
 # of the user's hooks (trainer_module/hooks.py, fingerprint): an edit to that code changes the
 # custom_config, so TFX's cache does not serve the output of the code before the edit.
@@ -386,8 +389,9 @@ class TransformSpec:
     """What preprocessing_fn reads from Transform's custom_config: the label, the task, the
     columns left out (ids, constants), the timestamp columns (parsed into parts) with the order
     each is read in when not ISO's (features.ORDERS: {column: "mdy"}), the near-unique text
-    columns hashed into buckets, and the user's own preprocessing_fn with its code's
-    fingerprint."""
+    columns hashed into buckets, the large categorical columns (each value seen `min_count` times
+    kept, up to `max_vocabulary`, the rest hashed; every column keeps at most max_vocabulary),
+    and the user's own preprocessing_fn with its code's fingerprint."""
 
     label: str
     task: str
@@ -397,18 +401,27 @@ class TransformSpec:
     code_fingerprint: str = ""
     timestamp_orders: dict[str, str] = dataclasses.field(default_factory=dict)
     hashed: tuple[str, ...] = ()
+    large: tuple[str, ...] = ()
+    min_count: int = MIN_COUNT
+    max_vocabulary: int = MAX_VOCABULARY
 
     def to_custom_config(self) -> dict[str, Any]:
         return {LABEL_KEY: self.label, TASK_KEY: check_task(self.task),
                 EXCLUDED_KEY: sorted(self.excluded), TIMESTAMPS_KEY: sorted(self.timestamps),
                 PREPROCESSING_FN_KEY: self.preprocessing_fn, CODE_KEY: self.code_fingerprint,
                 ORDERS_KEY: dict(sorted(self.timestamp_orders.items())),
-                HASHED_KEY: sorted(self.hashed)}
+                HASHED_KEY: sorted(self.hashed), LARGE_KEY: sorted(self.large),
+                MIN_COUNT_KEY: self.min_count, MAX_VOCABULARY_KEY: self.max_vocabulary}
 
     @classmethod
     def from_custom_config(cls, values: dict[str, Any]) -> "TransformSpec":
         _check_keys(values, (LABEL_KEY, TASK_KEY, EXCLUDED_KEY, TIMESTAMPS_KEY,
-                             PREPROCESSING_FN_KEY, CODE_KEY, ORDERS_KEY, HASHED_KEY), "Transform")
+                             PREPROCESSING_FN_KEY, CODE_KEY, ORDERS_KEY, HASHED_KEY, LARGE_KEY,
+                             MIN_COUNT_KEY, MAX_VOCABULARY_KEY), "Transform")
+        for key in (MIN_COUNT_KEY, MAX_VOCABULARY_KEY):
+            if not isinstance(values[key], int) or isinstance(values[key], bool) or values[key] < 1:
+                raise TrainerConfigError(f"Transform custom_config: {key} must be a whole "
+                                         f"number of at least 1, got {values[key]!r}")
         orders = values[ORDERS_KEY]
         if not isinstance(orders, dict) or not all(
                 isinstance(k, str) and v in ORDERS for k, v in orders.items()):
@@ -419,7 +432,8 @@ class TransformSpec:
                    _names(values[TIMESTAMPS_KEY], TIMESTAMPS_KEY),
                    _text(values[PREPROCESSING_FN_KEY], PREPROCESSING_FN_KEY),
                    _text(values[CODE_KEY], CODE_KEY), dict(orders),
-                   _names(values[HASHED_KEY], HASHED_KEY))
+                   _names(values[HASHED_KEY], HASHED_KEY), _names(values[LARGE_KEY], LARGE_KEY),
+                   values[MIN_COUNT_KEY], values[MAX_VOCABULARY_KEY])
 
 
 def _text(value: Any, what: str) -> str:

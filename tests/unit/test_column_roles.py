@@ -10,7 +10,7 @@ import pytest
 
 from pipeline import data_check
 from pipeline.config import DataConfig
-from pipeline.column_roles import CONSTANT, FEATURE, ID, TIMESTAMP
+from pipeline.column_roles import CONSTANT, FEATURE, ID, TIMESTAMP, Role
 
 
 def _write(path, rows=300, seed=0):
@@ -123,7 +123,8 @@ def test_a_near_unique_text_column_is_left_out_unless_named_hashed(tmp_path):
     decisions = preflight.decide(config, data)
     spec = decisions.transform_spec("y")
     assert spec.hashed == () and "note" in spec.excluded
-    assert any(line.startswith("lockstep: columns left out as near-unique text: 'note' (about ")
+    assert any(line.startswith("lockstep: columns left out as near-unique text: 'note' (9,000 "
+                               "distinct values over 12,000 rows, 67% of them in one row")
                and 'data.columns = {column = "hashed"} keeps it' in line
                for line in decisions.column_lines())
     kept = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""],
@@ -133,3 +134,51 @@ def test_a_near_unique_text_column_is_left_out_unless_named_hashed(tmp_path):
     assert decisions.transform_spec("y").hashed == ("note",)
     assert any(line.startswith("lockstep: columns hashed: 'note' (set by data.columns")
                for line in decisions.column_lines())
+
+
+def _repeated_ids(path, users: int, times: int, seed=0, integer=False):
+    """A CSV whose `user` column holds `users` ids, each in `times` rows spread over the file."""
+    rng = np.random.default_rng(seed)
+    ids = rng.permutation(np.repeat(np.arange(users), times))
+    x = rng.normal(0, 1, len(ids))
+    users_text = [str(10_000_000 + i) if integer else f"u{i}" for i in ids]
+    lines = ["user,x,y"] + [f"{u},{v:.3f},{'ab'[i % 2]}" for i, (u, v) in
+                            enumerate(zip(users_text, x))]
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_a_repeated_id_column_is_counted_exactly_and_kept(tmp_path, monkeypatch, integer):
+    """30,000 user ids, each in 3 of 90,000 rows spread over many of the check's batches: the
+    count is exact (a sum of each batch's distinct values said 2.9x more, and left the column out
+    as near-unique text). Past the distinct values a vocabulary keeps as usual (here 20,000), the
+    column is a large categorical one: each value seen twice or more kept, the rest hashed."""
+    from components import csv_format
+    from pipeline import column_roles
+
+    monkeypatch.setattr(csv_format, "BLOCK_BYTES", 64 << 10)  # ~5,000 rows a batch
+    monkeypatch.setattr(column_roles, "VOCABULARY_TOP_K", 20_000)
+    _repeated_ids(tmp_path / "d.csv", 30_000, 3, integer=integer)
+    data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))
+    role = data.roles["user"]
+    assert (role.role, role.kept, role.rare) == (FEATURE, 30_000, 0), role
+    assert role.why == "30,000 values kept (seen at least twice), 0 rare ones in 1,000 hash buckets"
+    assert column_roles.large(data.roles) == ["user"]
+    # min_count 4: none is seen that often; max_vocabulary caps what is kept.
+    data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""], min_count=4))
+    assert (data.roles["user"].kept, data.roles["user"].rare) == (0, 30_000)
+    data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""], max_vocabulary=1000))
+    assert (data.roles["user"].kept, data.roles["user"].rare) == (1000, 29_000)
+    assert "the 1,000 most frequent" in data.roles["user"].why
+
+
+def test_text_whose_values_repeat_is_no_near_unique_text(tmp_path, monkeypatch):
+    """6,000 values, each in 2 of 12,000 rows spread over the batches: half the rows distinct,
+    but none seen once: a feature, its values learned (near-unique text is most values seen
+    once)."""
+    from components import csv_format
+
+    monkeypatch.setattr(csv_format, "BLOCK_BYTES", 64 << 10)
+    _repeated_ids(tmp_path / "d.csv", 6_000, 2)
+    data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))
+    assert data.roles["user"] == Role(FEATURE, "")

@@ -32,6 +32,9 @@ def test_yaml(tmp_path):
     ("[trainer]\nper_replica_batch = 'x'\n", "'trainer.per_replica_batch' must be int"),
     ("[trainer]\nstrategy = 'gpu'\n", "trainer.strategy must be"),
     ("[trainer\n", "c.toml"),
+    ("[data]\nmin_count = 0\n", "data.min_count and data.max_vocabulary must be at least 1"),
+    ("[trainer]\nshard_embeddings_over = -2\n", "trainer.shard_embeddings_over is a number of "
+                                                 "bytes"),
 ])
 def test_bad_config_names_the_key(tmp_path, text, message):
     path = tmp_path / "c.toml"

@@ -26,3 +26,21 @@ def test_a_table_says_what_each_replica_holds():
     assert split.words() == ("user_xf: 1,000,000 rows x 16, 192.0 MB with Adam's slots, split "
                              "over 8 replicas: 24.0 MB each")
     assert table_plan.Table("k_xf", 6, 8).words().endswith("whole on every replica")
+
+
+def test_the_model_sizes_a_large_columns_table_with_its_hash_buckets():
+    """hooks.ModelInputs.categorical: a large text column (hashed prefix) and a large integer
+    column's code (kept_codes prefix) get their kept values plus the hash buckets; a code as
+    usual, plus the one OOV bucket."""
+    import types
+
+    from trainer_module import features, hooks
+
+    int64 = types.SimpleNamespace(dtype=types.SimpleNamespace(is_integer=True, is_floating=False))
+    spec = {"user_xf": int64, "item_code": int64, "n_code": int64}
+    sizes = {features.hashed_vocab_name("user"): 10, features.kept_codes_name("item"): 20,
+             features.code_vocab_name("n"): 5}
+    inputs = hooks.ModelInputs(spec, sizes, "classification", 2, None)
+    assert inputs.categorical == {"user_xf": 10 + features.HASH_BUCKETS,
+                                  "item_code": 20 + features.HASH_BUCKETS,
+                                  "n_code": 5 + features.OOV_BUCKETS}
