@@ -17,6 +17,10 @@ from trainer_module.settings import TrainerConfig
 
 # Vertex AI's GPU machine types that name their GPUs ("Configure compute resources for custom
 # training", GPUs): A2 and A3 by family, N GPUs in "<family>-<N>g"; G2 by its vCPUs.
+# A GPU's memory in GiB, by Vertex AI's accelerator type (0 where not listed: not checked).
+GPU_GIB = {"NVIDIA_TESLA_A100": 40, "NVIDIA_A100_80GB": 80, "NVIDIA_H100_80GB": 80,
+           "NVIDIA_H100_MEGA_80GB": 80, "NVIDIA_L4": 24, "NVIDIA_TESLA_T4": 16,
+           "NVIDIA_TESLA_V100": 16, "NVIDIA_TESLA_P100": 16, "NVIDIA_TESLA_P4": 8}
 FAMILIES = {"a2-highgpu": "NVIDIA_TESLA_A100", "a2-megagpu": "NVIDIA_TESLA_A100",
             "a2-ultragpu": "NVIDIA_A100_80GB", "a3-highgpu": "NVIDIA_H100_80GB",
             "a3-megagpu": "NVIDIA_H100_MEGA_80GB"}

@@ -34,9 +34,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from components.csv_format import FLOAT, INT, STRING
-from trainer_module.features import (DATE_FORMS, DMY, EPOCH, HASH_BUCKETS, HASHED_TOP_K, MDY,
-                                     MAX_VOCABULARY, MIN_COUNT, ORDERS, TIMESTAMP_PATTERN,
-                                     VOCABULARY_TOP_K, YMD)
+from trainer_module.features import (CODE_TOP_K, DATE_FORMS, DMY, EPOCH, HASH_BUCKETS,
+                                     HASHED_TOP_K, MAX_VOCABULARY, MDY, MIN_COUNT, OOV_BUCKETS,
+                                     ORDERS, TIMESTAMP_PATTERN, VOCABULARY_TOP_K, YMD, code_name,
+                                     transformed_name)
 
 ID_DISTINCT_SHARE = 0.99  # distinct / present values at or above this: every row its own value
 ID_RANGE_SLACK = 1.5  # an integer id spans at most this times its distinct count (a sequence)
@@ -262,10 +263,12 @@ class Profile:
     def __init__(self, header: list[str]):
         self.header = header
         self.columns = [_Column() for _ in header]
+        self.rows = 0
 
     def add(self, cleaned: pa.RecordBatch, floats: list[bool] | None = None) -> None:
         """floats: per column, whether it has held a decimal number so far (the check's
         csv_format profiles): such a column's values are not counted."""
+        self.rows += cleaned.num_rows
         for i, (column, values) in enumerate(zip(self.columns, cleaned.columns)):
             column.add(values, bool(floats and floats[i]))
 
@@ -301,6 +304,32 @@ class Profile:
                 continue
             roles[name] = chosen.get(name) or column.role(types[name], min_count, max_vocabulary)
         return roles
+
+    def table_rows(self, types: dict[str, str], roles: dict[str, Role],
+                   max_vocabulary: int = MAX_VOCABULARY) -> dict[str, int]:
+        """{feature: rows} of the built-in model's embedding tables, as the built-in
+        preprocessing will size them (trainer_module/preprocessing.py): a text column's values
+        (a missing cell one more), at most VOCABULARY_TOP_K, and its OOV bucket; an integer
+        column's code, at most CODE_TOP_K; a hashed column's HASHED_TOP_K and its hash buckets;
+        a large one's kept values and its hash buckets; every one at most max_vocabulary."""
+        rows = {}
+        for name, column in zip(self.header, self.columns):
+            role = roles.get(name)
+            kind = types.get(name)
+            if role is None or role.role not in (FEATURE, HASHED) or kind not in (STRING, INT):
+                continue
+            feature = transformed_name(name) if kind == STRING else code_name(name)
+            if role.kept or role.rare:
+                rows[feature] = role.kept + HASH_BUCKETS
+                continue
+            distinct = len(column.values.counts()) if column.values is not None else 0
+            distinct += int(column.present < self.rows)  # missing: a value of its own
+            if role.role == HASHED:
+                rows[feature] = min(distinct, HASHED_TOP_K) + HASH_BUCKETS
+            else:
+                cap = VOCABULARY_TOP_K if kind == STRING else CODE_TOP_K
+                rows[feature] = min(distinct, cap, max_vocabulary) + OOV_BUCKETS
+        return rows
 
 
 def excluded(roles: dict[str, Role]) -> list[str]:

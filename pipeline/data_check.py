@@ -60,6 +60,8 @@ class DataInfo:
     # Each split's cells as the ExampleGen will split them (pipeline/split_check.py); None when
     # data.max_skew is 0.
     split_tally: split_check.Tally | None = None
+    # {feature: rows} of the built-in model's embedding tables (column_roles.Profile.table_rows)
+    table_rows: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 class _Moments:
@@ -197,5 +199,6 @@ def check(config: DataConfig) -> DataInfo:
         raise csv_format.CsvError(f"{where}: label column '{label}' has one value "
                                   f"({next(iter(counts), '')!r}): there is nothing to classify")
     return DataInfo(input_base, pattern, tuple(files), types, rows, task, why, tuple(chosen),
-                    std, dict(sorted(counts.items(), key=lambda kv: -kv[1])), roles, tally)
+                    std, dict(sorted(counts.items(), key=lambda kv: -kv[1])), roles, tally,
+                    profile.table_rows(types, roles, config.max_vocabulary))
 

@@ -87,6 +87,17 @@ PRESETS: dict[str, TpuSlice] = {
 }
 
 
+# A replica's memory (a chip's HBM: v4 and v5p chips are one device of two cores), by the
+# accelerator label (Cloud TPU's system architecture pages).
+HBM_GIB = {"tpu-v5-lite-podslice": 16, "tpu-v6e-slice": 32, "tpu-v4-podslice": 32,
+           "tpu-v5p-slice": 95}
+
+
+def replica_bytes(tpu: TpuSlice) -> int:
+    """The memory of one replica of the slice (0: not known)."""
+    return HBM_GIB.get(tpu.accelerator, 0) << 30
+
+
 def get(name: str) -> TpuSlice:
     key = name.strip().lower().replace("v5litepod", "v5e")
     if key not in PRESETS:

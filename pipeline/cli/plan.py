@@ -38,6 +38,10 @@ def add_parser(sub) -> None:
     plan.add_argument("--rows", type=int,
                       help="the training split's rows (default: counted in data.path, times the "
                            "train split's share of the hash buckets)")
+    plan.add_argument("--tables", action="store_true",
+                      help="read the data for the built-in model's embedding tables: each "
+                           "table's rows and bytes, and a replica's share at each size (printed "
+                           "whenever the plan reads the data for its rows)")
     plan.add_argument("--json", action="store_true", help="print the plan(s) as JSON")
     plan.set_defaults(func=command)
 
@@ -59,7 +63,7 @@ def command(args) -> int:
     config = load_config(args, overrides, absolute=False)
     try:
         planned = planning.plan(config, slices=args.slice, replicas=args.replicas,
-                                like=args.like, rows=args.rows)
+                                like=args.like, rows=args.rows, tables=args.tables)
     except planning.SizeError as err:
         flag = f"--{err.which} {err.name}" if err.name else f"--{err.which}"
         raise UsageError(f"{flag}: {err}") from None
@@ -73,4 +77,6 @@ def command(args) -> int:
     headers = {**{label: "TPU slice " + slices.PRESETS[label].describe()
                   for label, _ in plans if label in slices.PRESETS}, **planned.headers}
     print(scaling.describe_plans(plans, headers))
+    if planned.table_lines:
+        print("\n" + "\n".join(planned.table_lines))
     return 0

@@ -30,6 +30,13 @@ class Size:
     hardware: str = ""
     header: str = ""
     accumulation: int = 0  # 0: the config's; a fallback's: what keeps the first size's batch
+    memory: int = 0  # a replica's bytes (a TPU chip's HBM, a GPU's); 0: not known, not checked
+
+    @property
+    def splits_tables(self) -> bool:
+        """Whether the run splits its large tables over these replicas: MirroredStrategy in one
+        process (trainer_module/build.py, table_shards)."""
+        return not self.on_tpu and self.hosts == 1 and self.replicas > 1
 
 
 class SizeError(ConfigError):
@@ -49,10 +56,16 @@ class Planned:
     plans: list[tuple[str, Plan]]
     rows_line: str = ""
     headers: dict[str, str] = dataclasses.field(default_factory=dict)  # a line above a plan
+    table_lines: list[str] = dataclasses.field(default_factory=list)  # the embedding tables
+
+
+class TablesTooLarge(ConfigError):
+    """A size's replicas cannot hold the model's embedding tables; the message names the size,
+    the table and the setting that would fit it."""
 
 
 def plan(config: Config, *, slices: list[str] | None = None, replicas: int | None = None,
-         like: str | None = None, rows: int | None = None) -> Planned:
+         like: str | None = None, rows: int | None = None, tables: bool = False) -> Planned:
     """The training plan for each size asked for.
 
     Args:
@@ -60,11 +73,14 @@ def plan(config: Config, *, slices: list[str] | None = None, replicas: int | Non
       like: a larger TPU slice each size rehearses, by accumulating the micro-batches that make
         its global batch (so learning rate and steps) that slice's.
       rows: the training split's rows (default: counted in data.path, when the plan needs them).
+      tables: read data.path for the built-in model's embedding tables (as it is read anyway
+        when the plan counts its rows): each table's rows and bytes, whole or split, per size.
     Returns:
       the Planned plans.
     Raises:
       SizeError: an unknown slice, or sizes that cannot rehearse `like`, which one named.
       ConfigError: a replica or row count below 1; CsvError: data.path, when it is read.
+      TablesTooLarge: a size's replicas cannot hold the tables.
     """
     from trainer_module import scaling, slices as slices_lib
 
@@ -76,12 +92,16 @@ def plan(config: Config, *, slices: list[str] | None = None, replicas: int | Non
         larger = sizes_for(config, [like])[0] if like else None
     except slices_lib.SliceError as err:
         raise SizeError("like", str(err)) from None
-    count, rows_line = train_rows(config, rows)
+    data = _data(config) if tables or (rows is None and scaling.needs_rows(config.trainer)) \
+        else None
+    count, rows_line = train_rows(config, rows, data)
+    table_lines = table_plan_lines(config, data.table_rows, sizes + ([larger] if larger else [])) \
+        if data is not None and not config.trainer.model else []
     try:
         plans = plans_for(config, sizes, count, larger)
         headers = {s.label: f"{s.header}; per-machine batch {p.host_batch}"
                    for s, (_, p) in zip(sizes, plans) if s.header}
-        return Planned(plans, rows_line, headers)
+        return Planned(plans, rows_line, headers, table_lines)
     except scaling.ScalingError as err:
         if larger is None:
             raise
@@ -137,7 +157,8 @@ def sizes_for(config: Config, slices: list[str] | None = None,
         return gpu_sizes(config)
     names = slices or ([config.trainer.tpu_slice] if config.trainer.tpu_slice else [])
     if names:
-        return [Size(s.name, s.replicas, True, s.hosts) for s in map(slices_lib.get, names)]
+        return [Size(s.name, s.replicas, True, s.hosts, memory=slices_lib.replica_bytes(s))
+                for s in map(slices_lib.get, names)]
     count = max(config.trainer.emulate_replicas, 1)
     return [Size(f"{count} replica(s)", count, False)]
 
@@ -150,7 +171,7 @@ def gpu_sizes(config: Config) -> list[Size]:
       ConfigError: a machine type that names no GPUs, without trainer.gpu_accelerator and
         trainer.gpus_per_machine.
     """
-    from components.gpu_machines import GpuMachines, GpuMachinesError
+    from components.gpu_machines import GPU_GIB, GpuMachines, GpuMachinesError
 
     sizes, first = [], config.trainer.gpu_machines
     for count in [first, *config.trainer.fallback_gpu_machines]:
@@ -162,14 +183,60 @@ def gpu_sizes(config: Config) -> list[Size]:
         sizes.append(Size(machines.name, machines.replicas, False, count, "gpu",
                           f"GPU machines {machines.describe()}: {workers}" + (
                               "; trainer.fallback_gpu_machines" if sizes else ""),
-                          first * config.trainer.accumulation_steps // count if sizes else 0))
+                          first * config.trainer.accumulation_steps // count if sizes else 0,
+                          GPU_GIB.get(machines.accelerator, 0) << 30))
     return sizes
 
 
-def train_rows(config: Config, rows: int | None = None) -> tuple[int | None, str]:
+def _data(config: Config):
+    from pipeline import data_check
+
+    return data_check.check(config.data)
+
+
+def table_plan_lines(config: Config, table_rows: dict[str, int], sizes: list[Size]) -> list[str]:
+    """What the built-in model's embedding tables take, per size: each table's rows and bytes
+    with Adam's slots, and a replica's share, whole or split over the replicas
+    (trainer_module/table_plan.py).
+
+    Raises:
+      TablesTooLarge: a size whose replica memory is known and smaller than its share, naming
+        the largest table and the setting that would fit it.
+    """
+    from trainer_module import table_plan
+
+    dim, over = config.trainer.embedding_dim, config.trainer.shard_embeddings_over
+    lines = [f"Embedding tables (x {dim}, Adam's slots with each; split over one machine's "
+             f"replicas past trainer.shard_embeddings_over, {table_plan.megabytes(over)}):"
+             if over >= 0 else f"Embedding tables (x {dim}, Adam's slots with each; never split):"]
+    for feature, rows in sorted(table_rows.items(), key=lambda kv: -kv[1]):
+        lines.append(f"  {feature}: {rows:,} rows, {table_plan.megabytes(table_plan.table_bytes(rows, dim))}")
+    for size in sizes:
+        tables = [table_plan.Table(feature, rows, dim, table_plan.shards_for(
+            rows, dim, size.replicas, over) if size.splits_tables else 1)
+            for feature, rows in table_rows.items()]
+        share = sum(t.replica_bytes for t in tables)
+        split = [t.feature for t in tables if t.blocks > 1]
+        room = f" of {size.memory / (1 << 30):.0f} GiB" if size.memory else ""
+        lines.append(f"  {size.label}: {table_plan.megabytes(share)} a replica{room}"
+                     + (f" ({', '.join(split)} split over the replicas)" if split else ""))
+        if size.memory and share > size.memory:
+            largest = max(tables, key=lambda t: t.replica_bytes)
+            fits = size.memory // 2 // (dim * table_plan.BYTES * (1 + table_plan.SLOTS))
+            raise TablesTooLarge(
+                f"{size.label}: the embedding tables take {table_plan.megabytes(share)} a replica, "
+                f"more than its {size.memory / (1 << 30):.0f} GiB; the largest, "
+                f"{largest.words()}: data.max_vocabulary = {fits:,} would fit it in half a "
+                "replica" + ("" if size.splits_tables else
+                             ", or train on one machine's replicas, which split it "
+                             "(trainer.shard_embeddings_over)"))
+    return lines
+
+
+def train_rows(config: Config, rows: int | None = None, data=None) -> tuple[int | None, str]:
     """The training split's rows when the steps or the batch come from the data, and where that
-    came from: `rows` if given, else counted in data.path times the train split's share of the
-    buckets.
+    came from: `rows` if given, else counted in data.path (its check `data`, when read already)
+    times the train split's share of the buckets.
 
     Raises:
       ConfigError: `rows` below 1; CsvError: data.path, when it is read.
@@ -182,9 +249,7 @@ def train_rows(config: Config, rows: int | None = None) -> tuple[int | None, str
         if rows < 1:
             raise ConfigError(f"rows must be at least 1, got {rows}")
         return rows, f"Training rows: {rows} (--rows)"
-    from pipeline import data_check
-
-    data = data_check.check(config.data)
+    data = data or _data(config)
     train, evaluation = config.data.train_buckets, config.data.eval_buckets
     count = data.rows * train // (train + evaluation)
     return count, (f"Training rows: about {count} ({train} of {train + evaluation} hash buckets "

@@ -89,3 +89,42 @@ def test_a_small_slice_rehearses_a_larger_ones_math_by_accumulating():
     uneven = cli("plan", "--slice", "v5e-8", "--like", "v4-8")
     assert uneven.returncode == 2 and len(uneven.stderr.strip().splitlines()) == 1
     assert "--like v4-8: 8 replicas cannot reproduce the global batch of 4" in uneven.stderr
+
+
+def _users(path, users=3000, times=3):
+    lines = ["user,city,x,y"] + [f"u{u % users},c{u % 7},{u % 13},{'ab'[u % 2]}"
+                                 for u in range(users * times)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_plan_prints_each_embedding_table_and_a_replicas_share(tmp_path):
+    """--tables: the built-in model's tables from the data (a text column's values and its OOV
+    bucket; an integer column's code), their bytes with Adam's slots, and what a replica holds:
+    split over one machine's replicas past trainer.shard_embeddings_over, whole on a slice."""
+    _users(tmp_path / "d.csv")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[trainer]\nshard_embeddings_over = 0\nembedding_dim = 8\n")
+    text = cli("plan", "--config", cfg, "--data", tmp_path / "d.csv", "--label", "y",
+               "--replicas", "8", "--tables").stdout
+    assert "  user_xf: 3,001 rows, 0.3 MB" in text  # 3,001 x 8 x 4 bytes x 3
+    assert "  city_xf: 8 rows, 0.0 MB" in text and "  x_code: 14 rows, 0.0 MB" in text
+    assert "  8 replicas: 0.0 MB a replica (user_xf, city_xf, x_code split over the replicas)" \
+        in text
+    text = cli("plan", "--data", tmp_path / "d.csv", "--label", "y", "--slice", "v5e-4",
+               "--tables").stdout
+    assert "  v5e-4: 0.3 MB a replica of 16 GiB" in text
+
+
+def test_plan_refuses_tables_a_replica_cannot_hold(tmp_path):
+    """A v5e chip holds 16 GiB: 3,001 rows x 600,000 take 21.6 GB with Adam's slots; a slice
+    does not split tables, so the line names max_vocabulary and one machine's replicas."""
+    _users(tmp_path / "d.csv")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[trainer]\nembedding_dim = 600000\n")
+    refused = cli("plan", "--config", cfg, "--data", tmp_path / "d.csv", "--label", "y",
+                  "--slice", "v5e-4", "--tables")
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert ("v5e-4: the embedding tables take 21,765.6 MB a replica, more than its 16 GiB; the "
+            "largest, user_xf: 3,001 rows x 600000, 21,607.2 MB with Adam's slots, whole on every "
+            "replica: data.max_vocabulary = 1,193 would fit it in half a replica, or train on one "
+            "machine's replicas, which split it") in refused.stderr, refused.stderr
