@@ -20,7 +20,7 @@ three times on the same file, eval AUC side by side:
                 hash buckets
 
 usage: python benchmarks/embeddings.py [--rows 100000,1000000,10000000] [--replicas 1,2,4,8]
-         [--steps 20] [--clicks] [--smoke]
+         [--steps 20] [--clicks] [--smoke]      (--rows "": the click table alone)
 --smoke: 20,000 rows on 1 and 2 replicas, 4 steps; with --clicks, 20,000 rows of 2,000 users
 """
 
@@ -175,12 +175,14 @@ def main() -> None:
         rows, replicas, split, steps = (int(v) for v in args.child.split(","))
         print(json.dumps(measure(rows, replicas, bool(split), steps)))
         return
-    sizes = [20_000] if args.smoke else [int(v) for v in args.rows.split(",")]
+    sizes = [20_000] if args.smoke else [int(v) for v in args.rows.split(",") if v]  # "": none
     counts = [1, 2] if args.smoke else [int(v) for v in args.replicas.split(",")]
     steps = 4 if args.smoke else args.steps
     room = memory_bytes() // 2
-    print(f"one table of ROWS x {DIM} (Adam's slots with it), per-replica batch {PER_REPLICA}, "
-          f"{steps} steps; step seconds and peak RSS, split over the replicas / whole on each")
+    if sizes:
+        print(f"one table of ROWS x {DIM} (Adam's slots with it), per-replica batch "
+              f"{PER_REPLICA}, {steps} steps; step seconds and peak RSS, split over the replicas "
+              "/ whole on each")
     for rows in sizes:
         one = run_child(rows, 1, False, steps)
         print(f"\n{Table('user', rows, DIM).words()}")

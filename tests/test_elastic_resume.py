@@ -82,10 +82,19 @@ def _elastic_runs(penguins_run, tmp_path, was: int, now: list[int], **trainer):
     return uninterrupted, whole, runs
 
 
+@pytest.mark.parametrize("split", [False, True])
 def test_stopped_on_8_replicas_resumed_on_4_and_2_ends_with_the_8_replica_weights(
-        penguins_run, tmp_path):
-    uninterrupted, whole, runs = _elastic_runs(penguins_run, tmp_path, 8, [4, 2])
+        penguins_run, tmp_path, split):
+    """split: every embedding table split by rows over the replicas
+    (trainer_module/sharded_embedding.py), its blocks and slots checkpointed as slices of one
+    table: 8 blocks (a table of fewer rows, one a row) read back as 4 and 2."""
+    uninterrupted, whole, runs = _elastic_runs(penguins_run, tmp_path, 8, [4, 2],
+                                               shard_embeddings_over=0 if split else -1)
     want = _weights(whole)
+    # The tables are in the checkpoint whole, as one tensor each (the blocks' slices).
+    assert any("/blocks/.ATTRIBUTES/rows" in key for key in want) == split
+    assert len(uninterrupted.sharded_tables) == (5 if split else 0)
+    assert all(t.blocks == min(8, t.rows) for t in uninterrupted.sharded_tables)
     moved = _max_difference(runs["stopped"], want)  # from the stop to the end
     plan = uninterrupted.plan
     assert (plan.replicas, plan.per_replica_batch, plan.global_batch) == (8, 32, 256)
