@@ -171,12 +171,15 @@ def _workers(job, out_dir, workers: int, *extra) -> list[dict]:
     return results
 
 
+@pytest.mark.parametrize("split", [False, True])
 def test_stopped_on_4_worker_processes_resumed_on_2_ends_with_the_same_weights(
-        penguins_run, tmp_path):
+        penguins_run, tmp_path, split):
     """MultiWorkerMirroredStrategy, one replica a process, trainer.input_order = "global": 4
     workers stop at step 8, 2 resume with accumulation 2 and end with the weights of an
-    uninterrupted run of 4 workers."""
-    settings = {**SETTINGS, "input_order": "global"}
+    uninterrupted run of 4 workers. split: every table split by rows over the worker
+    processes, each holding its own blocks; a checkpoint holds each table whole (gathered from
+    every worker), and each resumed worker reads its blocks back from it."""
+    settings = {**SETTINGS, "input_order": "global", "shard_embeddings_over": 0 if split else -1}
     whole = _job(penguins_run, tmp_path / "whole", **settings)
     uninterrupted = TrainingSummary.from_dict(_workers(whole, tmp_path / "whole-workers", 4)[0])
     cut = _job(penguins_run, tmp_path / "cut", **settings)
@@ -193,6 +196,8 @@ def test_stopped_on_4_worker_processes_resumed_on_2_ends_with_the_same_weights(
     summary = TrainingSummary.from_dict(chief)
     assert (summary.strategy, summary.replicas, summary.plan.hosts) == (
         "MultiWorkerMirroredStrategy", 2, 2)
+    assert any("/blocks/.ATTRIBUTES/rows" in key for key in _weights(cut)) == split
+    assert [t.blocks for t in summary.sharded_tables] == ([2] * 5 if split else [])
     assert summary.plan.learning_rate == uninterrupted.plan.learning_rate
     assert summary.resume_words() == (f"resumed at step {STOP_AT} on 2 replicas (was 4): "
                                       "accumulation 2 keeps global batch 128")

@@ -167,3 +167,20 @@ def test_verify_covers_tables_split_over_the_replicas(penguins_run, settings):
         result.lines()[0]
     if "precision" not in settings:
         assert result.max_difference < 1e-5
+
+
+@pytest.mark.parametrize("hosts", [2, 4])
+def test_tables_split_over_worker_processes_make_one_devices_update(
+        penguins_run, hooks_on_pythonpath, hosts):
+    """MultiWorkerMirroredStrategy in 2 and 4 processes, every table split over them
+    (trainer.shard_embeddings_over = 0): each process holds its replicas' blocks only, the rows
+    are exchanged between the processes each step, and the tables gathered whole from every
+    process are one device's."""
+    result = equivalence.run_in_subprocess(_job(penguins_run, shard_embeddings_over=0), steps=4,
+                                           workers=hosts)
+    print("\n".join(result.lines()))
+    assert (result.workers, result.replicas, result.updates) == (hosts, hosts, 4)
+    assert result.passed and result.max_difference < 1e-5, result.lines()
+    assert set(result.sharded_tables) >= {"island_xf", "sex_xf"}
+    assert f"in {hosts} worker processes" in result.lines()[0]
+    assert "tables split over the replicas: " in result.lines()[0]

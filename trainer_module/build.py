@@ -62,10 +62,10 @@ def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> tf.ker
 def table_shards(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> dict[str, int]:
     """{categorical feature: the blocks its table is split into} for the built-in model: the
     replicas, for a table over trainer.shard_embeddings_over bytes with its slots, under
-    MirroredStrategy in this process (trainer_module/sharded_embedding.py); else 1, a whole
-    table on each replica."""
+    MirroredStrategy and MultiWorkerMirroredStrategy (trainer_module/sharded_embedding.py); else
+    1, a whole table on each replica."""
     cfg = inputs.config
-    if strategy_lib.name(strategy) != "MirroredStrategy":
+    if strategy_lib.name(strategy) not in ("MirroredStrategy", "MultiWorkerMirroredStrategy"):
         return {key: 1 for key in inputs.categorical}
     return {key: table_plan.shards_for(size, cfg.embedding_dim,
                                         strategy.num_replicas_in_sync,

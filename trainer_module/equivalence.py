@@ -150,6 +150,9 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
     if steps > first:
         step_loop.train(steps - first)
     updates = int(optimizer.iterations.numpy())
+    # Every worker takes part: a table split over worker processes is gathered whole.
+    trained = model_lib.logical_weights(model)
+    names, trained = [w.name for w in trained], [w.numpy() for w in trained]
     if not strategy_lib.is_chief(strategy):
         return None
 
@@ -158,10 +161,8 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
         precision.wrap_optimizer(tf.keras.optimizers.SGD(plan.learning_rate), cfg.precision),
         _global_batches(dataset_fn, workers, replicas, steps), plan.global_batch)
 
-    trained = model_lib.logical_weights(model)
     difference, variable, moved, scale = _compare(
-        [w.name for w in trained], initial, [w.numpy() for w in trained],
-        [w.numpy() for w in model_lib.logical_weights(reference)])
+        names, initial, trained, [w.numpy() for w in model_lib.logical_weights(reference)])
     rounding = rounding_allowance(scale, steps, moved)
     return Verification(replicas, steps, plan.per_replica_batch, plan.global_batch,
                         plan.learning_rate, difference, variable, moved, tolerance,

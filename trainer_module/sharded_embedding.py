@@ -46,36 +46,68 @@ class _Blocks(tf.__internal__.tracking.Trackable):
     TensorFlow's "div" lookup and its fixed-shards partitioner split. Its variables are not Keras
     weights: the Keras optimizer never sees them."""
 
-    def __init__(self, rows: int, dim: int, shards: int, devices, initial, strategy,
-                 slots: bool = True):
-        self.rows, self.dim, self.shards = rows, dim, shards
+    def __init__(self, rows: int, dim: int, shards: int, devices: dict[int, str], initial,
+                 strategy, slots: bool = True):
+        """devices: {block: the device of the replica that holds it}, this process's blocks
+        (all of them in one process; under MultiWorkerMirroredStrategy, its replicas')."""
+        self.rows, self.dim, self.shards, self.strategy = rows, dim, shards, strategy
         self.sizes = table_plan.block_sizes(rows, shards)
         self.offsets = [sum(self.sizes[:i]) for i in range(shards)]
-        self.table, self.m, self.v = [], [], []
-        for i, (start, size) in enumerate(zip(self.offsets, self.sizes)):
-            with strategy_lib.one_device(strategy, devices[i]):
-                self.table.append(tf.Variable(initial(start, size), name=f"rows_{i}",
-                                              trainable=False))
+        self.table, self.m, self.v = [None] * shards, [None] * shards, [None] * shards
+        self.slots = slots
+        for i, device in sorted(devices.items()):
+            start, size = self.offsets[i], self.sizes[i]
+            with strategy_lib.one_device(strategy, device):
+                self.table[i] = tf.Variable(initial(start, size), name=f"rows_{i}",
+                                            trainable=False)
                 if slots:
-                    self.m.append(tf.Variable(tf.zeros([size, dim]), name=f"m_{i}",
-                                              trainable=False))
-                    self.v.append(tf.Variable(tf.zeros([size, dim]), name=f"v_{i}",
-                                              trainable=False))
+                    self.m[i] = tf.Variable(tf.zeros([size, dim]), name=f"m_{i}",
+                                            trainable=False)
+                    self.v[i] = tf.Variable(tf.zeros([size, dim]), name=f"v_{i}",
+                                            trainable=False)
 
     @property
-    def devices(self) -> list[str]:
-        return [block.device for block in self.table]
+    def devices(self) -> dict[int, str]:
+        return {i: block.device for i, block in enumerate(self.table) if block is not None}
+
+    @property
+    def whole_here(self) -> bool:
+        """Whether this process holds every block (one process, MirroredStrategy)."""
+        return all(block is not None for block in self.table)
+
+    def gathered(self, kind: str = "table") -> tf.Tensor:
+        """The whole [rows, dim] of `kind` (table, m, v): this process's blocks, or under
+        MultiWorkerMirroredStrategy every worker's, gathered (a collective: every worker calls
+        it at the same point)."""
+        blocks = getattr(self, kind)
+        if self.whole_here:
+            return tf.concat([tf.convert_to_tensor(block) for block in blocks], axis=0)
+        values = self.strategy.experimental_distribute_values_from_function(
+            lambda context: tf.convert_to_tensor(blocks[context.replica_id_in_sync_group]))
+        return self.strategy.gather(values, axis=0)
+
+    def assign_whole(self, kind: str, whole) -> None:
+        """Sets this process's blocks of `kind` from the whole [rows, dim]."""
+        for i, block in enumerate(getattr(self, kind)):
+            if block is not None:
+                block.assign(whole[self.offsets[i]:self.offsets[i] + self.sizes[i]])
 
     def _gather_saveables_for_checkpoint(self):
-        def saveables(blocks):
-            def factory(name):
-                return [strategy_lib.slice_saveable(block, [self.rows, self.dim],
-                                                    [offset, 0], name)
-                        for block, offset in zip(blocks, self.offsets)]
-            return factory
+        kinds = {"rows": "table", "m": "m", "v": "v"} if self.slots else {"rows": "table"}
+        if self.whole_here:  # each block a slice of the one tensor
+            def slices(kind):
+                return lambda name: [
+                    strategy_lib.slice_saveable(block, [self.rows, self.dim], [offset, 0], name)
+                    for block, offset in zip(getattr(self, kind), self.offsets)]
+            return {name: slices(kind) for name, kind in kinds.items()}
 
-        kinds = {"rows": self.table, "m": self.m, "v": self.v}
-        return {name: saveables(blocks) for name, blocks in kinds.items() if blocks}
+        # Several processes: each worker saves the whole tensor, gathered (only the chief's file
+        # is kept), and restores its own blocks from it.
+        def whole(kind):
+            return lambda name: strategy_lib.whole_saveable(
+                name, lambda: self.gathered(kind), [self.rows, self.dim],
+                lambda value: self.assign_whole(kind, value))
+        return {name: whole(kind) for name, kind in kinds.items()}
 
 
 @tf.keras.utils.register_keras_serializable(package="lockstep")
@@ -109,12 +141,18 @@ class ShardedEmbedding(tf.keras.layers.Layer):
         strategy = tf.distribute.get_strategy()
         devices = (list(strategy.extended.worker_devices) if tf.distribute.has_strategy()
                    else ["/cpu:0"])
-        if len(devices) < self.shards:
+        first = strategy_lib.first_replica(strategy) if self.shards > 1 else 0
+        # Block i on replica i: this process's replicas are first .. first + len(devices) - 1.
+        here = {i: devices[i - first] for i in range(self.shards)
+                if first <= i < first + len(devices)}
+        if self.shards > 1 and first + len(devices) > strategy.num_replicas_in_sync:
             raise ValueError(f"{self.name}: {self.shards} blocks, but the strategy has "
-                             f"{len(devices)} devices in this process")
+                             f"{strategy.num_replicas_in_sync} replicas")
+        if self.shards == 1:
+            here = {0: devices[0]}
         with tf.device("/cpu:0"):  # drawn whole once, as the Embedding draws it, then cut
             whole = self.embeddings_initializer([self.rows, self.dim], tf.float32)
-        self.blocks = _Blocks(self.rows, self.dim, self.shards, devices,
+        self.blocks = _Blocks(self.rows, self.dim, self.shards, here,
                               lambda start, count: whole[start:start + count], strategy)
         del whole
         super().build(input_shape)
@@ -125,33 +163,35 @@ class ShardedEmbedding(tf.keras.layers.Layer):
         ids = tf.cast(ids, tf.int64)
         if self.shards == 1:
             return tf.gather(self.blocks.table[0], ids)
+        if not self.blocks.whole_here:  # every worker's blocks, gathered (all call it)
+            return tf.gather(self.blocks.gathered(), ids)
         return tf.nn.embedding_lookup(self.blocks.table, ids)
 
     def kept_copy(self) -> _Blocks:
         """Blocks of the same rows on the same devices, without slots (the best weights early
         stopping keeps, trainer_module/early_stopping.py)."""
-        blocks = iter(self.blocks.table)
+        blocks = iter(b for b in self.blocks.table if b is not None)
         return _Blocks(self.rows, self.dim, self.shards, self.blocks.devices,
-                       lambda start, count: next(blocks), tf.distribute.get_strategy(),
-                       slots=False)
+                       lambda start, count: next(blocks), self.blocks.strategy, slots=False)
 
     def keep(self, copy: _Blocks) -> None:
         for kept, block in zip(copy.table, self.blocks.table):
-            kept.assign(block)
+            if block is not None:
+                kept.assign(block)
 
     def restore(self, copy: _Blocks) -> None:
         for block, kept in zip(self.blocks.table, copy.table):
-            block.assign(kept)
+            if block is not None:
+                block.assign(kept)
 
     def whole(self) -> np.ndarray:
-        """The logical [rows, dim] table, in this process's memory."""
-        return np.concatenate([b.numpy() for b in self.blocks.table], axis=0)
+        """The logical [rows, dim] table, in this process's memory (under
+        MultiWorkerMirroredStrategy gathered from every worker: all of them call it)."""
+        return self.blocks.gathered().numpy()
 
     def assign_whole(self, table) -> None:
-        """Sets the logical table (a [rows, dim] array), block by block."""
-        table = np.asarray(table, np.float32)
-        for block, start, size in zip(self.blocks.table, self.blocks.offsets, self.blocks.sizes):
-            block.assign(table[start:start + size])
+        """Sets the logical table (a [rows, dim] array): this process's blocks of it."""
+        self.blocks.assign_whole("table", np.asarray(table, np.float32))
 
     # --- the training step's side (replica context) ---
 
@@ -179,7 +219,9 @@ class ShardedEmbedding(tf.keras.layers.Layer):
         if self.shards == 1:
             return tf.gather(self.blocks.table[0], ids)
         context, index, block = self._mine()
-        every = context.all_gather(ids, axis=0)  # [replicas x batch], in replica order
+        # tf.identity: made in the replica's device scope, so the collective has a device to
+        # gather to (the input's element may have none, under MultiWorkerMirroredStrategy).
+        every = context.all_gather(tf.identity(ids), axis=0)  # [replicas x batch], in order
         if block is None:
             rows = tf.zeros([tf.shape(every)[0], self.dim])
         else:
@@ -200,8 +242,8 @@ class ShardedEmbedding(tf.keras.layers.Layer):
             block, every, every_grad = 0, ids, grads
         else:
             context, _, block = self._mine()
-            every = context.all_gather(ids, axis=0)
-            every_grad = context.all_gather(grads, axis=0)
+            every = context.all_gather(tf.identity(ids), axis=0)
+            every_grad = context.all_gather(tf.identity(grads), axis=0)
             if block is None:
                 return None
         local, owned = self._owned(every, block)

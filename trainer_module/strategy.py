@@ -299,6 +299,37 @@ def one_device(strategy, device: str):
         yield
 
 
+def first_replica(strategy) -> int:
+    """The replica id of this process's first replica: 0 in one process; under
+    MultiWorkerMirroredStrategy, this worker's place in the cluster (the chief first, then the
+    workers by index) times its replicas."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return 0
+    resolver = strategy.cluster_resolver
+    spec = resolver.cluster_spec().as_dict()
+    place = 0 if resolver.task_type == "chief" else int(resolver.task_id) + ("chief" in spec)
+    return place * len(strategy.extended.worker_devices)
+
+
+def whole_saveable(name: str, read, shape: list[int], restore):
+    """A checkpoint's saveable of one float32 tensor of `shape` named `name`, read by `read()`
+    at save time and handed to `restore(value)` when restored: a sharded table's blocks gathered
+    from every worker process (trainer_module/sharded_embedding.py)."""
+    from tensorflow.python.training.saving import saveable_object
+
+    class Whole(saveable_object.SaveableObject):
+        def __init__(self):
+            spec = saveable_object.SaveSpec(read, "", name, dtype=tf.float32, device="/cpu:0")
+            super().__init__(None, [spec], name)
+
+        def restore(self, restored_tensors, restored_shapes):
+            del restored_shapes
+            restore(tf.ensure_shape(restored_tensors[0], shape))
+            return tf.no_op()
+
+    return Whole()
+
+
 def slice_saveable(variable, full_shape: list[int], offset: list[int], name: str):
     """A checkpoint's saveable of `variable` as the slice at `offset` of one tensor of
     `full_shape` named `name`, as ShardedVariable saves its shards: a checkpoint of N blocks
