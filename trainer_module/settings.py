@@ -167,7 +167,8 @@ class TrainerConfig:
     weight_decay: float = 3e-4
     # The built-in model's embedding tables split by rows over the replicas (model parallelism,
     # trainer_module/sharded_embedding.py): a table whose rows with Adam's two slots take more
-    # bytes than this, under MirroredStrategy (a CPU's emulated replicas, GPUs). 0: every table;
+    # bytes than this, under MirroredStrategy (a CPU's emulated replicas, GPUs) and
+    # MultiWorkerMirroredStrategy (several processes or machines). 0: every table;
     # -1: none (each replica holds every table whole).
     shard_embeddings_over: int = 64 << 20
     seed: int = 42

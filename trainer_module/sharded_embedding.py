@@ -3,7 +3,8 @@ tabular model that outgrows a device (a column of user or item ids, hashed ad fe
 
 Each of N replicas holds one contiguous block of about rows / N rows, and Adam's two slots for
 them, on its own device: a 10 M x 16 table with its slots costs 1.9 GB over all the replicas,
-not 1.9 GB on each. In a training step (trainer_module/loop.py), as TPUEmbedding does it on a TPU:
+not 1.9 GB on each. Under MirroredStrategy one process holds every block; under
+MultiWorkerMirroredStrategy each worker process its own replicas' blocks. In a training step (trainer_module/loop.py), as TPUEmbedding does it on a TPU:
 
 1. `exchange`: each replica's ids are gathered from every replica (all-gather), each replica
    looks up the rows it owns (zeros for the others) and the partial rows are summed (all-reduce):
@@ -25,7 +26,9 @@ Outside a training step (evaluation, early stopping, the served model) the layer
 up in the blocks as one table (TensorFlow's "div" split of ids over blocks). A checkpoint holds each
 block as a slice of one logical [rows, dim] tensor (and slices of its slots): a checkpoint
 written on N replicas restores on M. The exported model holds one whole table
-(`model.unsharded`, trainer_module/model.py).
+(`model.unsharded`, trainer_module/model.py). Across worker processes a checkpoint holds each
+table whole, gathered from every worker (only the chief's file is kept), each worker restoring its
+own blocks from it; the whole table (export, verify, an evaluation's lookups) is gathered too.
 
 No collective runs inside the gradient tape, the accumulation loop or an XLA-compiled step: the
 exchange happens once per global step for all of a replica's micro-batches.

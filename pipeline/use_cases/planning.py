@@ -34,9 +34,9 @@ class Size:
 
     @property
     def splits_tables(self) -> bool:
-        """Whether the run splits its large tables over these replicas: MirroredStrategy in one
-        process (trainer_module/build.py, table_shards)."""
-        return not self.on_tpu and self.hosts == 1 and self.replicas > 1
+        """Whether the run splits its large tables over these replicas: MirroredStrategy and
+        MultiWorkerMirroredStrategy, not a TPU's (trainer_module/build.py, table_shards)."""
+        return not self.on_tpu and self.replicas > 1
 
 
 class SizeError(ConfigError):
@@ -206,7 +206,7 @@ def table_plan_lines(config: Config, table_rows: dict[str, int], sizes: list[Siz
     from trainer_module import table_plan
 
     dim, over = config.trainer.embedding_dim, config.trainer.shard_embeddings_over
-    lines = [f"Embedding tables (x {dim}, Adam's slots with each; split over one machine's "
+    lines = [f"Embedding tables (x {dim}, Adam's slots with each; split over GPU or CPU "
              f"replicas past trainer.shard_embeddings_over, {table_plan.megabytes(over)}):"
              if over >= 0 else f"Embedding tables (x {dim}, Adam's slots with each; never split):"]
     for feature, rows in sorted(table_rows.items(), key=lambda kv: -kv[1]):
@@ -228,7 +228,7 @@ def table_plan_lines(config: Config, table_rows: dict[str, int], sizes: list[Siz
                 f"more than its {size.memory / (1 << 30):.0f} GiB; the largest, "
                 f"{largest.words()}: data.max_vocabulary = {fits:,} would fit it in half a "
                 "replica" + ("" if size.splits_tables else
-                             ", or train on one machine's replicas, which split it "
+                             ", or train on GPU or CPU replicas, which split it "
                              "(trainer.shard_embeddings_over)"))
     return lines
 

@@ -117,7 +117,7 @@ def test_plan_prints_each_embedding_table_and_a_replicas_share(tmp_path):
 
 def test_plan_refuses_tables_a_replica_cannot_hold(tmp_path):
     """A v5e chip holds 16 GiB: 3,001 rows x 600,000 take 21.6 GB with Adam's slots; a slice
-    does not split tables, so the line names max_vocabulary and one machine's replicas."""
+    does not split tables, so the line names max_vocabulary and GPU or CPU replicas."""
     _users(tmp_path / "d.csv")
     cfg = tmp_path / "c.toml"
     cfg.write_text("[trainer]\nembedding_dim = 600000\n")
@@ -126,5 +126,5 @@ def test_plan_refuses_tables_a_replica_cannot_hold(tmp_path):
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert ("v5e-4: the embedding tables take 21,765.6 MB a replica, more than its 16 GiB; the "
             "largest, user_xf: 3,001 rows x 600000, 21,607.2 MB with Adam's slots, whole on every "
-            "replica: data.max_vocabulary = 1,193 would fit it in half a replica, or train on one "
-            "machine's replicas, which split it") in refused.stderr, refused.stderr
+            "replica: data.max_vocabulary = 1,193 would fit it in half a replica, or train on GPU or CPU "
+            "replicas, which split it") in refused.stderr, refused.stderr
