@@ -180,7 +180,8 @@ class AsynchronousLoop(loop.SynchronousLoop):
         x, y = inputs
         read = self._updates.read_value()
         with tf.control_dependencies([read]):
-            grads, loss, outputs = self._gradients(x, y)
+            # No table is split here (trainer_module/build.py, table_shards): no rows' gradients.
+            grads, _, loss, outputs = self._gradients(x, y)
         variables = self.model.trainable_variables
         self.optimizer.apply_gradients(zip(grads, variables))
         with tf.control_dependencies([v.read_value() for v in variables]):
