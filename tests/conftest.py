@@ -35,6 +35,20 @@ def emulate_replicas() -> None:
             cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(REPLICAS)])
 
 
+def replica_strategy(replicas: int):
+    """One device (OneDeviceStrategy on the CPU), or MirroredStrategy over the first `replicas`
+    of the emulated CPU devices, reducing through one device: the in-process strategies of the
+    equivalence tests."""
+    import tensorflow as tf
+
+    if replicas == 1:
+        return tf.distribute.OneDeviceStrategy("/cpu:0")
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")][:replicas]
+    assert len(devices) == replicas
+    return tf.distribute.MirroredStrategy(devices,
+                                          cross_device_ops=tf.distribute.ReductionToOneDevice())
+
+
 def _in_unit(path) -> bool:
     return UNIT in Path(path).resolve().parents
 

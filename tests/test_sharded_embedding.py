@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import replica_strategy as _strategy
 from trainer_module import build, early_stopping, equivalence, export, hooks, input_pipeline, loop
 from trainer_module import model as model_lib, settings, table_plan, warmup
 
@@ -47,14 +48,6 @@ def records(tmp_path_factory):
             f["y_xf"].float_list.value.append(float(y))
             writer.write(example.SerializeToString())
     return path
-
-
-def _strategy(replicas):
-    if replicas == 1:
-        return tf.distribute.OneDeviceStrategy("/cpu:0")
-    devices = [d.name for d in tf.config.list_logical_devices("CPU")][:replicas]
-    return tf.distribute.MirroredStrategy(devices,
-                                          cross_device_ops=tf.distribute.ReductionToOneDevice())
 
 
 def _model(shards):

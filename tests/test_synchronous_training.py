@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import replica_strategy as _strategy
 from trainer_module import equivalence, input_pipeline, loop, model as model_lib, precision, settings
 
 GLOBAL_BATCH = 64
@@ -38,14 +39,6 @@ def records(tmp_path_factory):
             f["y_xf"].int64_list.value.append(y)
             writer.write(example.SerializeToString())
     return path
-
-
-def _strategy(replicas):
-    if replicas == 1:
-        return tf.distribute.OneDeviceStrategy("/cpu:0")
-    devices = [d.name for d in tf.config.list_logical_devices("CPU")][:replicas]
-    assert len(devices) == replicas
-    return tf.distribute.MirroredStrategy(devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
 
 
 def _mlp(numeric, categorical, outputs, hidden_units, l2, seed=1):
