@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from conftest import replica_strategy as _strategy
 from trainer_module import build, early_stopping, equivalence, export, hooks, input_pipeline, loop
-from trainer_module import model as model_lib, settings, table_plan, warmup
+from trainer_module import model as model_lib, scaling, settings, table_plan, warmup
 
 ROWS = 997  # not a multiple of 2, 4 or 8: the last block is partly padding
 GLOBAL_BATCH = 64
@@ -57,9 +57,17 @@ def _model(shards):
                              shards={"user_xf": shards, "k_xf": min(shards, 6)})
 
 
+# The run's learning rate for this global batch: trainer.base_learning_rate scaled from
+# trainer.base_batch by trainer.lr_scaling (0.004 x sqrt(64 / 256) = 0.002).
+_RUN = settings.TrainerConfig()
+LEARNING_RATE = _RUN.base_learning_rate * scaling.learning_rate_factor(
+    GLOBAL_BATCH, _RUN.base_batch, _RUN.lr_scaling)
+
+
 def _adamw():
     """The run's optimizer (trainer_module/train.py): AdamW on a warmup-and-decay schedule."""
-    return tf.keras.optimizers.AdamW(warmup.WarmupSchedule(0.01, 4, STEPS, 6), weight_decay=3e-4)
+    return tf.keras.optimizers.AdamW(warmup.WarmupSchedule(LEARNING_RATE, 4, STEPS, 6),
+                                     weight_decay=3e-4)
 
 
 LOSS = model_lib.builtin_loss(settings.CLASSIFICATION)
@@ -127,11 +135,14 @@ def _gap(got, want) -> float:
 @pytest.mark.parametrize("replicas", [2, 4, EIGHT])
 def test_a_sharded_table_on_n_replicas_trains_as_the_whole_table_on_one_device(
         records, initial, one_device, replicas):
-    """Each replica holds 1/N of the rows; after 24 AdamW steps every weight, the table's rows
-    too, is bit for bit that of the same N replicas each holding the whole table, and to 3e-6
-    that of one device with the whole table, in lockstep's loop or Keras `fit`: the gap data
-    parallelism has without any sharding (float32 sums inside each replica's 64 / N examples
-    rounded otherwise than over 64, which Adam carries through 24 steps; 1.1e-6 to 1.8e-6)."""
+    """Each replica holds 1/N of the rows; after 24 AdamW steps at the run's learning rate
+    every weight, the table's rows too, is bit for bit that of the same N replicas each holding
+    the whole table, and within 1e-6 of one device with the whole table, in lockstep's loop or
+    Keras `fit` (measured 6e-8 to 1.5e-7, the weights having moved 0.04). That gap is data
+    parallelism's, there without any sharding: float32 sums over each replica's 64 / N examples
+    round otherwise than over 64, and Adam, which scales each weight's step by its own
+    gradient's size, carries it on (5x the learning rate, 0.01, makes it 1.1e-6 to 1.8e-6,
+    sharded or not)."""
     lockstep_one, keras_one = one_device
     mirrored, _ = _train(records, replicas, initial, shards=1)
     model, _ = _train(records, replicas, initial)
@@ -141,11 +152,10 @@ def test_a_sharded_table_on_n_replicas_trains_as_the_whole_table_on_one_device(
     assert sum(sizes) == ROWS and max(sizes) - min(sizes) == 1
     assert len({b.device for b in table.blocks.table}) == replicas  # a block on each device
     got = _logical(model)
-    assert _gap(got, initial) > 0.1  # the weights moved
+    assert _gap(got, initial) > 0.03  # the weights moved
     assert _gap(got, _logical(mirrored)) == 0
-    assert _gap(_logical(mirrored), lockstep_one) <= 3e-6
-    assert _gap(got, lockstep_one) <= 3e-6
-    assert _gap(got, keras_one) <= 3e-6
+    assert _gap(got, lockstep_one) <= 1e-6
+    assert _gap(got, keras_one) <= 1e-6
     # Repeated ids: the most frequent user is in most batches, several times.
     table = [w.name for w in model_lib.logical_weights(model)].index("embed_user_xf/embeddings:0")
     assert np.abs(got[table][0] - initial[table][0]).max() > 1e-2
@@ -157,7 +167,7 @@ def test_accumulation_and_xla_keep_a_sharded_table_exact(records, initial, one_d
     model, _ = _train(records, 2, initial, accumulation=2, jit_compile=True)
     mirrored, _ = _train(records, 2, initial, accumulation=2, jit_compile=True, shards=1)
     assert _gap(_logical(model), _logical(mirrored)) == 0
-    assert _gap(_logical(model), one_device[0]) <= 3e-6
+    assert _gap(_logical(model), one_device[0]) <= 1e-6
 
 
 def test_a_checkpoint_of_n_blocks_restores_on_m(records, initial, tmp_path):
