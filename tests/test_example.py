@@ -69,10 +69,12 @@ def test_the_users_model_and_preprocessing_train_verify_and_push(example_run):
 
 
 def test_lockstep_verify_passes_the_example_and_reuses_the_runs_transform(example_run):
-    result = lockstep("verify", "--config", CONFIG, "--data", DATA,
+    """With the run's own optimizer (--optimizer run; the default, plain SGD, in
+    tests/test_equivalence.py)."""
+    result = lockstep("verify", "--config", CONFIG, "--data", DATA, "--optimizer", "run",
                       "--pipeline-root", example_run.pipeline_root, cwd=example_run.root)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert re.search(r"^  Transform\s+cached", result.stdout, re.M), result.stdout
-    assert re.search(r"^verify: 2 replicas x batch 64 = global batch 128, 3 SGD steps",
+    assert re.search(r"^verify: 2 replicas x batch 64 = global batch 128, 3 AdamW steps",
                      result.stdout, re.M), result.stdout
     assert "within 1e-04: 2 replicas make the update one device makes" in result.stdout

@@ -216,11 +216,10 @@ def _difference(a: dict, b: dict) -> float:
 def _keras_weights(job, tmp_path) -> dict:
     """Keras on one device on the global batch (equivalence.one_device) with the Trainer's own
     optimizer (AdamW, warmup and decay), its weights as a checkpoint names them."""
-    from trainer_module import equivalence, train, warmup
+    from trainer_module import build, equivalence
 
     def adamw(plan):
-        return train.optimizer_for(job.trainer, warmup.WarmupSchedule(
-            plan.learning_rate, plan.warmup_steps, plan.train_steps, plan.decay_steps))
+        return build.optimizer(job.trainer, build.schedule(plan))
 
     model = equivalence.one_device(job, 4, adamw)
     tf.train.Checkpoint(model=model).write(str(tmp_path / "keras" / "checkpoints" / "ckpt"))

@@ -448,7 +448,7 @@ def _builtin(task):
 
 
 def _adamw():
-    """The run's optimizer (trainer_module/train.py, optimizer_for), as the run makes it."""
+    """The run's optimizer (trainer_module/build.py, optimizer), as the run makes it."""
     return tf.keras.optimizers.AdamW(0.01, weight_decay=3e-4)
 
 

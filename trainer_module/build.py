@@ -11,7 +11,7 @@ import os
 import tensorflow as tf
 
 from trainer_module import features, hooks, input_pipeline, model as model_lib, precision, scaling
-from trainer_module import strategy as strategy_lib, table_plan
+from trainer_module import strategy as strategy_lib, table_plan, warmup
 from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY
 from trainer_module.settings import FLOAT16_ON_TPU, MIXED_FLOAT16, REGRESSION, TrainerConfig
 
@@ -38,6 +38,23 @@ def loss(cfg: TrainerConfig, task: str, outputs: int):
     hooks.check_loss(user_loss, task, outputs)
     # The built-in model trains an ensemble: the user's loss, per member.
     return user_loss if cfg.model else model_lib.per_member(user_loss)
+
+
+def schedule(plan: scaling.Plan) -> warmup.WarmupSchedule:
+    """The run's learning rate by step: the plan's warmup, flat, then decay."""
+    return warmup.WarmupSchedule(plan.learning_rate, plan.warmup_steps, plan.train_steps,
+                                 plan.decay_steps)
+
+
+def optimizer(cfg: TrainerConfig, schedule) -> tf.keras.optimizers.Optimizer:
+    """The run's optimizer, in trainer.precision: AdamW with trainer.weight_decay (decoupled from
+    the gradient), or Adam without, at `schedule` (`build.schedule`). Make it in the strategy's
+    scope."""
+    if cfg.weight_decay:
+        inner = tf.keras.optimizers.AdamW(learning_rate=schedule, weight_decay=cfg.weight_decay)
+    else:
+        inner = tf.keras.optimizers.Adam(learning_rate=schedule)
+    return precision.wrap_optimizer(inner, cfg.precision)
 
 
 def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> tf.keras.Model:

@@ -29,12 +29,15 @@ It fails, too, unless the optimizer made exactly one update per global step.
 Both sides use plain SGD at the plan's learning rate: each step moves every weight by exactly
 learning rate x gradient, so a gradient off by a factor shows in the weights by that factor. Adam
 would hide it: its step divides the gradient by its own running magnitude, so a gradient twice
-too large makes nearly the same step.
+too large makes nearly the same step. `optimizer="run"` (`--optimizer run`) trains both sides
+with the run's own optimizer instead (AdamW and its warmup-and-decay schedule over the `steps`):
+what the run does, step for step, where the sharded tables' own Adam update is checked too.
 
 The logical CPU devices must exist before TensorFlow starts. A process that already runs
 TensorFlow uses `run_in_subprocess`, which runs the command line in a fresh process:
 
     python -m trainer_module.equivalence JOB.json OUT.json --replicas N --steps K [--workers W]
+        [--optimizer run]
 
 (JOB.json: a TrainJob's JSON, trainer_module/job.py; OUT.json gets `Verification.to_dict()`; exit status 0 when it
 passed, 1 when not, 2 on an error, told in one line on stderr.) A process that has the devices
@@ -94,13 +97,23 @@ TOLERANCES = {"float32": DEFAULT_TOLERANCE, "mixed_bfloat16": 1e-1, "mixed_float
 ROUNDING_GUARD = 50
 
 
+SGD, RUN = "sgd", "run"
+OPTIMIZERS = (SGD, RUN)  # verify's plain SGD, or the run's own optimizer (build.optimizer)
+
+
+def _optimizer(kind: str, cfg, plan: scaling.Plan) -> tf.keras.optimizers.Optimizer:
+    if kind == RUN:
+        return build.optimizer(cfg, build.schedule(plan))
+    return precision.wrap_optimizer(tf.keras.optimizers.SGD(plan.learning_rate), cfg.precision)
+
+
 class VerifyError(RuntimeError):
     """verify cannot run here (too few CPU devices, a failed subprocess); one line."""
 
 
 def check(job: TrainJob, replicas: int = 2, steps: int = 3,
           tolerance: float | None = None, workers: int = 1,
-          hardware: str = "") -> Verification | None:
+          hardware: str = "", optimizer: str = SGD) -> Verification | None:
     """Trains `steps` global steps on `replicas` replicas with lockstep's loop and on one device
     with Keras `fit`, from the same weights on the same data; compares the weights.
 
@@ -111,7 +124,8 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
     workers > 1: this process is one of them (TF_CONFIG set), replicas == workers; the chief
     returns the Verification, the others None. hardware: what a replica of the run being checked
     is ("tpu", "gpu", "cpu"; default "cpu"): the plan's default batch depends on it, and the
-    check runs at the run's batch, on CPU replicas.
+    check runs at the run's batch, on CPU replicas. optimizer: SGD (verify's), or RUN (the run's
+    AdamW and schedule over these steps).
     """
     cfg = job.trainer
     tolerance = TOLERANCES[cfg.precision] if tolerance is None else tolerance
@@ -133,8 +147,7 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
     tf.keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():
         model = build.model(inputs, strategy)
-        optimizer = precision.wrap_optimizer(tf.keras.optimizers.SGD(plan.learning_rate),
-                                             cfg.precision)
+        kind, optimizer = optimizer, _optimizer(optimizer, cfg, plan)
     # Each table split over the replicas counted whole (trainer_module/sharded_embedding.py).
     initial = [w.numpy() for w in model_lib.logical_weights(model)]
     sharded = tuple(sorted(model_lib.sharded_parts(model)[1]))
@@ -158,8 +171,7 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
 
     reference = _keras_on_one_device(
         inputs, per_example_loss, cfg.seed, initial,
-        precision.wrap_optimizer(tf.keras.optimizers.SGD(plan.learning_rate), cfg.precision),
-        _global_batches(dataset_fn, workers, replicas, steps), plan.global_batch)
+        _optimizer(kind, cfg, plan), _global_batches(dataset_fn, workers, replicas, steps), plan.global_batch)
 
     difference, variable, moved, scale = _compare(
         names, initial, trained, [w.numpy() for w in model_lib.logical_weights(reference)])
@@ -170,7 +182,8 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
                                 and updates == steps),
                         updates=updates, accumulation_steps=plan.accumulation_steps,
                         precision=cfg.precision, jit_compile=cfg.jit_compile, workers=workers,
-                        rounding=rounding, sharded_tables=sharded)
+                        rounding=rounding, sharded_tables=sharded,
+                        optimizer=type(getattr(optimizer, "inner_optimizer", optimizer)).__name__)
 
 
 def within_tolerance(difference: float, moved: float, tolerance: float, rounding: float) -> bool:
@@ -313,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: by trainer.precision (TOLERANCES)")
     parser.add_argument("--workers", type=int, default=1,
                         help="this process is one of W workers (TF_CONFIG names the cluster)")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default=SGD,
+                        help="sgd (default), or the run's own optimizer and schedule")
     parser.add_argument("--hardware", choices=sorted(scaling.HARDWARE_BATCH), default="",
                         help="what a replica of the checked run is, for its default batch "
                              "(default: cpu)")
@@ -326,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.job) as handle:
             job = TrainJob.from_json(handle.read())
         result = check(job, args.replicas, args.steps, args.tolerance, args.workers,
-                        args.hardware)
+                        args.hardware, args.optimizer)
         if result is None:  # a worker that is not the chief: it trained its replica
             return 0
         with open(args.out, "w") as handle:
@@ -341,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_in_subprocess(job: TrainJob, replicas: int = 2, steps: int = 3, timeout: float = 600,
                       tolerance: float | None = None, workers: int = 1,
-                      hardware: str = "") -> Verification:
+                      hardware: str = "", optimizer: str = SGD) -> Verification:
     """`check` in a fresh process (this one's TensorFlow may have started with other devices),
     or in `workers` processes on loopback (one replica each; replicas is then workers).
 
@@ -361,6 +376,7 @@ def run_in_subprocess(job: TrainJob, replicas: int = 2, steps: int = 3, timeout:
                    "--replicas", str(replicas), "--steps", str(steps), "--workers", str(workers)]
         command += ["--tolerance", str(tolerance)] if tolerance is not None else []
         command += ["--hardware", hardware] if hardware else []
+        command += ["--optimizer", optimizer] if optimizer != SGD else []
         children = []
         for index in range(workers):
             worker_env = dict(env, TF_CONFIG=json.dumps(

@@ -53,6 +53,7 @@ class Verification:
     rounding: float = 0.0
     # The features whose tables were split over the replicas (trainer_module/sharded_embedding.py)
     sharded_tables: tuple[str, ...] = ()
+    optimizer: str = "SGD"  # verify's, or the run's (AdamW: trainer_module/equivalence.py)
 
     @property
     def relative(self) -> float:
@@ -81,7 +82,7 @@ class Verification:
                           f", tables split over the replicas: {', '.join(self.sharded_tables)}"
                           if self.sharded_tables else ""])
         setting = (f"verify: {self.replicas} replicas{where} x batch {self.per_replica_batch}"
-                   f"{accumulated} = global batch {self.global_batch}, {self.steps} SGD steps at "
+                   f"{accumulated} = global batch {self.global_batch}, {self.steps} {self.optimizer} steps at "
                    f"learning rate {self.learning_rate:g}{extras}")
         if self.updates not in (-1, self.steps):
             return [setting, f"verify: the optimizer made {self.updates} updates in {self.steps} "

@@ -23,8 +23,8 @@ import tensorflow_transform as tft
 from trainer_module import actions as actions_lib, build, controller as controller_lib
 from trainer_module import early_stopping, model as model_lib
 from trainer_module import equivalence, export, input_pipeline, loop, parameter_server
-from trainer_module import precision, processes, resume, scaling, slices, strategy as strategy_lib
-from trainer_module import table_plan, termination, warmup
+from trainer_module import processes, resume, scaling, slices, strategy as strategy_lib
+from trainer_module import table_plan, termination
 from trainer_module.job import TrainJob
 from trainer_module.settings import CLASSIFICATION, GLOBAL, PARAMETER_SERVER, TrainerConfig
 from trainer_module.summary import Asynchronous, Elastic, TrainingSummary
@@ -68,14 +68,6 @@ def _plan(job: TrainJob, strategy: tf.distribute.Strategy) -> scaling.Plan:
     for warning in plan.warnings:
         logging.warning(warning)
     return plan
-
-
-def optimizer_for(cfg: TrainerConfig, learning_rate) -> tf.keras.optimizers.Optimizer:
-    """AdamW with trainer.weight_decay (decoupled from the gradient), or Adam without."""
-    if cfg.weight_decay:
-        return tf.keras.optimizers.AdamW(learning_rate=learning_rate,
-                                         weight_decay=cfg.weight_decay)
-    return tf.keras.optimizers.Adam(learning_rate=learning_rate)
 
 
 def train_metrics(task: str) -> dict[str, tf.keras.metrics.Metric]:
@@ -136,9 +128,8 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     with strategy.scope():
         model = build.model(inputs, strategy)
         best = early_stopping.BestWeights(model) if validating else None
-        schedule = warmup.WarmupSchedule(plan.learning_rate, plan.warmup_steps,
-                                         plan.train_steps, plan.decay_steps)
-        optimizer = precision.wrap_optimizer(optimizer_for(cfg, schedule), cfg.precision)
+        schedule = build.schedule(plan)
+        optimizer = build.optimizer(cfg, schedule)
         metrics = train_metrics(task)
         # Asynchronous: made in the scope, so its tables are copied to every worker.
         transform = tf_transform_output.transform_features_layer() if asynchronous else None

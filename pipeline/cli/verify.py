@@ -26,6 +26,9 @@ def add_parser(sub) -> None:
                         help="run the replicas in this many worker processes on loopback "
                              "(MultiWorkerMirroredStrategy, one replica each, as on several "
                              "hosts); default 1: emulated replicas in one process")
+    verify.add_argument("--optimizer", choices=("sgd", "run"), default="sgd",
+                        help="sgd (default: a gradient off by a factor shows by that factor), or "
+                             "run: the run's own optimizer and schedule (AdamW) over the steps")
     verify.set_defaults(func=command)
 
 
@@ -43,7 +46,7 @@ def command(args) -> int:
     config = load_config(args, {"data.path": args.data, "data.label": args.label,
                                 "paths.pipeline_root": args.pipeline_root})
     result = verification.verify(config, replicas=args.replicas, steps=args.steps,
-                                 workers=args.workers, say=_say)
+                                 workers=args.workers, optimizer=args.optimizer, say=_say)
     for line in result.lines():
         print(line)
     return 0 if result.passed else 1

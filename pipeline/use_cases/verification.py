@@ -20,10 +20,11 @@ if TYPE_CHECKING:
 
 
 def verify(config: Config, *, replicas: int = 2, steps: int = 3, workers: int = 1,
-           log_file: str | None = None, lock: str | None = None,
+           optimizer: str = "sgd", log_file: str | None = None, lock: str | None = None,
            say: Say = quiet) -> Verification:
     """Prepares the run, then compares `replicas` emulated replicas against Keras on one device
-    for `steps` global steps, in one process, or in `workers` processes with one replica each.
+    for `steps` global steps, in one process, or in `workers` processes with one replica each;
+    with plain SGD, or the run's own optimizer (optimizer="run").
 
     Args:
       config: the config, absolutized.
@@ -41,12 +42,12 @@ def verify(config: Config, *, replicas: int = 2, steps: int = 3, workers: int = 
     if prepared.data is None:
         raise ConfigError(f"data.path {config.data.path} is remote: lockstep verify reads "
                           "local data (a sample of it will do)")
-    return _compare(prepared, replicas, steps, workers,
+    return _compare(prepared, replicas, steps, workers, optimizer,
                     log_file or local_run.log_path(prepared.config), lock)
 
 
 def _compare(prepared: preparing.Prepared, replicas: int, steps: int, workers: int,
-             log_file: str, lock: str | None) -> Verification:
+             optimizer: str, log_file: str, lock: str | None) -> Verification:
     from pipeline.local import run_lock
     from pipeline.local.console import Console
 
@@ -71,4 +72,5 @@ def _compare(prepared: preparing.Prepared, replicas: int, steps: int, workers: i
         transform_dir=report.artifacts[f"{definition.TRANSFORM_NODE}.transform_graph"],
         model_run_dir="", serving_model_dir="",
         spec=definition.train_spec(config, config.data.label, prepared.decisions.task))
-    return equivalence.run_in_subprocess(job, replicas=replicas, steps=steps, workers=workers)
+    return equivalence.run_in_subprocess(job, replicas=replicas, steps=steps, workers=workers,
+                                         optimizer=optimizer)
