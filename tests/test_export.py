@@ -47,6 +47,19 @@ def test_a_warm_start_copies_the_weights_that_still_fit(tmp_path):
     assert export.warm_start(fresh, str(tmp_path / "old")) == fitting
 
 
+def test_each_hidden_layer_starts_from_its_own_weights(tmp_path):
+    """Two hidden layers of one width: each weight has a name of its own (once, both were
+    "ensemble/kernel:0", and a warm start gave the first layer the second's bias)."""
+    base = _mlp((8, 8), seed=1)
+    assert len(_names(base)) == len(base.weights)
+    tf.train.Checkpoint(**{export._key(v.name): v for v in base.weights}).write(
+        str(tmp_path / "base" / export.WEIGHTS))
+    target = _mlp((8, 8), seed=2)
+    assert export.warm_start(target, str(tmp_path / "base")) == len(target.weights)
+    for got, want in zip(target.weights, base.weights):
+        np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=got.name)
+
+
 def test_a_warm_start_from_another_architecture_says_so_and_starts_afresh(tmp_path):
     """A serving model none of whose weights fit (the 32-16 MLP of an earlier lockstep, say):
     one line that says so, and the model keeps its own initial weights."""

@@ -111,7 +111,11 @@ class EnsembleHead(tf.keras.layers.Layer):
                                       initializer=init)
         self.bias = self.add_weight("head_bias", [self.members, self.outputs], initializer=init)
         for layer, units in zip(self.hidden, [width] + self.hidden_units):
-            layer.build([None, self.members, units])
+            # Under its own name ("ensemble/dense_0/kernel:0"): else every hidden layer's weights
+            # are "ensemble/kernel:0", and what reads weights by name (export.WEIGHTS, a warm
+            # start) takes one layer's for another's.
+            with tf.name_scope(layer.name):
+                layer.build([None, self.members, units])
 
     @plain  # training is a Python bool here (Keras traces each value apart)
     def call(self, x, training=None):
