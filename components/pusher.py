@@ -5,7 +5,8 @@ again on every run that blesses it. This one pushes through components/serving_v
 temporary copy, fsync, the serving smoke test on a few eval examples (components/serving_check.py:
 the Evaluator ran it on this content beside TFMA, so the copy need only have the content it checked;
 without that verdict the copy is checked here, in a subprocess), then a rename to a fresh version
-number; content pushed before is not pushed again. Its output carries `pushed`, `pushed_destination` and `push_note` (what happened,
+number; content pushed before is not pushed again. Its output carries `pushed`,
+`pushed_destination` and `push_note` (what happened,
 in a line for the run summary).
 """
 

@@ -10,7 +10,8 @@ which open-source KFP cannot run. Here:
   its files, column types, missing tokens and split: equal keys, equal records);
 - the cache lives at a fixed place (`analyzer_cache_dir`, under the pipeline root): LATEST there
   names the newest run's cache (and LATEST.files what its files were when written: a cache damaged
-  since is passed over, saying so, and every span analyzed anew), which TFX's executor has filled with every span of its window (the
+  since is passed over, saying so, and every span analyzed anew), which TFX's executor has filled
+  with every span of its window (the
   ones it read from the previous cache, copied, and the ones it analyzed). This run reads it and
   points LATEST at its own once it has finished. A run that fails leaves LATEST as it was.
 tf.Transform decides per dataset whether its cache holds every analyzer the preprocessing_fn has

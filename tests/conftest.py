@@ -553,7 +553,8 @@ def _compile(root):
     config.write_text(
         'beam_args = ["--runner=DataflowRunner", "--region=europe-west4"]\n'
         '[data]\npath = "gs://lockstep-test/data"\nspan_pattern = "span-{SPAN}/*.csv"\n'
-        'task = "classification"\n[eval]\nbounds = {accuracy = 0.8}\n[trainer]\ntpu_slice = "v5e-4"\nper_replica_batch = 128\n'
+        'task = "classification"\n[eval]\nbounds = {accuracy = 0.8}\n[trainer]\n'
+        'tpu_slice = "v5e-4"\nper_replica_batch = 128\n'
         '[paths]\nserving_dir = "gs://lockstep-test/serving"\n')
     return lockstep("compile", "--config", config, "--pipeline-root", root / "pipeline_root",
                     "--output", root / "out" / "pipeline.yaml", cwd=root)
@@ -608,5 +609,5 @@ def serving_accuracy(version, files, label="species") -> float:
     out = model.signatures["serving_default"](examples=tf.constant(serialized))
     predicted = [c.decode() for c in out["classes"].numpy()]
     np.testing.assert_allclose(out["probabilities"].numpy().sum(axis=1), 1.0, rtol=1e-5)
-    return float(np.mean([p == str(l) for p, l in zip(predicted, labels)]))
+    return float(np.mean([p == str(x) for p, x in zip(predicted, labels)]))
 

@@ -93,7 +93,7 @@ class Server:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
-            raise subprocess.TimeoutExpired(argv, timeout, *child.communicate())
+            raise subprocess.TimeoutExpired(argv, timeout, *child.communicate()) from None
         return subprocess.CompletedProcess(argv, child.returncode, *child.communicate())
 
     def ended(self, pid: int, timeout: float | None) -> int | None:

@@ -85,7 +85,7 @@ def test_tf_transform_is_not_converted(converted):
 
 
 def test_lockstep_traces_its_own_code_as_written_and_a_users_loss_still_converts(converted,
-                                                                                builtin_records):
+                                                                                builtin_records):  # noqa: F811
     """The built-in model's layers, the gradients' sum over replicas and the input pipeline's
     functions are traced as written (autograph_rules.plain): no rewrite in a train step's trace.
     The loop itself, and a user's loss with a tensor `if` that the built-in model's per-member

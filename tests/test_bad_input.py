@@ -11,7 +11,7 @@ def _run_expecting_error(tmp_path, *args):
     run = PipelineRun(tmp_path)
     result = run.run_here(*args)
     assert result.returncode != 0
-    lines = [l for l in result.stderr.strip().splitlines() if l.startswith("lockstep: error:")]
+    lines = [x for x in result.stderr.strip().splitlines() if x.startswith("lockstep: error:")]
     assert len(lines) == 1, result.stderr
     assert run.pushed_versions() == []
     assert not run.pipeline_root.exists(), "nothing may be written on bad input"

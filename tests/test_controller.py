@@ -276,7 +276,8 @@ def test_once_sigterm_arrived_a_stop_block_ends_with_stopped_whatever_else_it_en
             try:
                 os.kill(os.getpid(), signal.SIGTERM)
             except termination.Stopped as err:  # as Keras re-raises it, naming the layer
-                raise termination.Stopped(f"Exception encountered when calling layer: {err}")
+                raise termination.Stopped(  # noqa: B904  as Keras wraps it: no cause kept
+                    f"Exception encountered when calling layer: {err}")
     with pytest.raises(TypeError):
         with termination.stop_on_sigterm(lambda: "never"):
             raise TypeError("its own")

@@ -1,4 +1,5 @@
-"""The equivalence check (`lockstep verify`), on the penguins run's own data: N replicas make one device's update with the built-in
+"""The equivalence check (`lockstep verify`), on the penguins run's own data: N replicas make one
+device's update with the built-in
 model, and the user hooks that break it (tests/user_hooks.py) are caught, by orders of magnitude.
 
 In process here: the test process already has 8 logical CPU devices (conftest.py)."""

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO, lockstep
+from conftest import REPO
 
 
 @pytest.fixture(scope="module")

@@ -70,7 +70,7 @@ def test_the_runner_role_is_minimal_and_the_serving_bucket_is_add_only():
     iam = (REPO / "infra" / "terraform" / "iam.tf").read_text()
     blocks = re.findall(r'resource "google_storage_bucket_iam_member" "(\w+)" \{(.*?)\n\}', iam, re.S)
     serving_grants = {}
-    for name, body in blocks:
+    for _name, body in blocks:
         if "google_storage_bucket.serving.name" in body:
             member = re.search(r"google_service_account\.(\w+)\.email", body).group(1)
             roles = re.findall(r'"(roles/[\w.]+)"', body)
@@ -92,7 +92,8 @@ def test_an_image_digest_pins_every_task(tmp_path):
     digest = "sha256:" + "ab" * 32
     config = tmp_path / "c.toml"
     config.write_text(f'[data]\npath = "gs://b/d"\ntask = "classification"\n'
-                      f'[eval]\nbounds = {{accuracy = 0.8}}\n[kubeflow]\nimage = "r.example/lockstep"\nimage_tag = "dev"\n'
+                      f'[eval]\nbounds = {{accuracy = 0.8}}\n[kubeflow]\n'
+                      f'image = "r.example/lockstep"\nimage_tag = "dev"\n'
                       f'image_digest = "{digest}"\n')
     result = cli("compile", "--config", config, "--output", tmp_path / "p.yaml")
     assert result.returncode == 0, result.stderr

@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from conftest import REPO, PipelineRun, lockstep, serving_accuracy
+from conftest import REPO, lockstep, serving_accuracy
 from test_benchmarks import TABLES
 
 pytestmark = pytest.mark.slow

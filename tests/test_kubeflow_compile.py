@@ -89,8 +89,6 @@ def test_spec_caching_parameters_and_root(compiled):
 
 
 def test_gpu_trainer_and_multi_host_slice(tmp_path):
-    from pipeline.kubeflow import compiler
-
     from pipeline import preflight
 
     config = config_lib.load(None, {"kubeflow.gpus": 2, "kubeflow.gpu_type": "nvidia-tesla-t4",
@@ -155,7 +153,6 @@ def test_compiling_with_import_stand_ins_gives_the_same_spec(compiled, tmp_path)
     """`lockstep compile` replaces TensorFlow & co. by stand-ins (pipeline/kubeflow/import_stubs.py): its
     output must be byte-identical to a compile with the real packages (this process has them)."""
     from pipeline import preflight
-    from pipeline.kubeflow import compiler
 
     other = tmp_path / "regression.toml"
     other.write_text(REGRESSION_GPU)
@@ -218,7 +215,6 @@ def test_every_variant_loads_in_kfp_and_stand_ins_compile_it_identically(tmp_pat
     from kfp import components
 
     from pipeline import preflight
-    from pipeline.kubeflow import compiler
     from trainer_module import slices
 
     variants = _variants()

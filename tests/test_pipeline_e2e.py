@@ -43,7 +43,7 @@ def test_pushed_model_serves_raw_examples_accurately(penguins_run):
     out = model.signatures["serving_default"](examples=tf.constant(serialized))
     predicted = [c.decode() for c in out["classes"].numpy()]
     assert set(predicted) <= {"Adelie", "Chinstrap", "Gentoo"}
-    accuracy = np.mean([p == l for p, l in zip(predicted, labels)])
+    accuracy = np.mean([p == x for p, x in zip(predicted, labels)])
     assert accuracy > 0.9, accuracy
     np.testing.assert_allclose(out["probabilities"].numpy().sum(axis=1), 1.0, rtol=1e-5)
     # The Evaluator ran the serving check on this very content, and the Pusher relied on it.
@@ -203,7 +203,7 @@ def test_a_run_is_quiet_and_logs_to_a_file(penguins_run):
     assert len(said) <= 33, out
     for noise in ("cuda", "absl", "WARNING", "Instructions for updating", "deprecat"):
         assert noise.lower() not in (out + err).lower(), noise
-    [log_line] = [l for l in lines if "library logs go to" in l]
+    [log_line] = [x for x in lines if "library logs go to" in x]
     log = log_line.split("library logs go to ")[1].split(" ")[0]
     text = open(log).read()
     assert "Component Trainer is finished." in text and "Unable to register cu" in text

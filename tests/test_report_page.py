@@ -26,7 +26,7 @@ def _chromium(*args, timeout=120):
 
 
 def _page_of(stdout: str) -> str:
-    [line] = [l for l in stdout.splitlines() if l.startswith("Report: ")]
+    [line] = [x for x in stdout.splitlines() if x.startswith("Report: ")]
     return line[len("Report: "):]
 
 

@@ -189,7 +189,7 @@ def test_a_checkpoint_of_n_blocks_restores_on_m(records, initial, tmp_path):
     two_table = model_lib.sharded_parts(again)[1]["user_xf"]
     assert (two_table.shards, four_table.shards) == (2, 4)
     for slot in ("table", "m", "v"):
-        whole = lambda t: np.concatenate(  # noqa: E731
+        whole = lambda t, slot=slot: np.concatenate(  # noqa: E731
             [b.numpy() for b in getattr(t.blocks, slot)])
         np.testing.assert_array_equal(whole(two_table), whole(four_table))
     assert int(again_optimizer.iterations.numpy()) == 6

@@ -172,7 +172,7 @@ def test_the_split_rule_is_said_first_and_recorded(run):
     out = run.result.stdout
     words = ("by groups of user" if run.kind == "numeric" else "by row position")
     lines = out.splitlines()
-    said = [i for i, l in enumerate(lines) if l.startswith(f"lockstep: split {words} (never by the label), seed 0")]
+    said = [i for i, x in enumerate(lines) if x.startswith(f"lockstep: split {words} (never by the label), seed 0")]
     assert said and said[0] < 6, out
     # The check before the run split the rows as the ExampleGen did: the same counts.
     counted = re.search(r": train (\d+) rows, eval (\d+) rows$", lines[said[0]])

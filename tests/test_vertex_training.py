@@ -28,8 +28,6 @@ def _config(**values):
 
 
 def test_v5e_16_compiles_to_a_cpu_task_whose_settings_are_run_parameters():
-    from pipeline.kubeflow import compiler
-
     config = _config(**{"trainer.tpu_slice": "v5e-16", "vertex.project": "acme",
                         "vertex.region": "europe-west4"})
     compiled = orchestrators.get("kubeflow").compile(config, preflight.decide(config), "img@sha256:abc")

@@ -145,7 +145,8 @@ class Controller:
         self.manager._last_checkpoint_step = step - step % self.checkpoint_every  # noqa: SLF001
 
     def train(self, steps) -> dict[str, float]:
-        """Runs `steps.train(n)` chunks (a step loop, trainer_module/loop.py) until `total_steps`; returns the last chunk's logs, with
+        """Runs `steps.train(n)` chunks (a step loop, trainer_module/loop.py) until `total_steps`;
+        returns the last chunk's logs, with
         what the actions added ({} when there was nothing left to train)."""
         step = self.step
         self._count_interval_from(step)

@@ -14,7 +14,8 @@
   constants, are not among them); lockstep adds the label itself (trainer_module/preprocessing.py).
 
 A hook is checked when the config is checked, before anything runs: its form
-(trainer_module/hook_paths.py, no import), `load` (the import and the signature), `check_loss` and `check_model` (what it
+(trainer_module/hook_paths.py, no import), `load` (the import and the signature), `check_loss` and
+`check_model` (what it
 returns, on a small batch); each error is one line naming the key and the reason.
 
 The hook's code travels by name: it must be importable in every process that runs a task (the

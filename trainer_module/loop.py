@@ -127,7 +127,7 @@ class SynchronousLoop:
         total = tf.constant(0.0)
         rows = set()  # the embeddings, whose gradients come as IndexedSlices (rows)
         for i in tf.range(k):
-            xi, yi = tf.nest.map_structure(lambda t: t[i], micro)
+            xi, yi = tf.nest.map_structure(lambda t: t[i], micro)  # noqa: B023  used here
             grads, row_grads, loss, outputs = self._gradients(xi, yi)
             self._update_metrics(yi, outputs)
             rows.update(j for j, g in enumerate(grads) if isinstance(g, tf.IndexedSlices))

@@ -275,7 +275,8 @@ def _relay(line: str) -> None:
 
 def run_in_subprocess(job: TrainJob) -> TrainingSummary:
     """Trains a TrainJob with `python -m trainer_module.train` in a fresh process (the job crosses
-    as its JSON, trainer_module/job.py) and returns its summary. Its log lines pass through to this process's stderr; a failure is a
+    as its JSON, trainer_module/job.py) and returns its summary. Its log lines pass through to this
+    process's stderr; a failure is a
     ParameterServerError with its last line."""
     import tempfile
 

@@ -4,7 +4,8 @@ tabular model that outgrows a device (a column of user or item ids, hashed ad fe
 Each of N replicas holds one contiguous block of about rows / N rows, and Adam's two slots for
 them, on its own device: a 10 M x 16 table with its slots costs 1.9 GB over all the replicas,
 not 1.9 GB on each. Under MirroredStrategy one process holds every block; under
-MultiWorkerMirroredStrategy each worker process its own replicas' blocks. In a training step (trainer_module/loop.py), as TPUEmbedding does it on a TPU:
+MultiWorkerMirroredStrategy each worker process its own replicas' blocks. In a training step
+(trainer_module/loop.py), as TPUEmbedding does it on a TPU:
 
 1. `exchange`: each replica's ids are gathered from every replica (all-gather), each replica
    looks up the rows it owns (zeros for the others) and the partial rows are summed (all-reduce):
@@ -157,7 +158,6 @@ class ShardedEmbedding(tf.keras.layers.Layer):
             whole = self.embeddings_initializer([self.rows, self.dim], tf.float32)
         self.blocks = _Blocks(self.rows, self.dim, self.shards, here,
                               lambda start, count: whole[start:start + count], strategy)
-        del whole
         super().build(input_shape)
 
     @plain  # traced as written: trainer_module/autograph_rules.py

@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
                       help="the task (overrides data.task; needed for remote data)")
     comp.add_argument("--pipeline-root", help="overrides paths.pipeline_root")
     comp.add_argument("--serving-dir", help="overrides paths.serving_dir")
-    comp.add_argument("--slice", help="a TPU slice for the Trainer, e.g. v5e-4 (one host, a GKE node pool) or v5e-16 (several hosts, a Vertex AI job)")
+    comp.add_argument("--slice", help="a TPU slice for the Trainer, e.g. v5e-4 (one host, a GKE "
+                                      "node pool) or v5e-16 (several hosts, a Vertex AI job)")
     comp.set_defaults(func=command)
 
 

@@ -260,7 +260,7 @@ def list_schedules(target: Target, client=None) -> list[Schedule]:
     client = client or connect(target)
     out, token = [], ""
     while True:
-        page = _call(target, "list recurring runs", lambda: client.list_recurring_runs(
+        page = _call(target, "list recurring runs", lambda token=token: client.list_recurring_runs(
             page_token=token, page_size=100, namespace=target.namespace or None))
         for job in page.recurring_runs or []:
             cron = job.trigger.cron_schedule.cron if job.trigger and job.trigger.cron_schedule else ""

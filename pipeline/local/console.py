@@ -6,7 +6,8 @@ warnings) goes to a log file in the run's directory.
 lasts, so even C++ logs written straight to fd 2 land there, and writes our own lines to the
 saved terminal. It reads what to show from log records: the runner's "Component X is
 running." / "is finished." (pipeline/local/dag_runner.py: several can run at once; the finished
-record says whether TFX used a cached execution), and the Trainer's progress records (trainer_module/controller.py, PROGRESS_LOGGER). On a terminal the progress is one line
+record says whether TFX used a cached execution), and the Trainer's progress records
+(trainer_module/controller.py, PROGRESS_LOGGER). On a terminal the progress is one line
 redrawn in place; otherwise a plain line every tenth of the way.
 """
 

@@ -55,7 +55,6 @@ def launch(ir, node_id: str) -> bool:
       integrity.CorruptArtifact: a cached output is not what was written (the node runs again,
         not from the cache: pipeline/use_cases/local_run.py)."""
     from ml_metadata.proto import metadata_store_pb2
-    from tfx.orchestration import metadata
     from tfx.orchestration.local import runner_utils
     from tfx.orchestration.portable import launcher
 
@@ -79,7 +78,8 @@ def launch(ir, node_id: str) -> bool:
 
 
 def _in_turn(connection):
-    """TFX's ML Metadata connection (tfx.orchestration.metadata.Metadata) whose sessions (each outermost `with`: the launcher's driver and cache lookup, its publishing; never
+    """TFX's ML Metadata connection (tfx.orchestration.metadata.Metadata) whose sessions (each
+    outermost `with`: the launcher's driver and cache lookup, its publishing; never
     the executor) the two lanes take in turn, under an flock beside an SQLite store. Side by
     side, two processes writing to one SQLite file abort each other's transactions, and ML
     Metadata's client retries after a random wait of 2 s on average: with both lanes starting

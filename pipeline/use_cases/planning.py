@@ -1,5 +1,6 @@
 """`lockstep plan`: the training plan (batch, steps, learning rate, accumulation) for TPU slices,
-replica counts or the config's GPU machines (trainer.gpu_machines), side by side, from the config's trainer settings and, where the steps come from
+replica counts or the config's GPU machines (trainer.gpu_machines), side by side, from the config's
+trainer settings and, where the steps come from
 the data, the training split's rows (trainer_module/scaling.py holds the rules).
 
 It trains nothing, writes nothing and loads no TensorFlow; the only data it reads is data.path's

@@ -40,7 +40,7 @@ def write_page(report: RunReport, config: Config, log_file: str = os.devnull,
 
     try:
         with Console(log_file):  # matplotlib's and TensorFlow's chatter, to the run's log
-            from pipeline.reporting import metadata_store
+            from pipeline.reporting import metadata_store  # noqa: F401  its imports' chatter here
             from pipeline.reporting import page
 
             if history is None:
