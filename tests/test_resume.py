@@ -38,12 +38,16 @@ def test_an_attempt_resumes_from_the_furthest_earlier_attempt_at_the_same_job(tm
     moved = dataclasses.replace(job, model_run_dir=str(runs / "10"), eval_files=("/e/*",))
     assert resume.job_key(moved) == resume.job_key(job)
     assert resume.job_key(dataclasses.replace(job, transform_dir="/tf/8")) != resume.job_key(job)
-    # Nor where it runs: an attempt on another topology resumes the same job (elastic resume).
+    # Nor where it runs: an attempt on another topology resumes the same job (elastic resume),
+    # with the accumulation that keeps its global batch there (a fallback to fewer machines).
     elsewhere = job.with_trainer(dataclasses.replace(
         job.trainer, emulate_replicas=4, tpu_slice="v5e-8", tpu="local"))
     assert resume.job_key(elsewhere) == resume.job_key(job)
+    fallback = job.with_trainer(dataclasses.replace(job.trainer, gpu_machines=2,
+                                                    accumulation_steps=2))
+    assert resume.job_key(fallback) == resume.job_key(job)
     assert resume.job_key(job.with_trainer(dataclasses.replace(
-        job.trainer, accumulation_steps=2))) != resume.job_key(job)
+        job.trainer, per_replica_batch=64))) != resume.job_key(job)
     # What an attempt stopped by SIGTERM parked comes before the siblings (TFX removes a failed
     # execution's ModelRun directory); the state file moves with it.
     stopped = _job(runs / "8", train_steps=400)
@@ -53,6 +57,9 @@ def test_an_attempt_resumes_from_the_furthest_earlier_attempt_at_the_same_job(tm
     assert not (runs / "8" / "checkpoints").exists()
     assert resume.restore_from(job) == resume.parked_dir(job)
     assert tf.train.latest_checkpoint(resume.parked_dir(job)) == moved
+    # The fallback job (2 machines, accumulation 2) finds what the SIGTERMed attempt parked.
+    fallback = dataclasses.replace(fallback, model_run_dir=str(runs / "11"))
+    assert resume.restore_from(fallback) == resume.parked_dir(job)
     # Its own checkpoints come first: a retried task (the same ModelRun directory).
     _attempt(job, [50])
     assert resume.restore_from(job) == resume.checkpoint_dir(job)

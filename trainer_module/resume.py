@@ -47,10 +47,14 @@ def checkpoint_dir(job: TrainJob) -> str:
 
 
 # Where a job runs, not what it trains to: an attempt on another topology resumes the same job
-# (its global batch kept from the checkpoint, scaling.make_plan's `keep`).
+# (its global batch kept from the checkpoint, scaling.make_plan's `keep`). accumulation_steps too:
+# it is how a topology makes the global batch (replicas x per-replica batch x accumulation), and a
+# fallback to fewer machines or a smaller slice raises it to keep the batch; a resumed job keeps
+# its checkpoint's global batch whatever it says.
 TOPOLOGY_SETTINGS = ("emulate_replicas", "tpu", "tpu_zone", "tpu_project", "tpu_slice",
                      "allow_fallback", "fallback_slices", "gpu_machines", "gpu_machine_type",
-                     "gpu_accelerator", "gpus_per_machine", "fallback_gpu_machines")
+                     "gpu_accelerator", "gpus_per_machine", "fallback_gpu_machines",
+                     "accumulation_steps")
 
 
 def job_key(job: TrainJob) -> str:
