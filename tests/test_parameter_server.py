@@ -123,7 +123,7 @@ def test_a_killed_worker_does_not_stop_training(ps_run, tmp_path):
     servers = _servers(cluster, tmp_path)
     # The transform graph the parameter-server run made (TF2: its tables reach the workers).
     job = penguins_job(ps_run, tmp_path, strategy="parameter_server", train_steps=600,
-                       log_every=20, steps_per_execution=5)
+                       log_every=20, steps_per_execution=5, validation_share=0.0)
     (tmp_path / "job.json").write_text(job.to_json())
     chief_env = dict(ENV, TF_CONFIG=json.dumps(
         {"cluster": cluster, "task": {"type": "chief", "index": 0}}))
@@ -168,8 +168,17 @@ def test_a_parameter_server_run_pushes_a_model_that_serves(ps_run):
     summaries = sorted(run.pipeline_root.glob("Trainer/model_run/*/training_summary.json"),
                        key=os.path.getmtime)
     summary = json.loads(summaries[-1].read_text())
-    assert summary["asynchronous"]["updates"] == summary["plan"]["train_steps"]
     assert summary["plan"]["workers"] == 2
+    # Early stopping: the chief scores the validation rows on a copy of the servers' weights and
+    # stops scheduling; the best scored weights are the ones exported.
+    stopping = summary["stopping"]
+    assert stopping["validation_rows"] > 0 and 0 < stopping["best_step"] <= stopping["stopped_at"]
+    assert re.search(r"^Early stopping: ", out, re.M), out
+    assert summary["asynchronous"]["updates"] >= stopping["stopped_at"]
+    if stopping["stopped_early"]:
+        assert stopping["stopped_at"] < summary["plan"]["train_steps"]
+    else:
+        assert summary["asynchronous"]["updates"] == summary["plan"]["train_steps"]
 
 
 @pytest.mark.slow

@@ -106,6 +106,20 @@ def validation_loss(model: tf.keras.Model, per_example_loss, dataset: tf.data.Da
     return mean
 
 
+def on_copy(model: tf.keras.Model, copy: tf.keras.Model, score):
+    """`score` (validation_loss over `copy`) with model's weights copied into copy first: one
+    read of each variable a score, wherever the variables live (parameter servers)."""
+
+    def mean() -> float:
+        copy.set_weights(model.get_weights())
+        value = score()
+        mean.rows = score.rows
+        return value
+
+    mean.rows = 0
+    return mean
+
+
 class EarlyStopping:
     """The action: every `every` steps, score; keep the best; stop after `patience` scores
     without one; at the end, put the best weights back (logs: best_step, validation_loss)."""

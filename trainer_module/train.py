@@ -123,7 +123,7 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     task = job.task
     inputs = build.model_inputs(tf_transform_output, job.label, task, cfg)
     loss = build.loss(cfg, task, inputs.outputs)
-    validating = cfg.validation_share > 0 and not asynchronous
+    validating = cfg.validation_share > 0
     fingerprint = _input_fingerprint(job, plan, validating)
     with strategy.scope():
         model = build.model(inputs, strategy)
@@ -141,8 +141,9 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         if chief:
             resume.mark(job)
         raw_spec = build.raw_spec(tf_transform_output, job.label)
-        stopping = _early_stopping(job, plan, model, loss, best, raw_spec,
-                                   tf_transform_output) if validating else None
+        stopping = _early_stopping(job, plan, model, loss, best, raw_spec, tf_transform_output,
+                                   scorer=_local_copy(model, inputs) if asynchronous else None
+                                   ) if validating else None
         train_actions = ([stopping] if stopping else []) + actions_lib.standard_actions(
             total_steps=plan.train_steps, global_batch=plan.global_batch, log_every=cfg.log_every,
             summary_dir=actions_lib.summary_dir(job.model_run_dir),
@@ -244,8 +245,11 @@ def _layers(model: tf.keras.Model):
 
 
 def _early_stopping(job: TrainJob, plan: scaling.Plan, model, loss, best, raw_spec,
-                    tf_transform_output) -> early_stopping.EarlyStopping:
-    """The validation rows' score, every epoch of the fit rows (or a twentieth of the steps)."""
+                    tf_transform_output, scorer=None) -> early_stopping.EarlyStopping:
+    """The validation rows' score, every epoch of the fit rows (or a twentieth of the steps).
+    scorer: a model on this process's device that scores instead, the weights copied into it
+    once a score (asynchronous training: the parameter servers' variables are read once, not
+    once a batch); the coordinator then stops scheduling steps, and every worker stops."""
     cfg = job.trainer
     validation = input_pipeline.make_dataset_fn(
         job.train_files, raw_spec, job.label, job.task, EVAL_BATCH, training=False,
@@ -254,8 +258,11 @@ def _early_stopping(job: TrainJob, plan: scaling.Plan, model, loss, best, raw_sp
     rows = build.train_rows(dataclasses.replace(cfg, train_steps=0, train_examples=0),
                             job.train_files)
     per_epoch = math.ceil(rows * (1 - cfg.validation_share) / plan.global_batch) if rows else 0
+    score = early_stopping.validation_loss(scorer or model, loss, validation)
+    if scorer is not None:
+        score = early_stopping.on_copy(model, scorer, score)
     return early_stopping.EarlyStopping(
-        model, best, early_stopping.validation_loss(model, loss, validation),
+        model, best, score,
         early_stopping.every(plan.train_steps, per_epoch), cfg.patience, steps_per_epoch=per_epoch)
 
 
@@ -277,7 +284,7 @@ def _step_loop(job: TrainJob, strategy, plan: scaling.Plan, model, optimizer, lo
     dataset_fn = input_pipeline.make_dataset_fn(
         job.train_files, raw_spec, job.label, job.task, plan.replica_step_batch, training=True,
         seed=None if asynchronous else cfg.seed, skip_steps=0 if asynchronous else start,
-        transform=transform, part=input_pipeline.ALL if asynchronous else input_pipeline.FIT,
+        transform=transform, part=input_pipeline.FIT,
         validation_share=cfg.validation_share, global_order=cfg.input_order == GLOBAL)
     if asynchronous:
         return parameter_server.AsynchronousLoop(strategy, model, optimizer, loss, plan.global_batch,
