@@ -1,19 +1,23 @@
 """Runs one TrainJob in this process, one worker of a cluster (TF_CONFIG) or alone, for the
-elastic-resume tests: the job stops once every worker has checkpointed at --stop-at.
+elastic-resume tests: the job stops once every worker has checkpointed at --stop-at; or this
+process sends itself SIGTERM once it has trained --sigterm-at steps (a real signal, through
+lockstep's handler), and every worker stops where they agree.
 
-usage: elastic_worker.py JOB.json RESULT.json [--stop-at STEP]
-Status 0 with the summary in RESULT.json; 3 when stopped at STEP.
+usage: elastic_worker.py JOB.json RESULT.json [--stop-at STEP] [--sigterm-at STEP]
+Status 0 with the summary in RESULT.json; 3 when stopped at STEP; 5 (termination's
+PREEMPTED_STATUS) when stopped by a SIGTERM, RESULT.json holding {"step", "signalled", "message"}.
 """
 
 import json
 import os
+import signal
 import sys
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import logging  # noqa: E402
 
-from trainer_module import train  # noqa: E402
+from trainer_module import termination, train  # noqa: E402
 from trainer_module.job import TrainJob  # noqa: E402
 
 logging.set_verbosity(logging.INFO)
@@ -27,14 +31,22 @@ def main(argv) -> int:
     with open(argv[1]) as handle:
         job = TrainJob.from_json(handle.read())
     stop_at = int(argv[argv.index("--stop-at") + 1]) if "--stop-at" in argv else 0
+    sigterm_at = int(argv[argv.index("--sigterm-at") + 1]) if "--sigterm-at" in argv else 0
 
     def stop(step, logs):  # an action: after the checkpoint at this step is on disk
         if stop_at and step >= stop_at:
             raise Stopped(step)
+        if sigterm_at and step >= sigterm_at and not termination.requested():
+            os.kill(os.getpid(), signal.SIGTERM)
     try:
         result = train.train_job(job, callbacks=[stop])
     except Stopped:
         return 3
+    except termination.Preempted as stopped:
+        with open(argv[2], "w") as handle:
+            json.dump({"step": stopped.step, "signalled": stopped.signalled,
+                       "message": str(stopped)}, handle)
+        return termination.PREEMPTED_STATUS
     with open(argv[2], "w") as handle:
         json.dump(result.to_dict(), handle)
     return 0

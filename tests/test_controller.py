@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer_module import actions, controller as controller_lib, loop, progress
+from trainer_module import actions, controller as controller_lib, loop, progress, termination
 
 GLOBAL_BATCH = 8
 CHUNK_ENDS = [3, 5, 8, 10, 13, 15, 18, 20]  # 20 steps, steps_per_execution 3, checkpoint_every 5
@@ -165,9 +165,18 @@ def test_summaries_write_the_scalars_to_tensorboard_event_files(tmp_path):
     assert all(v > 0 for v in scalars["examples_per_sec"].values())
 
 
-def test_no_preemption_handler_on_a_single_machine(tmp_path):
+def test_on_one_machine_the_workers_agreement_is_this_process_flag(tmp_path):
+    """No collective without other workers: the agreement on a SIGTERM is the flag itself
+    (several worker processes: tests/test_elastic_resume.py)."""
+    import signal
+
     controller, _, _ = _controller(tmp_path)
-    assert controller.run_steps is controller_lib._run_plain
+    assert controller.agree._summed is None and controller.agree() == []
+    with pytest.raises(termination.Preempted, match=r"^stopped by SIGTERM at step 1: a "):
+        with termination.checkpoint_on_sigterm():
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert controller.agree() == ["this process"]
+            raise termination.Preempted(1, "ckpt-1", controller.agree())
 
 
 @pytest.mark.parametrize("replicas", [1, 2])
@@ -178,7 +187,6 @@ def test_sigterm_saves_at_the_step_reached_and_the_resumed_run_ends_the_same(tmp
     uninterrupted run's weights."""
     import signal
 
-    from trainer_module import termination
 
     whole, trainer, model = _controller(tmp_path / "whole", replicas=replicas)
     whole.train(trainer)

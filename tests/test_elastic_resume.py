@@ -150,9 +150,12 @@ def test_the_split_that_keeps_a_global_batch():
         scaling.elastic_split(256, 3, 32)
 
 
-def _workers(job, out_dir, workers: int, *extra) -> list[dict]:
+def _workers(job, out_dir, workers: int, *extra, status: int | None = None,
+             only: int | None = None) -> list[dict]:
     """The job in `workers` processes on loopback (MultiWorkerMirroredStrategy, one replica
-    each); the chief's and the others' summaries (None where stopped)."""
+    each); the chief's and the others' summaries (None where stopped). extra: the worker script's
+    arguments, for worker `only` alone where given; status: what every process exits with
+    (default: 3 with extra arguments, else 0)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "job.json").write_text(job.to_json())
     cluster = [f"127.0.0.1:{p}" for p in free_ports(workers)]
@@ -161,45 +164,66 @@ def _workers(job, out_dir, workers: int, *extra) -> list[dict]:
         env = dict(os.environ, PYTHONPATH=str(REPO), TF_CONFIG=json.dumps(
             {"cluster": {"worker": cluster}, "task": {"type": "worker", "index": index}}))
         procs.append(python_started(REPO / "tests" / "elastic_worker.py", out_dir / "job.json",
-                                    out_dir / f"result-{index}.json", *extra, env=env))
+                                    out_dir / f"result-{index}.json",
+                                    *(extra if only in (None, index) else ()), env=env))
     outs = [p.communicate(timeout=600)[0] for p in procs]
     results = []
     for index, (proc, out) in enumerate(zip(procs, outs)):
-        assert proc.returncode == (3 if extra else 0), out[-3000:]
+        assert proc.returncode == (status if status is not None else 3 if extra else 0), \
+            out[-3000:]
         path = out_dir / f"result-{index}.json"
         results.append(json.loads(path.read_text()) if path.exists() else None)
     return results
 
 
 @pytest.mark.parametrize("split", [False, True])
-def test_stopped_on_4_worker_processes_resumed_on_2_ends_with_the_same_weights(
+def test_sigterm_to_one_machine_every_worker_saves_and_2_resume_with_the_same_weights(
         penguins_run, tmp_path, split):
     """MultiWorkerMirroredStrategy, one replica a process, trainer.input_order = "global": 4
     workers stop at step 8, 2 resume with accumulation 2 and end with the weights of an
-    uninterrupted run of 4 workers. split: every table split by rows over the worker
-    processes, each holding its own blocks; a checkpoint holds each table whole (gathered from
-    every worker), and each resumed worker reads its blocks back from it."""
+    uninterrupted run of 4 workers. Not split: the stop is a SIGTERM to worker 2 alone once it
+    has trained 8 steps; the workers agree on it after the next chunk (controller.Agreement),
+    every one saves at step 12 and exits with status 5, and the resumed job's summary says
+    why. split: every table split by rows over the worker processes, each holding its own
+    blocks; a checkpoint holds each table whole (gathered from every worker), and each resumed
+    worker reads its blocks back from it."""
     settings = {**SETTINGS, "input_order": "global", "shard_embeddings_over": 0 if split else -1}
     whole = _job(penguins_run, tmp_path / "whole", **settings)
     uninterrupted = TrainingSummary.from_dict(_workers(whole, tmp_path / "whole-workers", 4)[0])
     cut = _job(penguins_run, tmp_path / "cut", **settings)
-    _workers(cut, tmp_path / "cut-workers", 4, "--stop-at", str(STOP_AT))
-    assert tf.train.latest_checkpoint(resume.checkpoint_dir(cut)).endswith(f"-{STOP_AT}")
-    stopped = _weights(cut)
+    stop_at = STOP_AT
+    if split:
+        _workers(cut, tmp_path / "cut-workers", 4, "--stop-at", str(STOP_AT))
+        saved = resume.checkpoint_dir(cut)
+    else:
+        results = _workers(cut, tmp_path / "cut-workers", 4, "--sigterm-at", str(STOP_AT),
+                           status=5, only=2)
+        stop_at = STOP_AT + SETTINGS["steps_per_execution"]  # the chunk after the signal
+        assert [r["step"] for r in results] == [stop_at] * 4
+        assert all(r["signalled"] == ["worker 2"] for r in results)
+        assert results[0]["message"].startswith(
+            f"stopped by SIGTERM to worker 2 at step {stop_at}: every worker saved a checkpoint "
+            "there"), results[0]["message"]
+        saved = resume.parked_dir(cut)  # the chief parked its checkpoints for the next attempt
+    assert tf.train.latest_checkpoint(saved).endswith(f"-{stop_at}")
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(saved))
+    stopped = {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+               if k.startswith("model/") and "OPTIMIZER_SLOT" not in k}
     chief, other = _workers(cut, tmp_path / "resumed-workers", 2)
     difference = _max_difference(_weights(cut), _weights(whole))
     moved = _max_difference(stopped, _weights(whole))
     print(f"elastic resume 4 -> 2 worker processes (accumulation 2), {SETTINGS['train_steps']} "
           f"steps: max abs difference {difference:.1e} against an uninterrupted 4-worker run "
           f"(weights moved {moved:.1e} after the stop)")
-    assert difference <= 1e-5 and moved > 1000 * difference
+    assert difference <= 1e-6 and moved > 1000 * difference
     summary = TrainingSummary.from_dict(chief)
     assert (summary.strategy, summary.replicas, summary.plan.hosts) == (
         "MultiWorkerMirroredStrategy", 2, 2)
     assert any("/blocks/.ATTRIBUTES/rows" in key for key in _weights(cut)) == split
     assert [t.blocks for t in summary.sharded_tables] == ([2] * 5 if split else [])
     assert summary.plan.learning_rate == uninterrupted.plan.learning_rate
-    assert summary.resume_words() == (f"resumed at step {STOP_AT} on 2 replicas (was 4): "
+    why = "" if split else f" (every worker saved at {stop_at} after a SIGTERM to worker 2)"
+    assert summary.resume_words() == (f"resumed at step {stop_at}{why} on 2 replicas (was 4): "
                                       "accumulation 2 keeps global batch 128")
     assert other["chief"] is False
 

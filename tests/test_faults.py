@@ -145,7 +145,7 @@ def _sigterm_while_training_then_resumed(tmp_path, run) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     for node in ("CsvExampleGen", "Transform"):
         assert re.search(rf"^  {node} +cached", result.stdout, re.M), result.stdout
-    assert (f"Checkpoints: resumed from a checkpoint at step {step} of an interrupted attempt"
+    assert (f"Checkpoints: resumed at step {step} (saved there after a SIGTERM)"
             in result.stdout), result.stdout
     [version] = run.pushed_versions()
 

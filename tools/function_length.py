@@ -19,7 +19,6 @@ PACKAGES = ("pipeline", "components", "trainer_module")
 MAX_LINES = 75
 # {"file::function": its length when the rule began to be checked}: to be split, never longer.
 OVER = {
-    "trainer_module/train.py::train_job": 92,
     "pipeline/definition.py::create_pipeline": 84,
     "trainer_module/input_pipeline.py::make_dataset_fn": 83,
     "trainer_module/scaling.py::make_plan": 79,

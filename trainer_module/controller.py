@@ -10,11 +10,15 @@ once more at the last step.
 
 Everything else after a chunk (summaries, log lines, progress, validation, a test's kill) is an
 action (trainer_module/actions.py), run after that chunk's checkpoint is on disk; an action that
-sets logs[STOP_TRAINING] (early stopping) ends training there, with a checkpoint. On multi-worker and TPU
-strategies each chunk runs inside a tf.distribute PreemptionCheckpointHandler, which saves and
-exits when the machine is about to be taken away; on one machine SIGTERM does the same
-(trainer_module/termination.py): the chunk ends, a checkpoint is saved at its step, and
-termination.Preempted is raised.
+sets logs[STOP_TRAINING] (early stopping) ends training there, with a checkpoint.
+
+SIGTERM (trainer_module/termination.py) only raises a flag; after each chunk the workers agree on
+it (`Agreement`: alone, the flag itself; under MultiWorkerMirroredStrategy, one small all-reduce
+of every worker's flag, so a SIGTERM to one machine is seen by all at the same step). Then every
+worker saves a checkpoint at that step and raises termination.Preempted, naming the workers the
+signal reached; the chief records them beside the checkpoint (PREEMPTED_FILE), where the resumed
+run reads them. This is the protocol of tf.distribute's PreemptionCheckpointHandler (save at the
+same step on every worker, then exit), on lockstep's one SIGTERM path.
 
 A checkpoint that does not read whole (a truncated or corrupt file, a file gone) is passed over
 for the one before it, with a line saying so; in the Controller's own directory the bad one is
@@ -23,15 +27,17 @@ removed, so the manager's count of checkpoints holds only readable ones.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import json
+import os
+from typing import Sequence
 
 from absl import logging
 import tensorflow as tf
 
 from trainer_module import actions as actions_lib, termination
 
-# Runs train_fn(num_steps) and returns its logs: plain, or inside a PreemptionCheckpointHandler.
-StepRunner = Callable[[Callable[[int], dict], int], dict]
+# Beside the checkpoint a SIGTERM saved (the chief's): {"step": S, "signalled": [names]}.
+PREEMPTED_FILE = "preempted.json"
 
 
 def make_checkpoint_manager(model, optimizer, directory: str, checkpoint_every: int,
@@ -45,23 +51,54 @@ def make_checkpoint_manager(model, optimizer, directory: str, checkpoint_every: 
                                       checkpoint_interval=max(checkpoint_every, 1))
 
 
-def _run_plain(train_fn: Callable[[int], dict], num_steps: int) -> dict:
-    return train_fn(num_steps)
+class Agreement:
+    """Which workers SIGTERM reached, the same answer on every worker: called by all of them
+    after each chunk. Alone (one process, however many replicas): this process's flag. Under
+    MultiWorkerMirroredStrategy: each worker's flag at its place in a vector, summed over the
+    workers (one all-reduce of a few numbers a chunk)."""
+
+    def __init__(self, strategy: tf.distribute.Strategy | None = None):
+        self.names, self._summed = ["this process"], None
+        resolver = getattr(strategy, "cluster_resolver", None)
+        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and resolver:
+            spec = resolver.cluster_spec().as_dict()
+            self.names = [f"{kind} {i}" if kind != "chief" else "the chief"
+                          for kind in ("chief", "worker") for i in range(len(spec.get(kind, [])))]
+            if len(self.names) > 1:
+                mine = self.names.index("the chief" if resolver.task_type == "chief"
+                                        else f"{resolver.task_type} {resolver.task_id}")
+                self._summed = self._sum_over_workers(strategy, mine, len(self.names))
+
+    @staticmethod
+    def _sum_over_workers(strategy, mine: int, workers: int):
+        local = strategy.num_replicas_in_sync // workers  # each worker's replicas add its flag
+
+        @tf.function
+        def summed(flag):
+            vector = tf.one_hot(mine, workers) * flag / local
+            return strategy.reduce(tf.distribute.ReduceOp.SUM,
+                                   strategy.run(tf.identity, args=(vector,)), axis=None)
+
+        return summed
+
+    def __call__(self) -> list[str]:
+        """The names of the workers SIGTERM reached ([]: none)."""
+        if self._summed is None:
+            return self.names[:1] if termination.requested() else []
+        flags = self._summed(tf.constant(1.0 if termination.requested() else 0.0)).numpy()
+        return [name for name, flag in zip(self.names, flags) if flag > 0.5]
 
 
-def preemption_runner(strategy: tf.distribute.Strategy | None, manager: tf.train.CheckpointManager,
-                      step_counter: tf.Variable) -> StepRunner | None:
-    """`handler.run` of a PreemptionCheckpointHandler for the strategies whose machines can be
-    preempted (multi-worker, TPU); None for the others. Its save is named by the global step and
-    skips the interval check: a preemption cannot wait for the next multiple."""
-    if not isinstance(strategy, (tf.distribute.MultiWorkerMirroredStrategy,
-                                 tf.distribute.TPUStrategy)):
-        return None
-    config = tf.distribute.experimental.TerminationConfig(save_fn=lambda: manager.save(
-        checkpoint_number=int(step_counter.numpy()), check_interval=False))
-    handler = tf.distribute.experimental.PreemptionCheckpointHandler(
-        strategy.cluster_resolver, manager, termination_config=config)
-    return handler.run
+def preempted_at(directory: str, step: int) -> list[str]:
+    """The workers a SIGTERM reached when the checkpoint of `step` in `directory` was saved ([]:
+    it was not saved after a SIGTERM, or before the file was written)."""
+    path = os.path.join(directory, PREEMPTED_FILE)
+    try:
+        with tf.io.gfile.GFile(path) as handle:
+            note = json.load(handle)
+    except (tf.errors.NotFoundError, ValueError):
+        return []
+    return list(note.get("signalled", [])) if int(note.get("step", -1)) == step else []
 
 
 class Controller:
@@ -83,7 +120,7 @@ class Controller:
           restore_from: where the latest checkpoint is read (default: `directory`); a
             multi-worker non-chief saves to a scratch directory but resumes from the chief's.
           actions: called as action(step, logs) after each chunk, in order (actions.py).
-          strategy: decides whether chunks run under a PreemptionCheckpointHandler.
+          strategy: decides how the workers agree on a SIGTERM (`Agreement`).
           tracked: {name: trackable} saved and restored with the model (early_stopping.py's
             best weights).
         """
@@ -98,8 +135,8 @@ class Controller:
         self.unreadable: list[str] = []  # checkpoints passed over on restore
         self.manager = self._make_manager()
         self.start_step = self.restore_checkpoint(restore_from or directory)
-        self.run_steps: StepRunner = (
-            preemption_runner(strategy, self.manager, self.global_step) or _run_plain)
+        self.agree = Agreement(strategy)
+        self.chief = getattr(getattr(strategy, "extended", None), "should_checkpoint", True)
 
     @property
     def step(self) -> int:
@@ -154,16 +191,21 @@ class Controller:
         logs: dict = {}
         with termination.checkpoint_on_sigterm():
             while step < self.total_steps:
-                logs = self.run_steps(steps.train, self._next_chunk(step))
+                logs = steps.train(self._next_chunk(step))
                 step = self.step
                 # Actions whose state is checkpointed (early stopping's best weights) act before
                 # the save, so a resumed run has what they did at this step.
                 for action in self.actions:
                     if getattr(action, "before_checkpoint", False):
                         action(step, logs)
-                if termination.requested():  # SIGTERM: save here, whatever the interval
+                signalled = self.agree()
+                if signalled:  # SIGTERM to any worker: every one saves here, whatever the interval
                     saved = self.manager.save(checkpoint_number=step, check_interval=False)
-                    raise termination.Preempted(step, saved)
+                    if self.chief:
+                        with tf.io.gfile.GFile(os.path.join(self.directory, PREEMPTED_FILE),
+                                               "w") as handle:
+                            json.dump({"step": step, "signalled": signalled}, handle)
+                    raise termination.Preempted(step, saved, signalled)
                 # On a multiple of checkpoint_every (the interval check), and always at the end.
                 self.manager.save(checkpoint_number=step, check_interval=step < self.total_steps)
                 for action in self.actions:

@@ -209,11 +209,24 @@ class TrainingSummary:
     input_fingerprint: str = ""
     # The embedding tables split by rows over the replicas (trainer_module/sharded_embedding.py).
     sharded_tables: tuple[Table, ...] = ()
+    # Resumed from a checkpoint saved after a SIGTERM reached these workers (trainer_module/
+    # controller.py, Agreement): every worker saved at resumed_at.
+    preempted: tuple[str, ...] = ()
 
     def resume_words(self) -> str:
-        """The elastic resume's line ('resumed at step S on M replicas (was N): accumulation K
-        keeps global batch G'), "" when the job did not change topology."""
-        return self.elastic.words() if self.elastic else ""
+        """The resume's line: 'resumed at step S' and, after a SIGTERM, '(every worker saved at S
+        after a SIGTERM to worker 2)'; on another topology, 'on M replicas (was N): accumulation
+        K keeps global batch G'. "" when neither."""
+        if not self.preempted:
+            return self.elastic.words() if self.elastic else ""
+        several = self.preempted != ("this process",)
+        why = (f" (every worker saved at {self.resumed_at} after a SIGTERM to "
+               f"{', '.join(self.preempted)})" if several else
+               " (saved there after a SIGTERM)")
+        head = f"resumed at step {self.resumed_at}"
+        if self.elastic:
+            return head + why + self.elastic.words().removeprefix(head)
+        return head + why
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: plain values, the nested records as dicts."""
@@ -245,4 +258,5 @@ class TrainingSummary:
                       "elastic": (Elastic(**_known(Elastic, values["elastic"]))
                                   if values.get("elastic") else None),
                       "sharded_tables": tuple(Table(**_known(Table, t))
-                                              for t in values.get("sharded_tables") or ())})
+                                              for t in values.get("sharded_tables") or ()),
+                      "preempted": tuple(values.get("preempted") or ())})

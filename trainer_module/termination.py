@@ -47,10 +47,13 @@ class Preempted(Exception):
 
     lockstep_exit_status = exit_status.STOPPED
 
-    def __init__(self, step: int, checkpoint: str):
-        super().__init__(f"stopped by SIGTERM at step {step}: a checkpoint was saved there "
-                         f"({checkpoint}); run again to resume from it")
-        self.step, self.checkpoint = step, checkpoint
+    def __init__(self, step: int, checkpoint: str, signalled: list[str] | None = None):
+        several = signalled and signalled != ["this process"]
+        to = f" to {', '.join(signalled)}" if several else ""
+        saved = "every worker saved a checkpoint there" if several else "a checkpoint was saved there"
+        super().__init__(f"stopped by SIGTERM{to} at step {step}: {saved} ({checkpoint}); run "
+                         "again to resume from it")
+        self.step, self.checkpoint, self.signalled = step, checkpoint, list(signalled or [])
 
 
 class Stopped(Exception):

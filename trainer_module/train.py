@@ -105,8 +105,7 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     """Trains, evaluates and exports one job; returns its summary (plan, train logs, eval).
 
     callbacks: extra actions, callback(step, logs) after each chunk (trainer_module/actions.py);
-    not passed on to the process of its own that a parameter_server run trains in.
-    """
+    not passed on to the process of its own that a parameter_server run trains in."""
     cfg = job.trainer
     if cfg.strategy == PARAMETER_SERVER and not os.environ.get(
             parameter_server.TRAINER_PROCESS_ENV):
@@ -120,9 +119,8 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     asynchronous = parameter_server.is_parameter_server(strategy)
     plan = _plan(job, strategy)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
-    task = job.task
-    inputs = build.model_inputs(tf_transform_output, job.label, task, cfg)
-    loss = build.loss(cfg, task, inputs.outputs)
+    inputs = build.model_inputs(tf_transform_output, job.label, job.task, cfg)
+    loss = build.loss(cfg, job.task, inputs.outputs)
     validating = cfg.validation_share > 0
     fingerprint = _input_fingerprint(job, plan, validating)
     with strategy.scope():
@@ -130,7 +128,7 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         best = early_stopping.BestWeights(model) if validating else None
         schedule = build.schedule(plan)
         optimizer = build.optimizer(cfg, schedule)
-        metrics = train_metrics(task)
+        metrics = train_metrics(job.task)
         # Asynchronous: made in the scope, so its tables are copied to every worker.
         transform = tf_transform_output.transform_features_layer() if asynchronous else None
     chief = strategy_lib.is_chief(strategy)
@@ -144,47 +142,30 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         stopping = _early_stopping(job, plan, model, loss, best, raw_spec, tf_transform_output,
                                    scorer=_local_copy(model, inputs) if asynchronous else None
                                    ) if validating else None
-        train_actions = ([stopping] if stopping else []) + actions_lib.standard_actions(
-            total_steps=plan.train_steps, global_batch=plan.global_batch, log_every=cfg.log_every,
-            summary_dir=actions_lib.summary_dir(job.model_run_dir),
-            learning_rate=lambda step: schedule(step))
+        restore_from = resume.restore_from(job)
         controller = controller_lib.Controller(
-            model, optimizer, restore_from=resume.restore_from(job), strategy=strategy,
+            model, optimizer, restore_from=restore_from, strategy=strategy,
             # Every worker saves (the all-reduce needs them all); only the chief's copy is kept.
             directory=resume.checkpoint_dir(job) if chief else scratch.mkdir("ckpt"),
             total_steps=plan.train_steps, steps_per_execution=_chunk(cfg, plan),
-            checkpoint_every=cfg.checkpoint_every, actions=[*train_actions, *callbacks],
+            checkpoint_every=cfg.checkpoint_every,
+            actions=[*_actions(job, plan, stopping, schedule), *callbacks],
             tracked={resume.TOPOLOGY: topology, **({"best": best} if best else {})})
         start = controller.start_step
+        # Read now: a job that trains to its end removes what was parked.
+        preempted = tuple(controller_lib.preempted_at(restore_from, start) if start else ())
         elastic = _elastic(job, plan, topology.restored, start, model)
         warm, cold_because = (_warm_start(model, job.base_model) if start == 0 and cfg.warm_start
                               else (False, ""))
 
         steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, raw_spec,
                            transform or tf_transform_output.transform_features_layer(), start)
-        tic = time.perf_counter()
-        try:
-            logs = controller.train(steps)
-        # SIGTERM: checkpointed; outlive a failed execution
-        except termination.Preempted as stopped:
-            if not chief:
-                raise
-            raise termination.Preempted(stopped.step,
-                                        resume.park(job, stopped.checkpoint)) from None
-        train_seconds = time.perf_counter() - tic
-        if chief:
-            resume.finished(job)
-
+        logs, train_seconds = _train_to_end(controller, steps, job, chief)
         if asynchronous:  # export and evaluate a copy on the chief, not the servers' variables
             model = _local_copy(model, inputs)
-        transform = tf_transform_output.transform_features_layer()
-        eval_metrics = (evaluate(model, job, raw_spec, transform, task, plan)
-                        if job.eval_files else {})
-        logging.info("Eval: %s", eval_metrics)
-        target = job.serving_model_dir if chief else scratch.mkdir("export")
-        # Tables split over the replicas are exported whole: the served model has no strategy.
-        export.export_serving_model(model_lib.unsharded(model), tf_transform_output, job.label,
-                                    task, target)
+        eval_metrics = _evaluate_and_export(
+            model, job, plan, raw_spec, tf_transform_output,
+            job.serving_model_dir if chief else scratch.mkdir("export"))
         return TrainingSummary(
             plan, dict(logs), eval_metrics, strategy_lib.name(strategy),
             strategy.num_replicas_in_sync, chief=chief, train_seconds=train_seconds,
@@ -193,7 +174,47 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
             resumed_at=start, unreadable_checkpoints=tuple(controller.unreadable),
             stopping=stopping.summary(controller.step) if stopping else None, elastic=elastic,
             input_fingerprint=fingerprint, sharded_tables=_sharded_tables(model),
+            preempted=preempted,
             asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None)
+
+
+def _actions(job: TrainJob, plan: scaling.Plan, stopping, schedule) -> list:
+    """Early stopping (if any), then the standard actions: summaries, log lines, progress."""
+    return ([stopping] if stopping else []) + actions_lib.standard_actions(
+        total_steps=plan.train_steps, global_batch=plan.global_batch,
+        log_every=job.trainer.log_every, summary_dir=actions_lib.summary_dir(job.model_run_dir),
+        learning_rate=lambda step: schedule(step))
+
+
+def _train_to_end(controller, steps, job: TrainJob, chief: bool) -> tuple[dict, float]:
+    """The Controller run to its end: (its last logs, the seconds it took). After a SIGTERM
+    every worker saved at one step; the chief parks the checkpoints where the next attempt at
+    the job finds them (a failed execution's outputs are removed) and raises Preempted."""
+    tic = time.perf_counter()
+    try:
+        logs = controller.train(steps)
+    except termination.Preempted as stopped:
+        if not chief:
+            raise
+        raise termination.Preempted(stopped.step, resume.park(job, stopped.checkpoint),
+                                    stopped.signalled) from None
+    seconds = time.perf_counter() - tic
+    if chief:
+        resume.finished(job)
+    return logs, seconds
+
+
+def _evaluate_and_export(model, job: TrainJob, plan: scaling.Plan, raw_spec,
+                         tf_transform_output, target: str) -> dict:
+    """The eval split's metrics ({} without one), and the serving model written to `target`
+    (the tables split over the replicas whole: the served model has no strategy)."""
+    transform = tf_transform_output.transform_features_layer()
+    eval_metrics = (evaluate(model, job, raw_spec, transform, job.task, plan)
+                    if job.eval_files else {})
+    logging.info("Eval: %s", eval_metrics)
+    export.export_serving_model(model_lib.unsharded(model), tf_transform_output, job.label,
+                                job.task, target)
+    return eval_metrics
 
 
 def _sharded_tables(model: tf.keras.Model) -> tuple[table_plan.Table, ...]:
