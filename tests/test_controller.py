@@ -187,7 +187,6 @@ def test_sigterm_saves_at_the_step_reached_and_the_resumed_run_ends_the_same(tmp
     uninterrupted run's weights."""
     import signal
 
-
     whole, trainer, model = _controller(tmp_path / "whole", replicas=replicas)
     whole.train(trainer)
     want = [w.numpy() for w in model.weights]
