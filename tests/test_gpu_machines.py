@@ -246,10 +246,11 @@ def _task_on_the_penguins_run(penguins_run, tmp_path):
         "vertex_tpu_slice": "", "vertex_poll_seconds": 0.05, "vertex_resubmits": 2}
 
 
-def _run_preempted(penguins_run, tmp_path) -> list:
+def _run_preempted(penguins_run, tmp_path, sigterm_grace: float | None = None) -> list:
     """The task against the stand-in, which takes a worker's machine away once the chief has
-    checkpointed (step 8) and then has no capacity for 4 machines; each job's replicas, as
-    (pool, index, environment Vertex set, process)."""
+    checkpointed (step 8; with sigterm_grace, SIGTERM first, SIGKILL after the grace) and then
+    has no capacity for 4 machines: each job's replicas, as (pool, index, environment Vertex
+    set, process), and the stand-in's `stopped_in`."""
     inputs, outputs, properties = _task_on_the_penguins_run(penguins_run, tmp_path)
     checkpoints = tmp_path / "model_run" / "checkpoints"
 
@@ -260,7 +261,7 @@ def _run_preempted(penguins_run, tmp_path) -> list:
         return True
 
     with VertexStandIn(run_containers=True, env={"PYTHONPATH": str(REPO)},
-                       preempt_when=preempt) as standin:
+                       preempt_when=preempt, sigterm_grace=sigterm_grace) as standin:
         properties["vertex_api_endpoint"] = standin.endpoint
         try:
             vertex_training.Executor().Do(inputs, outputs, properties)
@@ -268,7 +269,7 @@ def _run_preempted(penguins_run, tmp_path) -> list:
             for name in standin.replicas:
                 print(name, standin.log(name)[-3000:])
             raise
-        return [standin.replicas[name] for name in sorted(standin.jobs)]
+        return [standin.replicas[name] for name in sorted(standin.jobs)], standin.stopped_in
 
 
 @pytest.mark.slow
@@ -289,11 +290,36 @@ def test_four_machines_train_as_one_device_and_a_preempted_job_goes_on_on_two(
     -5.1e-9): that example's gradient through the unit is in one sum and not the other, and
     AdamW's per-weight scaling carries it to 1.3e-3 and 2.6e-3 after 24 steps; seeds 1, 4 and 5
     stay at 1.2e-7 (docs/training.md, "Several GPU machines")."""
+    _preempted_job_goes_on_on_two(penguins_run, tmp_path, caplog, monkeypatch)
+
+
+GRACE = 30.0  # Vertex AI's and GKE's default grace period, seconds
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_machine_every_machine_saves_at_one_step_and_two_go_on(
+        penguins_run, tmp_path, caplog, monkeypatch):
+    """As above, but the machine is preempted as Vertex does it: SIGTERM to worker 2, SIGKILL
+    after the grace period. The 4 processes agree on the step after the chunk the signal came
+    in (trainer_module/controller.py, Agreement), each saves there and exits with status 5
+    within the grace period; the chief parks the checkpoints, and the 2 machines of the fallback
+    job, accumulation 2, resume at that step and end with the weights of an uninterrupted
+    4-machine run, bit for bit."""
+    _preempted_job_goes_on_on_two(penguins_run, tmp_path, caplog, monkeypatch, sigterm=True)
+
+
+def _preempted_job_goes_on_on_two(penguins_run, tmp_path, caplog, monkeypatch, sigterm=False):
     from trainer_module import strategy as strategy_lib, train
     from trainer_module.summary import TrainingSummary
 
     with caplog.at_level("INFO"):
-        first, second = _run_preempted(penguins_run, tmp_path)
+        (first, second), stopped_in = _run_preempted(penguins_run, tmp_path,
+                                                     GRACE if sigterm else None)
+    if sigterm:  # every machine saved and left by itself, within the grace period
+        assert [process.returncode for *_, process in first] == [5] * 4
+        [seconds] = stopped_in.values()
+        assert seconds < GRACE
+        print(f"SIGTERM to one of 4 machines: every one saved and exited in {seconds:.1f} s")
     # The first job: 4 replicas with Vertex's cluster environment; the second: 2.
     assert [(pool, index) for pool, index, _, _ in first] == [
         ("workerpool0", 0), ("workerpool1", 0), ("workerpool1", 1), ("workerpool1", 2)]
@@ -315,9 +341,15 @@ def test_four_machines_train_as_one_device_and_a_preempted_job_goes_on_on_two(
         (tmp_path / "model_run" / "training_summary.json").read_text()))
     assert (summary.strategy, summary.replicas, summary.plan.hosts) == (
         "MultiWorkerMirroredStrategy", 2, 2)
-    assert summary.resumed_at in (8, 16)  # the poll that took the machine may see step 16
-    assert summary.resume_words() == (f"resumed at step {summary.resumed_at} on 2 replicas (was "
-                                      "4): accumulation 2 keeps global batch 128")
+    step = summary.resumed_at
+    if sigterm:  # the chunk's end after the signal (4 steps a chunk), agreed by all 4
+        assert step > 8 and step % 4 == 0
+        why = f" (every worker saved at {step} after a SIGTERM to worker 2)"
+    else:
+        assert step in (8, 16)  # the poll that took the machine may see step 16
+        why = ""
+    assert summary.resume_words() == (f"resumed at step {step}{why} on 2 replicas (was 4): "
+                                      "accumulation 2 keeps global batch 128")
     resumed = _weights(tmp_path / "model_run")
     # An uninterrupted run on 4 replicas, in this process (its 8 logical devices).
     monkeypatch.setattr(strategy_lib, "configure_emulated_replicas", lambda n: None)

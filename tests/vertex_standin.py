@@ -11,7 +11,10 @@ workerpool0 and workerpool1) and TF_CONFIG (the chief and the workers), with loo
 so the processes train as one MultiWorkerMirroredStrategy cluster (one CPU replica each, standing
 in for a machine's GPUs). `preempt_when(job name)`, asked at each poll of a running job, takes a
 worker's machine away (SIGKILL) when it answers true: the job fails as Vertex reports a
-preemption, and its other replicas are ended.
+preemption, and its other replicas are ended. With `sigterm_grace` (seconds) the machine is
+preempted as Vertex and GKE do it: SIGTERM to that worker, the job running on while any replica
+does, SIGKILL to what is left once the grace period is over; then the job fails as preempted,
+and `stopped_in[job name]` holds the seconds from the SIGTERM until every replica had exited.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from http.server import ThreadingHTTPServer
 from typing import Callable
 from urllib.parse import urlparse
@@ -43,13 +47,17 @@ def last_line(process: subprocess.Popen) -> str:
 class VertexStandIn:
     def __init__(self, script: list[dict] | None = None, run_containers: bool = False,
                  env: dict[str, str] | None = None,
-                 preempt_when: Callable[[str], bool] | None = None):
+                 preempt_when: Callable[[str], bool] | None = None,
+                 sigterm_grace: float | None = None):
         self.requests: list[dict] = []
         self.jobs: dict[str, dict] = {}
         self.script = script or [{"state": "JOB_STATE_RUNNING"}, {"state": "JOB_STATE_SUCCEEDED"}]
         self.scripts: list[list[dict]] = []  # one script per create, in order (else `script`)
         self.run_containers, self.env = run_containers, env or {}
         self.preempt_when = preempt_when
+        self.sigterm_grace = sigterm_grace
+        self._sigterm_sent: dict[str, float] = {}  # job name -> when its worker got SIGTERM
+        self.stopped_in: dict[str, float] = {}
         # job name -> its replicas: (pool, index, environment Vertex set, process)
         self.replicas: dict[str, list[tuple[str, int, dict, subprocess.Popen]]] = {}
         self.failures: list[tuple[int, str, str]] = []  # (http status, status name, message)
@@ -134,8 +142,22 @@ class VertexStandIn:
     def _ran(self, job: dict, name: str) -> None:
         """The job's state from its replicas' processes."""
         processes = [process for _, _, _, process in self.replicas[name]]
+        if name in self._sigterm_sent:  # preempted with SIGTERM: running until the grace is over
+            waited = time.monotonic() - self._sigterm_sent[name]
+            if all(p.poll() is not None for p in processes) or waited > self.sigterm_grace:
+                self._end(name)
+                self.stopped_in.setdefault(name, waited)
+                job.update(state="JOB_STATE_FAILED", error=dict(PREEMPTED))
+            else:
+                job["state"] = "JOB_STATE_RUNNING"
+            return
         if all(process.poll() is None for process in processes) and self.preempt_when and \
                 len(processes) > 1 and self.preempt_when(name):
+            if self.sigterm_grace is not None:
+                processes[-1].send_signal(signal.SIGTERM)  # the machine will be taken away
+                self._sigterm_sent[name] = time.monotonic()
+                job["state"] = "JOB_STATE_RUNNING"
+                return
             processes[-1].send_signal(signal.SIGKILL)  # a worker's machine taken away
             self._end(name)
             job.update(state="JOB_STATE_FAILED", error=dict(PREEMPTED))
