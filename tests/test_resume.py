@@ -46,6 +46,9 @@ def test_an_attempt_resumes_from_the_furthest_earlier_attempt_at_the_same_job(tm
     fallback = job.with_trainer(dataclasses.replace(job.trainer, gpu_machines=2,
                                                     accumulation_steps=2))
     assert resume.job_key(fallback) == resume.job_key(job)
+    slice_fallback = job.with_trainer(dataclasses.replace(  # v5e-16 -> v5e-8, accumulation 2
+        job.trainer, tpu_slice="v5e-8", fallback_slices=["v5e-8"], accumulation_steps=2))
+    assert resume.job_key(slice_fallback) == resume.job_key(job)
     assert resume.job_key(job.with_trainer(dataclasses.replace(
         job.trainer, per_replica_batch=64))) != resume.job_key(job)
     # What an attempt stopped by SIGTERM parked comes before the siblings (TFX removes a failed
