@@ -210,10 +210,24 @@ def unsharded(model: tf.keras.Model) -> tf.keras.Model:
               for name, tensor in model.input.items()}
     x = dict(inputs)
     for key, table in tables.items():
-        embedding = tf.keras.layers.Embedding(table.rows, table.dim, name=table.name)
+        # Made from the gathered rows: no draw of a whole table to overwrite, no second copy.
+        embedding = tf.keras.layers.Embedding(
+            table.rows, table.dim, name=table.name,
+            embeddings_initializer=_Given(table.blocks.gathered()))
         x[key] = embedding(inputs[key])
-        embedding.set_weights([table.whole()])
+        embedding.embeddings_initializer = tf.keras.initializers.get("uniform")  # its config
     return tf.keras.Model(inputs, core(x))
+
+
+class _Given(tf.keras.initializers.Initializer):
+    """An initializer that gives a tensor already made (the rows of a table split over the
+    replicas, gathered whole)."""
+
+    def __init__(self, value: tf.Tensor):
+        self.value = value
+
+    def __call__(self, shape, dtype=None, **kwargs):
+        return self.value
 
 
 def logical_weights(model: tf.keras.Model) -> list:
