@@ -1,4 +1,4 @@
-"""The figures the README and docs/ quote, measured here and printed in one block, so a page and
+"""The figures docs/ (docs/setup.md, the README's) quote, measured here and printed in one block, so a page and
 the code cannot drift: a page quotes this script's output and names it.
 
 Each `lockstep run` is the real CLI in a fresh process on the bundled penguins data, in a fresh
