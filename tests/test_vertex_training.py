@@ -255,6 +255,47 @@ def test_no_capacity_for_the_slice_falls_back_to_the_next_with_the_accumulation_
     assert record["tpu_slice"] == "v5e-8"
 
 
+def test_a_preempted_slice_with_no_capacity_left_goes_on_on_the_fallback_as_the_same_job(
+        tmp_path):
+    """The v5e-16 job is preempted mid-training (its hosts saved at one step: SIGTERM to one
+    machine, tests/test_gpu_machines.py); the task submits it again, Vertex has no capacity for
+    a v5e-16 any more, and the task submits it on the v5e-8 with accumulation 2. That job is the
+    same job (resume.job_key: the slice and the accumulation are where it runs), so its Trainer
+    resumes from what the preempted one saved and parked."""
+    from trainer_module import resume
+    from trainer_module.job import TrainJob
+    from trainer_module.settings import TrainSpec
+
+    preempted = [{"state": "JOB_STATE_RUNNING"},
+                 {"state": "JOB_STATE_FAILED",
+                  "error": {"code": 14, "message": "The TPU VMs were preempted"}}]
+    custom = _trainer_config(tpu_slice="v5e-16", fallback_slices=["v5e-8"])
+    with VertexStandIn() as standin:
+        standin.scripts = [preempted]
+        original_create = standin._create
+
+        def create(parent, body):  # the resubmission of the v5e-16 finds no capacity
+            if len(standin.creates()) == 2:
+                standin.fail(429, "RESOURCE_EXHAUSTED", "The zone does not have enough "
+                                                        "resources available")
+            return original_create(parent, body)
+
+        standin._create = create
+        _run(tmp_path, standin, custom_config=custom, accumulation_steps=1)
+    bodies = standin.creates()
+    slices_run = [_submitted_trainer(body)[1]["tpu_slice"] for body in bodies]
+    assert slices_run == ["v5e-16", "v5e-16", "v5e-8"], slices_run
+
+    def key(body) -> str:
+        _, _, properties = _submitted_trainer(body)
+        spec = TrainSpec.from_custom_config(json.loads(properties["custom_config"]), properties)
+        return resume.job_key(TrainJob(["/examples/Split-train/*"], [], "/transform", "/run",
+                                       "/model", spec=spec))
+
+    assert _submitted_trainer(bodies[-1])[1]["accumulation_steps"] == 2
+    assert key(bodies[-1]) == key(bodies[0])
+
+
 def test_without_fallback_slices_no_capacity_is_the_error_it_was(tmp_path):
     with VertexStandIn() as standin:
         standin.fail(429, "RESOURCE_EXHAUSTED", "Quota exceeded for TPU v5 lite pod cores")
