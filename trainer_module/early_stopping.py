@@ -161,10 +161,11 @@ class EarlyStopping:
         logs["best_step"] = int(self.best.step.numpy())
         logs[VALIDATION_LOSS] = float(self.best.loss.numpy())
 
-    def summary(self, step: int) -> Stopping:
-        """What happened, for the TrainingSummary: where training stopped, which step was kept."""
+    def summary(self, step: int, planned: int | None = None) -> Stopping:
+        """What happened, for the TrainingSummary: where training stopped, which step was kept.
+        Patience that ran out at the last planned step (`planned`) is no early stop."""
         return Stopping(stopped_at=step, best_step=int(self.best.step.numpy()),
                         validation_loss=float(self.best.loss.numpy()),
                         validation_rows=getattr(self.score, "rows", 0),
                         steps_per_epoch=self.steps_per_epoch, every=self.every,
-                        stopped_early=self.stopped_early)
+                        stopped_early=self.stopped_early and (planned is None or step < planned))

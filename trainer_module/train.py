@@ -172,9 +172,9 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
             warm_started=bool(warm), not_warm_started=cold_because, model=cfg.model,
             loss=cfg.loss, verify=verified,
             resumed_at=start, unreadable_checkpoints=tuple(controller.unreadable),
-            stopping=stopping.summary(controller.step) if stopping else None, elastic=elastic,
-            input_fingerprint=fingerprint, sharded_tables=_sharded_tables(model),
-            preempted=preempted,
+            stopping=stopping.summary(controller.step, plan.train_steps) if stopping else None,
+            elastic=elastic, input_fingerprint=fingerprint, preempted=preempted,
+            sharded_tables=_sharded_tables(model),
             asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None)
 
 
