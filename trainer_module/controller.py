@@ -34,7 +34,7 @@ from typing import Sequence
 from absl import logging
 import tensorflow as tf
 
-from trainer_module import actions as actions_lib, termination
+from trainer_module import actions as actions_lib, strategy as strategy_lib, termination
 
 # Beside the checkpoint a SIGTERM saved (the chief's): {"step": S, "signalled": [names]}.
 PREEMPTED_FILE = "preempted.json"
@@ -136,7 +136,7 @@ class Controller:
         self.manager = self._make_manager()
         self.start_step = self.restore_checkpoint(restore_from or directory)
         self.agree = Agreement(strategy)
-        self.chief = getattr(getattr(strategy, "extended", None), "should_checkpoint", True)
+        self.chief = strategy_lib.is_chief(strategy)
 
     @property
     def step(self) -> int:
