@@ -58,7 +58,7 @@ class Agreement:
     workers (one all-reduce of a few numbers a chunk)."""
 
     def __init__(self, strategy: tf.distribute.Strategy | None = None):
-        self.names, self._summed = ["this process"], None
+        self.names, self._summed = [termination.ALONE], None
         resolver = getattr(strategy, "cluster_resolver", None)
         if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and resolver:
             spec = resolver.cluster_spec().as_dict()

@@ -14,6 +14,7 @@ import dataclasses
 import math
 from typing import Any
 
+from trainer_module import termination
 from trainer_module.scaling import Plan
 from trainer_module.table_plan import Table
 
@@ -219,7 +220,7 @@ class TrainingSummary:
         K keeps global batch G'. "" when neither."""
         if not self.preempted:
             return self.elastic.words() if self.elastic else ""
-        several = self.preempted != ("this process",)
+        several = self.preempted != (termination.ALONE,)
         why = (f" (every worker saved at {self.resumed_at} after a SIGTERM to "
                f"{', '.join(self.preempted)})" if several else
                " (saved there after a SIGTERM)")

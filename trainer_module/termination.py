@@ -42,13 +42,17 @@ _requested = threading.Event()
 REDELIVER_SECONDS = 2.0
 
 
+# Who SIGTERM reached when one process trains alone (several: their task names, "worker 2").
+ALONE = "this process"
+
+
 class Preempted(Exception):
     """SIGTERM arrived while training; a checkpoint was saved at `step`, where a retry resumes."""
 
     lockstep_exit_status = exit_status.STOPPED
 
     def __init__(self, step: int, checkpoint: str, signalled: list[str] | None = None):
-        several = signalled and signalled != ["this process"]
+        several = signalled and signalled != [ALONE]
         to = f" to {', '.join(signalled)}" if several else ""
         saved = "every worker saved a checkpoint there" if several else "a checkpoint was saved there"
         super().__init__(f"stopped by SIGTERM{to} at step {step}: {saved} ({checkpoint}); run "
