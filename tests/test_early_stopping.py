@@ -150,3 +150,26 @@ def test_the_progress_and_log_line_come_at_the_step_training_stopped():
     assert not steps(20, {}) and not seconds(20, {})
     stop = {actions.STOP_TRAINING: True}
     assert steps(30, stop) and seconds(30, stop)
+
+
+def test_the_validation_rows_are_read_once_and_scored_the_same_every_time():
+    """A score reads the validation dataset at its first call and keeps its batches: an
+    iterator made at every score ran tf.data's rewrites of the transform graph again each time."""
+    reads = []
+
+    def rows():
+        reads.append(1)
+        for i in range(3):
+            yield {"x": np.full([4, 1], float(i), np.float32)}, np.arange(4, dtype=np.float32)
+
+    dataset = tf.data.Dataset.from_generator(rows, output_signature=(
+        {"x": tf.TensorSpec([4, 1], tf.float32)}, tf.TensorSpec([4], tf.float32)))
+    inputs = tf.keras.Input(shape=(1,), name="x")
+    model = tf.keras.Model({"x": inputs}, tf.keras.layers.Dense(1, kernel_initializer="ones")(inputs))
+    score = early_stopping.validation_loss(
+        model, lambda y, out: tf.square(out[:, 0] - y), dataset)
+    first = score()
+    assert [score() for _ in range(3)] == [first] * 3
+    assert len(reads) == 1 and score.rows == 12
+    # (x - y)^2 over x in 0, 1, 2 and y in 0..3, mean of 12.
+    assert first == pytest.approx(np.mean([(i - j) ** 2 for i in range(3) for j in range(4)]))

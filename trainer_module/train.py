@@ -275,7 +275,7 @@ def _early_stopping(job: TrainJob, plan: scaling.Plan, model, loss, best, raw_sp
     validation = input_pipeline.make_dataset_fn(
         job.train_files, raw_spec, job.label, job.task, EVAL_BATCH, training=False,
         transform=tf_transform_output.transform_features_layer(),
-        part=input_pipeline.VALIDATION, validation_share=cfg.validation_share)(None).cache()
+        part=input_pipeline.VALIDATION, validation_share=cfg.validation_share)(None)
     rows = build.train_rows(dataclasses.replace(cfg, train_steps=0, train_examples=0),
                             job.train_files)
     per_epoch = math.ceil(rows * (1 - cfg.validation_share) / plan.global_batch) if rows else 0
