@@ -98,6 +98,22 @@ def test_a_run_that_keeps_improving_runs_every_step_and_keeps_the_last(tmp_path)
     assert logs["best_step"] == 20
 
 
+def test_a_best_too_near_zero_to_beat_stops_at_once_and_keeps_its_weights(tmp_path):
+    """A validation loss of 5e-5: no later score can be lower by the least gain that counts
+    (1e-4), so the scores patience would wait for are not taken (a 10,000-row table that the
+    model separates: 620 steps)."""
+    holder, logs = _run(tmp_path, [1.0, 0.5, 5e-5, 1e-5, 0.0])
+    controller, scores, stopping = holder["controller"], holder["scores"], holder["stopping"]
+    assert scores.calls == 3 and stopping.stopped_early and stopping.settled
+    summary = stopping.summary(controller.step, 20)
+    assert summary.best_step == summary.stopped_at == controller.step == logs["best_step"] < 20
+    assert summary.settled and "no later score could beat it" in summary.words(20)
+    np.testing.assert_array_equal(holder["model"].weights[0].numpy(), scores.seen[2])
+    # A best above the least gain waits for patience as before.
+    again, _ = _run(tmp_path / "above", [1.0, 0.5, 3e-4, 2.5e-4, 2.5e-4, 2.5e-4, 2.5e-4])
+    assert again["scores"].calls == 6 and not again["stopping"].settled
+
+
 @pytest.mark.parametrize("kill_at", [5, 10])
 def test_a_killed_and_resumed_run_stops_where_an_uninterrupted_one_does(tmp_path, kill_at):
     values = [1.0, 0.5, 0.6, 0.4, 0.7, 0.8, 0.9, 0.95]

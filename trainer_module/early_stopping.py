@@ -1,7 +1,8 @@
 """Training until it stops improving: the validation rows carved from the train split
 (trainer_module/input_pipeline.py, FIT and VALIDATION) score the model every `every` steps; the
 best weights so far are kept, and training stops once `patience` scores in a row did not beat
-the best. At the end the model holds the best weights. The eval split is never used here: it
+the best, or as soon as the best is so near zero that no score could beat it by the least gain
+that counts (`better`). At the end the model holds the best weights. The eval split is never used here: it
 stays the gate's unbiased measure.
 
 The best weights, their step and score, and the count since are variables in the Controller's
@@ -140,6 +141,7 @@ class EarlyStopping:
         self.steps_per_epoch = steps_per_epoch
         self.scores = 0  # scores taken in this process
         self.stopped_early = False
+        self.settled = False  # stopped because no later score could be a new best
 
     def __call__(self, step: int, logs: dict) -> None:
         if step // self.every <= int(self.best.scored.numpy()) // self.every:
@@ -150,9 +152,12 @@ class EarlyStopping:
         logs[VALIDATION_LOSS] = loss
         if better(loss, float(self.best.loss.numpy())):
             self.best.keep(self.model, step, loss)
-            return
-        self.best.since.assign_add(1)
-        if int(self.best.since.numpy()) >= self.patience:
+        else:
+            self.best.since.assign_add(1)
+        # A best this close to zero cannot be beaten by the least gain that counts (MIN_DELTA):
+        # the scores patience would wait for could only keep these weights (loans: 620 steps).
+        self.settled = not better(0.0, float(self.best.loss.numpy()))
+        if self.settled or int(self.best.since.numpy()) >= self.patience:
             logs[STOP_TRAINING] = True
             self.stopped_early = True
 
@@ -175,4 +180,5 @@ class EarlyStopping:
                         validation_loss=float(self.best.loss.numpy()),
                         validation_rows=getattr(self.score, "rows", 0),
                         steps_per_epoch=self.steps_per_epoch, every=self.every,
-                        stopped_early=self.stopped_early and (planned is None or step < planned))
+                        stopped_early=self.stopped_early and (planned is None or step < planned),
+                        settled=self.settled)

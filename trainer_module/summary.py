@@ -132,6 +132,7 @@ class Stopping:
     steps_per_epoch: int = 0
     every: int = 0
     stopped_early: bool = False
+    settled: bool = False  # stopped because the best was too near zero for a new best to count
 
     def epochs(self, step: int) -> str:
         return f" (epoch {step / self.steps_per_epoch:.1f})" if self.steps_per_epoch else ""
@@ -142,9 +143,11 @@ class Stopping:
         ran = (f"stopped early at step {self.stopped_at:,}{self.epochs(self.stopped_at)} of "
                f"{planned:,}" if self.stopped_early else
                f"ran all {self.stopped_at:,} steps{self.epochs(self.stopped_at)}")
+        settled = ("; no later score could beat it by the least gain that counts"
+                   if self.settled else "")
         return (f"{ran}, kept step {self.best_step:,}{self.epochs(self.best_step)}: validation "
                 f"loss {self.validation_loss:.4g} on {self.validation_rows:,} rows held out of "
-                "the train split")
+                f"the train split{settled}")
 
 
 @dataclasses.dataclass(frozen=True)
