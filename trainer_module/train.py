@@ -129,8 +129,8 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         schedule = build.schedule(plan)
         optimizer = build.optimizer(cfg, schedule)
         metrics = train_metrics(job.task)
-        # Asynchronous: made in the scope, so its tables are copied to every worker.
-        transform = tf_transform_output.transform_features_layer() if asynchronous else None
+        layer = tf_transform_output.transform_features_layer() if asynchronous else None
+    transform = layer or _traced_transform(tf_transform_output)
     chief = strategy_lib.is_chief(strategy)
     # A worker that is not the chief writes checkpoints and an export too (the all-reduce and the
     # export's collectives need every worker), into a directory of its own removed at the end.
@@ -139,7 +139,7 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         if chief:
             resume.mark(job)
         raw_spec = build.raw_spec(tf_transform_output, job.label)
-        stopping = _early_stopping(job, plan, model, loss, best, raw_spec, tf_transform_output,
+        stopping = _early_stopping(job, plan, model, loss, best, raw_spec, transform,
                                    scorer=_local_copy(model, inputs) if asynchronous else None
                                    ) if validating else None
         restore_from = resume.restore_from(job)
@@ -159,12 +159,12 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
                               else (False, ""))
 
         steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, raw_spec,
-                           transform or tf_transform_output.transform_features_layer(), start)
+                           transform, start)
         logs, train_seconds = _train_to_end(controller, steps, job, chief)
         if asynchronous:  # export and evaluate a copy on the chief, not the servers' variables
             model = _local_copy(model, inputs)
         eval_metrics = _evaluate_and_export(
-            model, job, plan, raw_spec, tf_transform_output,
+            model, job, plan, raw_spec, tf_transform_output, transform,
             job.serving_model_dir if chief else scratch.mkdir("export"))
         return TrainingSummary(
             plan, dict(logs), eval_metrics, strategy_lib.name(strategy),
@@ -176,6 +176,13 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
             elastic=elastic, input_fingerprint=fingerprint, preempted=preempted,
             sharded_tables=_sharded_tables(model),
             asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None)
+
+
+def _traced_transform(tf_transform_output):
+    """The transform the train, validation and eval input apply, traced once for the three
+    (input_pipeline.traced_once). An asynchronous run applies the layer itself, made in the
+    strategy's scope, so that its tables are copied to every worker."""
+    return input_pipeline.traced_once(tf_transform_output.transform_features_layer())
 
 
 def _actions(job: TrainJob, plan: scaling.Plan, stopping, schedule) -> list:
@@ -205,10 +212,9 @@ def _train_to_end(controller, steps, job: TrainJob, chief: bool) -> tuple[dict, 
 
 
 def _evaluate_and_export(model, job: TrainJob, plan: scaling.Plan, raw_spec,
-                         tf_transform_output, target: str) -> dict:
+                         tf_transform_output, transform, target: str) -> dict:
     """The eval split's metrics ({} without one), and the serving model written to `target`
     (the tables split over the replicas whole: the served model has no strategy)."""
-    transform = tf_transform_output.transform_features_layer()
     eval_metrics = (evaluate(model, job, raw_spec, transform, job.task, plan)
                     if job.eval_files else {})
     logging.info("Eval: %s", eval_metrics)
@@ -266,7 +272,7 @@ def _layers(model: tf.keras.Model):
 
 
 def _early_stopping(job: TrainJob, plan: scaling.Plan, model, loss, best, raw_spec,
-                    tf_transform_output, scorer=None) -> early_stopping.EarlyStopping:
+                    transform, scorer=None) -> early_stopping.EarlyStopping:
     """The validation rows' score, every epoch of the fit rows (or a twentieth of the steps).
     scorer: a model on this process's device that scores instead, the weights copied into it
     once a score (asynchronous training: the parameter servers' variables are read once, not
@@ -274,8 +280,8 @@ def _early_stopping(job: TrainJob, plan: scaling.Plan, model, loss, best, raw_sp
     cfg = job.trainer
     validation = input_pipeline.make_dataset_fn(
         job.train_files, raw_spec, job.label, job.task, EVAL_BATCH, training=False,
-        transform=tf_transform_output.transform_features_layer(),
-        part=input_pipeline.VALIDATION, validation_share=cfg.validation_share)(None)
+        transform=transform, part=input_pipeline.VALIDATION,
+        validation_share=cfg.validation_share)(None)
     rows = build.train_rows(dataclasses.replace(cfg, train_steps=0, train_examples=0),
                             job.train_files)
     per_epoch = math.ceil(rows * (1 - cfg.validation_share) / plan.global_batch) if rows else 0
