@@ -43,6 +43,7 @@ TABLES = {
     "beam_fixed_costs.py": "beam_fixed_costs: stock / spared Total = ",
     "import_collections.py": "import_collections: plain / uncollected import CPU = ",
     "embeddings.py": "click table: 20,000 rows, 2,000 users; eval AUC: every value ",
+    "input_traces.py": "  parse map trace: boolean_mask a feature ",
 }
 # In the fast tier: seconds (import_collections' smoke imports Beam twice, not TensorFlow). The
 # others start TensorFlow in more than one process, trace twice or run pipelines: 15 s to 2
