@@ -82,9 +82,9 @@ class ReferenceBound:
             return ""
         need = "at least" if self.higher_is_better else "at most"
         share = " of it" if self.relative else ""
-        return (f"{self.metric} {model:.4f}, needs {need} {needed:.4f}: gradient boosting's "
-                f"{reference.value:.4f} on this split, eval.margin {self.margin:g}{share} "
-                "(eval.beat_reference)")
+        return (f"{self.metric} {model:.4f}, needs {need} {needed:.4f}: "
+                f"{reference.library or 'gradient boosting'}'s {reference.value:.4f} on this "
+                f"split, eval.margin {self.margin:g}{share} (eval.beat_reference)")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

@@ -114,8 +114,8 @@ class EvalConfig:
     # that is not random). Absolute for accuracy, auc and r2; a share of the eval figure for
     # log_loss, rmse and mae. It does not stop the push.
     max_gap: float = 0.05
-    # Gate on the gradient-boosting reference (components/gradient_boosting.py: scikit-learn's
-    # HistGradientBoosting on the same split, in every run's summary): a model whose gating metric
+    # Gate on the gradient-boosting reference (components/gradient_boosting.py: LightGBM's
+    # defaults on the same split, in every run's summary): a model whose gating metric
     # falls short of the reference's by more than `margin` (a share of it for rmse) is not
     # blessed. false: the reference informs only. A reference not measured holds nothing back.
     beat_reference: bool = False

@@ -66,7 +66,8 @@ def _reference(run: PipelineRun, label: str, tfma_metrics: dict, stdout: str):
     _, labels = eval_examples(train, label)
     assert reference.train_rows == reference.labeled_train_rows == sum(v is not None for v in labels)
     model = tfma_metrics[{"auc": "auc", "rmse": "root_mean_squared_error"}[reference.metric]]
-    assert re.search(rf"^Reference: gradient boosting on this split: {reference.metric} "
+    assert re.search(rf"^Reference: LightGBM [\d.]+ \(its defaults\) on this split: "
+                     rf"{reference.metric} "
                      rf"{reference.value:.4f} \(fit on {reference.train_rows:,} train rows in "
                      rf"[\d.]+ s\); this model {model:.4f}$", stdout, re.M), stdout
     return reference

@@ -6,11 +6,14 @@ checked in tests/test_pipeline_e2e.py and tests/test_evaluation.py."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from components import csv_format, generalization
+from components import gradient_boosting
 from components.gradient_boosting import MAX_CATEGORIES, Reference, measure
 
 MISSING = csv_format.missing_tokens(["", "NA"])
@@ -61,8 +64,8 @@ def test_binary_figures_are_the_evaluators_on_the_labeled_eval_rows():
     assert set(found.metrics) == {"accuracy", "log_loss", "auc"}
     assert found.value == found.metrics["auc"] > 0.95
     # The same figures from the same model's scores, computed as the Evaluator's are, the rarer
-    # class positive: refit here alike and compare.
-    from sklearn.ensemble import HistGradientBoostingClassifier
+    # class positive: refit here alike (LightGBM's defaults, the colour categorical) and compare.
+    import lightgbm
 
     def matrix(table):
         size = np.array([np.nan if v is None else v[0] for v in table.column("size").to_pylist()])
@@ -75,14 +78,16 @@ def test_binary_figures_are_the_evaluators_on_the_labeled_eval_rows():
                          for v in table.column("label").to_pylist()])
 
     y, eval_y = truth(train), truth(evaluation)
-    model = HistGradientBoostingClassifier(categorical_features=[False, True], random_state=0)
-    model.fit(matrix(train)[y >= 0], y[y >= 0])
+    model = lightgbm.LGBMClassifier(random_state=0, n_jobs=1, verbose=-1)
+    model.fit(matrix(train)[y >= 0], y[y >= 0], categorical_feature=[1])
     p = model.predict_proba(matrix(evaluation)[eval_y >= 0])
     expected = generalization.metrics({"probabilities": p, "label": eval_y[eval_y >= 0],
                                        "weight": np.ones(labeled)})
     assert found.metrics == pytest.approx(expected, abs=1e-12)
     assert found.words().startswith(f"auc {found.value:.4f} (fit on {found.train_rows:,} "
                                     "train rows in ")
+    assert found.library == f"LightGBM {lightgbm.__version__}" == gradient_boosting.LIBRARY
+    assert found.booster() == f"LightGBM {lightgbm.__version__} (its defaults)"
 
 
 def test_the_columns_the_run_leaves_out_are_not_fitted():
@@ -182,3 +187,55 @@ def test_the_record_reads_back_and_refuses_unknown_keys():
     assert found.sampled and found.value == 1.5
     with pytest.raises(ValueError, match="expected the keys"):
         Reference.from_dict({**found.to_dict(), "extra": 1})
+
+
+def test_a_fit_whose_train_loss_rose_is_not_measured_and_says_where():
+    """A boosted fit that diverged (openintro's loans, 7 grades: LightGBM's train log-loss fell
+    to 0.07 by tree 22, then rose to 23.5 by tree 100, eval accuracy 0.34) is no reference: the
+    record says so with the figures, and holds no metric a gate or a reader could take."""
+    losses = np.concatenate([np.linspace(1.1, 0.07, 22), np.linspace(0.5, 23.5, 78)])
+    y = np.arange(700) % 7
+    why = gradient_boosting._failed_fit(losses, y, regression=False)  # noqa: SLF001
+    assert why == ("diverged: its train log-loss fell to 0.07 at tree 22, then rose to 23.5 at "
+                   "tree 100")
+    # A sound fit's train loss falls (small wobbles are no divergence), and ends below the
+    # naive baseline's.
+    falling = np.linspace(1.0, 0.05, 100)
+    assert gradient_boosting._failed_fit(falling, y, regression=False) == ""  # noqa: SLF001
+    wobble = falling.copy()
+    wobble[-1] = wobble[-2] + 0.005
+    assert gradient_boosting._failed_fit(wobble, y, regression=False) == ""  # noqa: SLF001
+    assert "became nan" in gradient_boosting._failed_fit(  # noqa: SLF001
+        np.array([1.0, np.nan]), y, regression=False)
+
+
+def test_a_diverged_fit_on_a_table_is_recorded_not_measured(monkeypatch):
+    columns = _binary()
+    train, evaluation = _split(columns, {"size": FLOAT, "colour": STRING, "label": STRING})
+    sound = measure(train, evaluation, "label", "classification", "auc")
+    fit = gradient_boosting._fit  # noqa: SLF001
+
+    def diverging(*args):
+        model, losses, seconds = fit(*args)
+        return model, np.concatenate([losses[:10], losses[:10][::-1] * 0 + 5.0]), seconds
+
+    monkeypatch.setattr(gradient_boosting, "_fit", diverging)
+    found = measure(train, evaluation, "label", "classification", "auc")
+    assert sound.value > 0.9 and found.metrics == {} and found.value is None
+    assert found.not_measured.startswith(f"{gradient_boosting.LIBRARY}'s default fit diverged: "
+                                         "its train log-loss fell to ")
+    assert found.words() == f"not measured: {found.not_measured}"
+
+
+def test_a_fit_no_better_than_the_naive_baseline_on_its_train_rows_is_not_measured():
+    """A regression whose one feature is constant: the booster cannot split, predicts the train
+    mean, and its train l2 is the naive one's: no figure of its own to set beside the model's."""
+    rng = np.random.default_rng(4)
+    rows = 600
+    columns = {"x": ["1.0"] * rows, "y": [f"{v:.4f}" for v in rng.normal(10, 2, rows)]}
+    train, evaluation = _split(columns, {"x": FLOAT, "y": FLOAT})
+    found = measure(train, evaluation, "y", "regression", "rmse")
+    assert found.metrics == {} and found.library == gradient_boosting.LIBRARY
+    assert re.fullmatch(rf"{re.escape(gradient_boosting.LIBRARY)}'s default fit is no better "
+                        r"than the naive baseline on its train rows: train l2 [\d.]+, the "
+                        r"naive [\d.]+", found.not_measured), found.not_measured

@@ -61,7 +61,8 @@ def test_kfp_local_runs_every_task_to_a_model_that_serves(kfp_local_run):
     assert "Blessed: yes" in out and "Baseline: none (first model)" in out
     assert re.search(r"^Eval metrics: .*sparse_categorical_accuracy", out, re.M)
     # The gradient-boosting reference's task wrote its figures where the report reads them.
-    reference = re.search(r"^Reference: gradient boosting on this split: auc ([\d.]+) \(fit on "
+    reference = re.search(r"^Reference: LightGBM [\d.]+ \(its defaults\) on this split: auc "
+                          r"([\d.]+) \(fit on "
                           r"[\d,]+ train rows in [\d.]+ s\); this model ([\d.]+)$", out, re.M)
     assert reference and 0.6 < float(reference.group(1)) <= 1, out
     assert re.search(rf"^Eval metrics: auc {reference.group(2)}, ", out, re.M)

@@ -136,7 +136,8 @@ def test_the_gradient_boosting_reference_ran_beside_the_trainer_on_the_same_rows
 
     out = penguins_run.first.stdout
     # The summary: its figure on this split beside the model's, the rows it was fitted on.
-    line = re.search(r"^Reference: gradient boosting on this split: accuracy ([\d.]+) \(fit on "
+    line = re.search(r"^Reference: LightGBM [\d.]+ \(its defaults\) on this split: accuracy "
+                     r"([\d.]+) \(fit on "
                      r"(\d+) train rows in [\d.]+ s\); this model ([\d.]+)$", out, re.M)
     assert line, out
     assert re.search(rf"split .*: train {line.group(2)} rows, eval \d+ rows", out)

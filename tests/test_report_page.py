@@ -180,7 +180,7 @@ def test_the_report_opens_with_the_answer_on_the_first_screen(penguins_run, tmp_
         f"accuracy {gate.group(1)} on the eval split (the gating metric) against "
         f"{gate.group(2)} for always &#x27;Adelie&#x27; (the naive baseline, measured on the "
         f"whole table); needed at least {float(gate.group(3)):.4g}")
-    for line in ("Reference: gradient boosting", "Generalisation: "):
+    for line in ("Reference: LightGBM", "Generalisation: "):
         said = re.search(rf"^{line}.*$", out, re.M).group(0)
         assert html.escape(said) in source.split("</section>")[0], line
     assert re.search(r"<details data-features><summary>Per feature, on the train split: \d+ ",

@@ -13,7 +13,7 @@ It reads the run's own artifacts, found through the RunReport (either runner):
 - the training: the scaling plan the Trainer used and its curve (loss, accuracy, learning rate
   by step) from the TensorBoard events it wrote;
 - the evaluation: each gated metric beside its naive baseline (always the majority class, a
-  constant score, the label's mean) and scikit-learn's gradient boosting on the same split
+  constant score, the label's mean) and LightGBM's gradient boosting on the same split
   (components/gradient_boosting.py), metrics overall and per slice, a calibration plot (binary
   label) or a confusion matrix and per-class recall (more classes), the thresholds from TFMA's
   own eval config, the baseline model, blessed or why not, and where the model went.
@@ -387,7 +387,8 @@ def _gate_table(report: RunReport) -> str:
     note = (f"<p class=muted data-reference>{_e(report.reference_line())}</p>"
             if reference is not None else "")
     return ("<h3>Against the naive baseline</h3><table><tr><th>metric</th><th>model</th>"
-            + ("<th>gradient boosting</th>" if reference is not None else "")
+            + (f"<th>{_e(reference.library or 'gradient boosting')}</th>"
+               if reference is not None else "")
             + "<th>naive baseline</th><th>needed</th></tr>" + "".join(rows) + "</table>" + note)
 
 
