@@ -162,7 +162,9 @@ def test_a_repeated_id_column_is_counted_exactly_and_kept(tmp_path, monkeypatch,
     data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))
     role = data.roles["user"]
     assert (role.role, role.kept, role.rare) == (FEATURE, 30_000, 0), role
-    assert role.why == "30,000 values kept (seen at least twice), 0 rare ones in 1,000 hash buckets"
+    assert role.why == ("30,000 values seen at least twice over the whole table, 0 rarer ones "
+                        "(Transform keeps those the train split repeats; the rest share 1,000 "
+                        "hash buckets)")
     assert column_roles.large(data.roles) == ["user"]
     # min_count 4: none is seen that often; max_vocabulary caps what is kept.
     data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""], min_count=4))
