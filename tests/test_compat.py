@@ -4,6 +4,7 @@ not; the wall declares every private name its source uses; its rebinds are undon
 
 import importlib
 import pkgutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,11 @@ def test_the_rebinds_hold_inside_the_block_only():
     from cloudpickle import cloudpickle_fast
 
     _rebound(WALL["beam"].signatures_remembered(), userstate, "get_dofn_specs")
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.worker import statecache
+
+    _rebound(WALL["beam"].options_parsed_once(), PipelineOptions, "view_as")
+    _rebound(WALL["beam"].options_parsed_once(), statecache, "get_deep_size")
     _rebound(WALL["cloudpickle"].submodules_indexed(), cloudpickle_fast,
              "_find_imported_submodules")
     _rebound(WALL["beam"].cloudpickled(), cloudpickle_fast, "_find_imported_submodules")
@@ -323,3 +329,67 @@ def test_a_tasks_beam_arguments_are_the_specs_own(vertex_job):
     assert beam_args == [] and parsed.executor_class_path == "components.statistics_gen.Executor"
     spec = ["--runner=PortableRunner", "--environment_type=LOOPBACK"]
     assert entrypoint.beam_args_parser(parse)(argv + spec)[1] == spec
+
+
+def test_options_views_parsed_once_are_beams_views():
+    """Inside options_parsed_once a view of a pipeline's options has every value Beam's own view
+    has, for each options class and flags, the first time and after; a value set through one
+    view is every view's (they share the options' values, as Beam's do); a list option is a
+    list of the view's own, so that adding to it changes no other pipeline's options."""
+    from apache_beam.options import pipeline_options as po
+
+    from components.compat import beam as beam_compat
+
+    flags = ["--runner=DirectRunner", "--direct_num_workers=2", "--experiments=a",
+             "--experiments=b", "--job_name=x"]
+    classes = [po.StandardOptions, po.DebugOptions, po.DirectOptions, po.GoogleCloudOptions,
+               po.SetupOptions, po.PortableOptions, po.WorkerOptions, po.TypeOptions]
+
+    def values(options):
+        return {cls.__name__: {name: getattr(options.view_as(cls), name)
+                               for name in options.view_as(cls)._visible_option_list()}
+                for cls in classes}
+
+    stock = values(po.PipelineOptions(flags))
+    with beam_compat.options_parsed_once():
+        assert po.PipelineOptions.view_as is not beam_compat._STOCK_VIEW_AS
+        first, again = values(po.PipelineOptions(flags)), values(po.PipelineOptions(flags))
+        options = po.PipelineOptions(flags)
+        options.view_as(po.DebugOptions).add_experiment("c")
+        options.view_as(po.StandardOptions).runner = "Other"
+        assert options.view_as(po.DebugOptions).experiments == ["a", "b", "c"]
+        assert options.view_as(po.StandardOptions).runner == "Other"
+        fresh = po.PipelineOptions(flags)
+        assert fresh.view_as(po.DebugOptions).experiments == ["a", "b"]
+        assert fresh.view_as(po.StandardOptions).runner == "DirectRunner"
+    assert first == again == stock
+    assert po.PipelineOptions.view_as is beam_compat._STOCK_VIEW_AS
+
+
+def test_the_state_caches_weights_are_beams():
+    """The state cache's deep sizes inside options_parsed_once are Beam's own, module globals
+    left out as objsize leaves them out; a module loaded since is left out too."""
+    import types
+
+    from apache_beam.runners.worker import statecache
+
+    from components.compat import beam as beam_compat
+
+    shared = {"big": list(range(1000))}
+    values = [[1, 2, 3], {"a": "x" * 100, "b": (1.5, None)}, shared, [shared, shared],
+              sys.modules[__name__].__dict__, object()]
+    stock = [statecache.get_deep_size(v) for v in values]
+    with beam_compat.options_parsed_once():
+        assert [statecache.get_deep_size(v) for v in values] == stock
+        module = types.ModuleType("lockstep_test_loaded_later")
+        module.payload = ["y" * 1000]
+        sys.modules[module.__name__] = module
+        try:
+            inside = statecache.get_deep_size([vars(module)])
+        finally:
+            del sys.modules[module.__name__]
+    sys.modules[module.__name__] = module
+    try:
+        assert inside == statecache.get_deep_size([vars(module)])
+    finally:
+        del sys.modules[module.__name__]

@@ -215,10 +215,11 @@ def caching(files: list[str], cache: bool | None = None, chunk_steps: int | None
     return cache, chunk_steps if cache else None
 
 
-@plain  # traced as written: trainer_module/autograph_rules.py
 def _labeled(parsed: dict, label: tf.Tensor, keep: tf.Tensor):
     """(features, label) of the rows `keep` marks, each feature by one gather at their places (a
-    boolean_mask a feature traced ten ops each: 2 s of each trace of a 53-column table's map)."""
+    boolean_mask a feature traced ten ops each: 2 s of each trace of a 53-column table's map).
+    Called from parse_batch, traced as written (no decorator here: the Kubeflow compile imports
+    this module with TensorFlow's stand-ins)."""
     rows = tf.reshape(tf.where(keep), [-1])
     return {k: tf.gather(v, rows) for k, v in parsed.items()}, tf.gather(label, rows)
 

@@ -1,5 +1,13 @@
-"""Apache Beam: four names rebound while lockstep's Beam executors run, to spare fixed costs
+"""Apache Beam: six names rebound while lockstep's Beam executors run, to spare fixed costs
 (`spare_fixed_costs`, with dill's in compat/dill.py and cloudpickle's in compat/cloudpickle.py).
+
+Beam makes a view of a pipeline's options (`PipelineOptions.view_as`) wherever it reads one:
+about 3,200 times in a Transform of a 53-column table. Each view builds its class's argparse
+parser and parses the same flags again, 0.9 s in all; `options_parsed_once` parses them once per
+class and flags and gives each view a copy of that answer. In the same block the state cache
+of Beam's SDK worker, which weighs every value it loads with objsize, finds the loaded modules'
+globals (which a weight leaves out) once per count of loaded modules, not by a walk of all 6,500
+modules at each value: the same weights.
 
 Beam asks for a DoFn's state and timer parameters (`userstate.get_dofn_specs`) each time it
 builds, translates, validates or starts a bundle of a DoFn step: about 3,700 times in a
@@ -54,9 +62,14 @@ import os
 import types
 import weakref
 
+import copy
+import sys
+
+import objsize
 from apache_beam.internal import cloudpickle_pickler, pickler
 from apache_beam.options.pipeline_options import (DebugOptions, DirectOptions, PipelineOptions,
                                                   PortableOptions, SetupOptions, StandardOptions)
+from apache_beam.runners.worker import statecache
 from apache_beam.transforms import core, userstate
 
 from components.compat import cloudpickle as cloudpickle_compat, dill as dill_compat
@@ -70,7 +83,13 @@ SYMBOLS = (Symbol(_CORE, "get_function_args_defaults", read_by=_CORE),
            Symbol(userstate.__name__, "get_dofn_specs", read_by=_CORE),
            Symbol(_PICKLER, "DEFAULT_PICKLE_LIB", read_by=_PICKLER),
            Symbol(_PICKLER, "desired_pickle_lib"),
-           Symbol(cloudpickle_pickler.__name__, "bz2", read_by=cloudpickle_pickler.__name__))
+           Symbol(cloudpickle_pickler.__name__, "bz2", read_by=cloudpickle_pickler.__name__),
+           Symbol(PipelineOptions.__module__, "PipelineOptions.view_as"),
+           Symbol(PipelineOptions.__module__, "PipelineOptions._visible_option_list"),
+           Symbol(statecache.__name__, "get_deep_size", read_by=statecache.__name__),
+           Symbol(statecache.__name__, "_size_func"),
+           Symbol(statecache.__name__, "_get_referents_func"),
+           Symbol(statecache.__name__, "_filter_func"))
 # The runners that run a pipeline in this process when the direct runner runs in memory.
 _IN_PROCESS_RUNNERS = {None, "DirectRunner", "SwitchingDirectRunner", "BundleBasedDirectRunner"}
 
@@ -130,6 +149,83 @@ def signatures_remembered():
     function, and `userstate.get_dofn_specs` its answers per DoFn."""
     with swapped(core, "get_function_args_defaults", _remembered), swapped(
             userstate, "get_dofn_specs", _specs_remembered):
+        yield
+
+
+_STOCK_VIEW_AS = PipelineOptions.view_as
+# (options class, flags) -> the argparse Namespace the class's parser made of those flags.
+_PARSED: dict = {}
+
+
+def _view_as(self, cls):
+    """PipelineOptions.view_as(cls), its flags parsed once per options class and flags: Beam
+    builds the class's argparse parser and parses the flags again for every view (about 3,200
+    views in a Transform of a 53-column table: 0.9 s), though the same flags give the same
+    values. The view is Beam's as it makes it (the Namespace a copy of its own), sharing the
+    options' values; a class with an __init__ of its own, or flags that do not hash (None: the
+    process's argv), is made by Beam's own view_as."""
+    flags = self._flags
+    try:
+        key = (cls, tuple(flags))
+        hash(key)
+    except TypeError:
+        return _STOCK_VIEW_AS(self, cls)
+    if cls.__init__ is not PipelineOptions.__init__:
+        return _STOCK_VIEW_AS(self, cls)
+    parsed = _PARSED.get(key)
+    if parsed is None:
+        view = _STOCK_VIEW_AS(self, cls)
+        _PARSED[key] = copy.deepcopy(view._visible_options)  # noqa: SLF001  Beam's own view
+        return view
+    view = object.__new__(cls)
+    view._flags = flags  # noqa: SLF001  the three attributes Beam's __init__ sets
+    view._visible_options = copy.deepcopy(parsed)  # noqa: SLF001
+    for option_name in view._visible_option_list():  # noqa: SLF001  as view_as does
+        if option_name not in self._all_options:  # noqa: SLF001
+            self._all_options[option_name] = getattr(view._visible_options, option_name)  # noqa: SLF001
+    view._all_options = self._all_options  # noqa: SLF001
+    return view
+
+
+# The ids of the loaded modules' globals, which a deep size leaves out, as of `_GLOBALS["count"]`
+# modules.
+_GLOBALS: dict = {"count": -1, "ids": frozenset()}
+
+
+def _module_globals() -> frozenset:
+    if len(sys.modules) != _GLOBALS["count"]:
+        ids = set()
+        for module in list(sys.modules.values()):
+            try:
+                ids.add(id(vars(module)))
+            except TypeError:
+                pass
+        _GLOBALS.update(count=len(sys.modules), ids=frozenset(ids))
+    return _GLOBALS["ids"]
+
+
+def _deep_size(*objs) -> int:
+    """statecache.get_deep_size(*objs), the same figure: objsize leaves every loaded module's
+    globals out of a deep size, and finds them by walking every module at every call (a
+    Transform's state cache weighs each value it loads: 274 walks of 6,500 modules). Here they
+    are found once per count of loaded modules, and left out by the filter (objsize skips an
+    object its filter refuses as it skips one it excludes)."""
+    excluded = _module_globals()
+    measured = statecache._filter_func  # noqa: SLF001  Beam's own filter, kept
+    return objsize.get_deep_size(
+        *objs, get_size_func=statecache._size_func,  # noqa: SLF001
+        get_referents_func=statecache._get_referents_func,  # noqa: SLF001
+        filter_func=lambda o: id(o) not in excluded and measured(o),
+        exclude_modules_globals=False)
+
+
+@contextlib.contextmanager
+def options_parsed_once():
+    """Inside the block, a pipeline's options views parse their flags once per options class and
+    flags (`_view_as`), and the state cache weighs its values without walking every module at
+    each value (`_deep_size`)."""
+    with swapped(PipelineOptions, "view_as", _view_as), swapped(
+            statecache, "get_deep_size", _deep_size):
         yield
 
 
@@ -216,7 +312,9 @@ def cloudpickled():
 
 
 def spare_fixed_costs(do):
-    """An executor's Do, run with Beam's signatures remembered (`signatures_remembered`), dill's
+    """An executor's Do, run with Beam's signatures remembered (`signatures_remembered`), its
+    options' flags parsed once and its state cache's weights found without a walk of every
+    module each (`options_parsed_once`), dill's
     trace quiet (compat/dill.py) and, where its pipelines pickle for this process only,
     cloudpickle (`cloudpickled`); none of them with LOCKSTEP_STOCK_BEAM=1. And from the class that
     says so on (its module has TFX loaded), TFX packages itself for Beam's workers only where
@@ -227,7 +325,7 @@ def spare_fixed_costs(do):
         if os.environ.get(STOCK_SWITCH) == "1":
             return do(*args, **kwargs)
         in_process = bool(args) and pickles_in_process(tfx_compat.beam_pipeline_args(args[0]))
-        with signatures_remembered(), dill_compat.quiet_trace(), (
+        with signatures_remembered(), options_parsed_once(), dill_compat.quiet_trace(), (
                 cloudpickled() if in_process else contextlib.nullcontext()):
             return do(*args, **kwargs)
     return wrapper
