@@ -83,7 +83,7 @@ class ReferenceBound:
         need = "at least" if self.higher_is_better else "at most"
         share = " of it" if self.relative else ""
         return (f"{self.metric} {model:.4f}, needs {need} {needed:.4f}: "
-                f"{reference.library or 'gradient boosting'}'s {reference.value:.4f} on this "
+                f"{reference.name}'s {reference.value:.4f} on this "
                 f"split, eval.margin {self.margin:g}{share} (eval.beat_reference)")
 
     def to_json(self) -> str:

@@ -36,6 +36,7 @@ class, no labeled row, no feature with a value) is recorded as not measured, wit
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 
@@ -62,13 +63,14 @@ MAX_CATEGORIES = 255  # at most this many categories a column (LightGBM's max_bi
 SEED = 0
 
 
-def _library() -> str:
+@functools.cache
+def library() -> str:
+    """What fits the reference, and its version ("LightGBM 4.7.0"): the summary and report name
+    it. Asked where a reference is made, not as this module loads (the CLI imports it: reading
+    the installed packages' metadata took 78 ms)."""
     from importlib import metadata
 
     return f"LightGBM {metadata.version('lightgbm')}"
-
-
-LIBRARY = _library()  # what fits the reference, and its version: the summary and report name it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,10 +105,15 @@ class Reference:
                 if self.sampled else f"{self.train_rows:,} train rows")
         return f"{self.metric} {self.value:.4f} (fit on {rows} in {self.fit_seconds:.1f} s)"
 
+    @property
+    def name(self) -> str:
+        """The library that fitted it ("LightGBM 4.7.0"), or "gradient boosting" for an older
+        record, which does not say."""
+        return self.library or "gradient boosting"
+
     def booster(self) -> str:
-        """What fitted it, as the summary and report name it: "LightGBM 4.7.0 (its defaults)"
-        (an older record, which does not say: "gradient boosting")."""
-        return f"{self.library} (its defaults)" if self.library else "gradient boosting"
+        """What fitted it, as the summary's line names it: "LightGBM 4.7.0 (its defaults)"."""
+        return f"{self.library} (its defaults)" if self.library else self.name
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -220,7 +227,7 @@ def measure(train: pa.Table, evaluation: pa.Table, label: str, task: str, metric
     try:
         return _measure(train, evaluation, label, task, metric, excluded, rows, threads)
     except NotMeasured as why:
-        return Reference(metric, {}, not_measured=str(why), library=LIBRARY)
+        return Reference(metric, {}, not_measured=str(why), library=library())
 
 
 def _measure(train, evaluation, label, task, metric, excluded, rows, threads) -> Reference:
@@ -265,7 +272,7 @@ def _measure(train, evaluation, label, task, metric, excluded, rows, threads) ->
         model, losses, seconds = _fit(x_train, y, categorical, regression, threads)
         failed = _failed_fit(losses, y, regression)
         if failed:
-            raise NotMeasured(f"{LIBRARY}'s default fit {failed}")
+            raise NotMeasured(f"{library()}'s default fit {failed}")
         if regression:
             outputs = {"predictions": model.predict(x_eval)}
         else:
@@ -274,7 +281,7 @@ def _measure(train, evaluation, label, task, metric, excluded, rows, threads) ->
             outputs = {"probabilities": probabilities}
     figures = generalization.metrics({**outputs, "label": eval_y, "weight": np.ones(len(eval_y))})
     return Reference(metric, figures, len(fitted), len(labeled), len(eval_y), round(seconds, 3),
-                     library=LIBRARY)
+                     library=library())
 
 
 def _fit(x_train: np.ndarray, y: np.ndarray, categorical: np.ndarray, regression: bool,
@@ -361,11 +368,11 @@ class Executor(base_executor.BaseExecutor):
             train, evaluation = read_split(examples, "train"), read_split(examples, "eval")
             found = measure(train, evaluation, spec.label, spec.task, metric, spec.excluded)
         except NotMeasured as why:
-            found = Reference(metric, {}, not_measured=str(why), library=LIBRARY)
+            found = Reference(metric, {}, not_measured=str(why), library=library())
         except Exception as err:  # noqa: BLE001  it informs: a failure to measure is recorded
             logging.exception("The gradient-boosting reference failed")
             found = Reference(metric, {}, not_measured=f"{type(err).__name__}: {err}",
-                              library=LIBRARY)
+                              library=library())
         fs.makedirs(out.uri)
         fs.write_text(fs.join(out.uri, REFERENCE_FILE), json.dumps(found.to_dict()))
         logging.info("Gradient-boosting reference: %s", found.words())

@@ -2,8 +2,8 @@
 (trainer_module/input_pipeline.py, FIT and VALIDATION) score the model every `every` steps; the
 best weights so far are kept, and training stops once `patience` scores in a row did not beat
 the best, or as soon as the best is so near zero that no score could beat it by the least gain
-that counts (`better`). At the end the model holds the best weights. The eval split is never used here: it
-stays the gate's unbiased measure.
+that counts (`better`). At the end the model holds the best weights. The eval split is never
+used here: it stays the gate's unbiased measure.
 
 The best weights, their step and score, and the count since are variables in the Controller's
 checkpoints (`BestWeights`), saved with the model at the same step, so a run killed and resumed

@@ -57,13 +57,12 @@ from __future__ import annotations
 
 import bz2
 import contextlib
+import copy
 import functools
 import os
+import sys
 import types
 import weakref
-
-import copy
-import sys
 
 import objsize
 from apache_beam.internal import cloudpickle_pickler, pickler

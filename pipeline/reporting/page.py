@@ -387,8 +387,7 @@ def _gate_table(report: RunReport) -> str:
     note = (f"<p class=muted data-reference>{_e(report.reference_line())}</p>"
             if reference is not None else "")
     return ("<h3>Against the naive baseline</h3><table><tr><th>metric</th><th>model</th>"
-            + (f"<th>{_e(reference.library or 'gradient boosting')}</th>"
-               if reference is not None else "")
+            + (f"<th>{_e(reference.name)}</th>" if reference is not None else "")
             + "<th>naive baseline</th><th>needed</th></tr>" + "".join(rows) + "</table>" + note)
 
 
