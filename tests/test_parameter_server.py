@@ -80,19 +80,43 @@ def test_staleness_is_none_alone_and_the_other_workers_updates_when_steps_overla
     assert three["staleness_max"] >= 2, three
 
 
-def _servers(cluster: dict, tmp_path) -> dict:
-    """The workers' and the parameter server's processes (`python -m
+@pytest.mark.slow
+@pytest.mark.parametrize("servers", [2, 3])
+def test_a_table_split_over_the_parameter_servers_trains_as_one_device(servers, tmp_path):
+    """tests/ps_tables.py: one worker, the built-in model's id table split over the servers by
+    the strategy's partitioner, 24 AdamW steps (ids repeated in a batch); the same model on one
+    device with Keras, on the same batches."""
+    child = python_started(REPO / "tests" / "ps_tables.py", servers, 24, tmp_path, env=ENV)
+    out, _ = child.communicate(timeout=300)
+    assert child.returncode == 0, out[-3000:]
+    found = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    # Only the table past the threshold is split, in contiguous blocks, one on each server.
+    assert found["split_layers"] == ["embed_user"], found
+    sizes = [rows for rows, _ in found["parts"]]
+    assert len(sizes) == servers and sum(sizes) == 37 and max(sizes) - min(sizes) <= 1, found
+    assert [d.split("/")[1:4] for d in found["devices"]] == [
+        ["job:ps", "replica:0", f"task:{i}"] for i in range(servers)], found
+    assert found["updates"] == 24 and found["moved"] > 0.05, found
+    assert found["difference"] <= 1e-6, found
+    # The checkpoint holds the whole table (restored into the unsplit model), and the served
+    # model's weights warm-start every weight of a split model, the table's parts included.
+    assert found["restored"] == 0.0, found
+    assert found["warm_matched"] == found["weights"] and found["warm"] == 0.0, found
+
+
+def _servers(cluster: dict, tmp_path, servers: int = 1) -> dict:
+    """The workers' and the parameter servers' processes (`python -m
     trainer_module.parameter_server`, forks of the tests' fork server where they can be), each
     logging to tmp_path/<task>-<index>/stdout."""
-    servers = {}
-    for task in [("worker", 0), ("worker", 1), ("ps", 0)]:
+    servers_by_task = {}
+    for task in [("worker", 0), ("worker", 1)] + [("ps", i) for i in range(servers)]:
         log = tmp_path / f"{task[0]}-{task[1]}"
         log.mkdir()
-        servers[task] = python_started("-m", "trainer_module.parameter_server", output=log,
+        servers_by_task[task] = python_started("-m", "trainer_module.parameter_server", output=log,
                                        env=dict(ENV, TF_CONFIG=json.dumps({
                                            "cluster": cluster,
                                            "task": {"type": task[0], "index": task[1]}})))
-    return servers
+    return servers_by_task
 
 
 @pytest.fixture(scope="module")
@@ -117,13 +141,15 @@ def ps_run(penguins_run, tmp_path_factory):
 def test_a_killed_worker_does_not_stop_training(ps_run, tmp_path):
     """A cluster of processes named by TF_CONFIG, as on Kubernetes: two workers and a parameter
     server serve (`python -m trainer_module.parameter_server`), the chief trains; one worker is
-    killed once training is under way, and the coordinator finishes on the other."""
-    ports = [f"localhost:{port}" for port in free_ports(4)]
+    killed once training is under way, and the coordinator finishes on the other. Two
+    parameter servers, every embedding table split over them (shard_embeddings_over = 0)."""
+    ports = [f"localhost:{port}" for port in free_ports(5)]
     cluster = {"chief": ports[:1], "worker": ports[1:3], "ps": ports[3:]}
-    servers = _servers(cluster, tmp_path)
+    servers = _servers(cluster, tmp_path, servers=2)
     # The transform graph the parameter-server run made (TF2: its tables reach the workers).
     job = penguins_job(ps_run, tmp_path, strategy="parameter_server", train_steps=600,
-                       log_every=20, steps_per_execution=5, validation_share=0.0)
+                       log_every=20, steps_per_execution=5, validation_share=0.0,
+                       shard_embeddings_over=0)
     (tmp_path / "job.json").write_text(job.to_json())
     chief_env = dict(ENV, TF_CONFIG=json.dumps(
         {"cluster": cluster, "task": {"type": "chief", "index": 0}}))
@@ -147,7 +173,14 @@ def test_a_killed_worker_does_not_stop_training(ps_run, tmp_path):
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["strategy"] == "ParameterServerStrategy"  # as users know it
     assert result["asynchronous"]["workers"] == 2 and result["asynchronous"]["updates"] == 600
+    tables = result["sharded_tables"]
+    assert tables and all(t["blocks"] == 2 and t["holders"] == "parameter servers"
+                          for t in tables), tables
+    # Exported whole, from the chief's copy: it serves the eval rows as a trained model does.
     assert (tmp_path / "serving" / "saved_model.pb").is_file()
+    eval_files = sorted((ps_run.pipeline_root / "CsvExampleGen" / "examples").glob(
+        "*/Split-eval/*"))
+    assert serving_accuracy(str(tmp_path / "serving"), eval_files) >= 0.9
 
 
 @pytest.mark.slow

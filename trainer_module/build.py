@@ -69,7 +69,7 @@ def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> tf.ker
             built = model_lib.tabular(
                 inputs.numeric, inputs.categorical, inputs.outputs, inputs.task,
                 cfg.hidden_units, cfg.embedding_dim, cfg.ensemble_members, cfg.dropout, cfg.l2,
-                cfg.seed, shards=table_shards(inputs, strategy))
+                cfg.seed, **_split(inputs, strategy))
         else:
             built = hooks.load(MODEL_KEY, cfg.model, 1)(inputs)
             hooks.check_model(built, inputs)
@@ -77,17 +77,31 @@ def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> tf.ker
 
 
 def table_shards(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> dict[str, int]:
-    """{categorical feature: the blocks its table is split into} for the built-in model: the
-    replicas, for a table over trainer.shard_embeddings_over bytes with its slots, under
-    MirroredStrategy and MultiWorkerMirroredStrategy (trainer_module/sharded_embedding.py); else
-    1, a whole table on each replica."""
+    """{categorical feature: the blocks its table is split into} for the built-in model, for a
+    table over trainer.shard_embeddings_over bytes with its slots: the replicas under
+    MirroredStrategy and MultiWorkerMirroredStrategy (trainer_module/sharded_embedding.py), the
+    parameter servers under ParameterServerStrategy (its variable partitioner); else 1, a whole
+    table on each replica."""
     cfg = inputs.config
-    if strategy_lib.name(strategy) not in ("MirroredStrategy", "MultiWorkerMirroredStrategy"):
+    kind = strategy_lib.name(strategy)
+    if kind == "ParameterServerStrategy":
+        holders = strategy_lib.cluster_size(strategy)[1]
+    elif kind in ("MirroredStrategy", "MultiWorkerMirroredStrategy"):
+        holders = strategy.num_replicas_in_sync
+    else:
         return {key: 1 for key in inputs.categorical}
-    return {key: table_plan.shards_for(size, cfg.embedding_dim,
-                                        strategy.num_replicas_in_sync,
+    return {key: table_plan.shards_for(size, cfg.embedding_dim, holders,
                                         cfg.shard_embeddings_over)
             for key, size in inputs.categorical.items()}
+
+
+def _split(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> dict:
+    """model.tabular's arguments for the tables split: by the replicas' exchange (`shards`), or
+    over the parameter servers (`server_blocks`)."""
+    shards = table_shards(inputs, strategy)
+    if strategy_lib.name(strategy) == "ParameterServerStrategy":
+        return {"server_blocks": shards}
+    return {"shards": shards}
 
 
 def raw_spec(tf_transform_output, label: str) -> dict:

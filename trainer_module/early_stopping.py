@@ -20,7 +20,7 @@ import math
 
 import tensorflow as tf
 
-from trainer_module import model as model_lib
+from trainer_module import model as model_lib, sharded_embedding
 from trainer_module.actions import STOP_TRAINING
 from trainer_module.summary import Stopping
 VALIDATION_LOSS = "validation_loss"
@@ -119,7 +119,7 @@ def on_copy(model: tf.keras.Model, copy: tf.keras.Model, score):
     read of each variable a score, wherever the variables live (parameter servers)."""
 
     def mean() -> float:
-        copy.set_weights(model.get_weights())
+        copy.set_weights(sharded_embedding.whole_weights(model))
         value = score()
         mean.rows = score.rows
         return value

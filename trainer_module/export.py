@@ -21,7 +21,7 @@ import os
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import autograph_rules, features, settings
+from trainer_module import autograph_rules, features, settings, sharded_embedding
 
 autograph_rules.install()  # tf_keras unconverted in the traced signatures
 
@@ -123,10 +123,10 @@ def warm_start(model: tf.keras.Model, base_model: str, tables: dict | None = Non
         reader = tf.train.load_checkpoint(weights)
         shapes = reader.get_variable_to_shape_map()
         source = {}
-        for var in model.weights:
-            key = f"{_key(var.name)}/.ATTRIBUTES/VARIABLE_VALUE"
+        for name in [var.name for var in model.weights] + list(_server_split(model)):
+            key = f"{_key(name)}/.ATTRIBUTES/VARIABLE_VALUE"
             if key in shapes:
-                source[var.name] = reader.get_tensor(key)
+                source[name] = reader.get_tensor(key)
         matched = 0
         for table in (tables or {}).values():
             key = f"{_key(table.name + '/embeddings:0')}/.ATTRIBUTES/VARIABLE_VALUE"
@@ -140,10 +140,20 @@ def warm_start(model: tf.keras.Model, base_model: str, tables: dict | None = Non
     return _assign(model, source)
 
 
+def _server_split(model: tf.keras.Model) -> dict:
+    """{the whole table's weight name: its ShardedVariable} for the tables split over the
+    parameter servers (the served model holds each whole, under that name)."""
+    return {f"{layer}/embeddings:0": table
+            for layer, table in sharded_embedding.server_split(model).items()}
+
+
 def _assign(model: tf.keras.Model, source: dict) -> int:
     matched = 0
-    for var in model.weights:
-        other = source.get(var.name)
+    split = _server_split(model)
+    parts = {id(part) for table in split.values() for part in table.variables}
+    named = [(var.name, var) for var in model.weights if id(var) not in parts]
+    for name, var in named + list(split.items()):
+        other = source.get(name)
         if other is not None and tuple(other.shape) == tuple(var.shape):
             var.assign(other)
             matched += 1

@@ -155,7 +155,8 @@ def numeric_groups(numeric: list[str]) -> tuple[list[str], list[str]]:
 def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task: str,
             hidden_units=(256, 256), embedding_dim: int = 16, members: int = 8,
             dropout: float = 0.0, l2: float = 0.0, seed: int = 0,
-            shards: dict[str, int] | None = None) -> tf.keras.Model:
+            shards: dict[str, int] | None = None,
+            server_blocks: dict[str, int] | None = None) -> tf.keras.Model:
     """The built-in model (the module's docstring). outputs: classes (logits in training,
     log-probabilities in inference), or 1 for a regression. members 1: one MLP.
 
@@ -163,7 +164,10 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
     (trainer_module/sharded_embedding.py; 1 or absent: a table on every replica). With any, the
     model is the tables' lookups (`ShardedEmbedding`, named `embed_<feature>` as the Embedding
     it stands for) then CORE, the rest of the model, which takes those features' rows: the
-    training step looks the rows up itself (`sharded_parts`)."""
+    training step looks the rows up itself (`sharded_parts`).
+
+    server_blocks: {categorical feature: parts} for the tables split over the parameter
+    servers of a ParameterServerStrategy (its variable partitioner: plain Embeddings)."""
     sharded = {k: n for k, n in (shards or {}).items() if n > 1 and k in categorical}
     if sharded:
         core = _tabular(numeric, categorical, outputs, task, hidden_units, embedding_dim,
@@ -178,7 +182,7 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
                     name=f"embed_{key}")(inputs[key])
         return tf.keras.Model(inputs, core(x))
     return _tabular(numeric, categorical, outputs, task, hidden_units, embedding_dim, members,
-                    dropout, l2, seed)
+                    dropout, l2, seed, server_blocks=server_blocks)
 
 
 CORE = "tabular_core"
@@ -256,9 +260,11 @@ def set_logical_weights(model: tf.keras.Model, values: list) -> None:
 
 
 def _tabular(numeric, categorical, outputs, task, hidden_units, embedding_dim, members,
-             dropout, l2, seed, given=(), name=None) -> tf.keras.Model:
+             dropout, l2, seed, given=(), name=None, server_blocks=None) -> tf.keras.Model:
     """The built-in model; the categorical features in `given` come as their rows ([batch,
-    embedding_dim] floats), not as ids."""
+    embedding_dim] floats), not as ids; those in `server_blocks` have their table split in that
+    many parts over the parameter servers (sharded_embedding.SERVER_SPLIT)."""
+    server_blocks = server_blocks or {}
     inputs, parts = {}, []
     for key in numeric:
         inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.float32)
@@ -278,9 +284,11 @@ def _tabular(numeric, categorical, outputs, task, hidden_units, embedding_dim, m
             parts.append(inputs[key])
             continue
         inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.int64)
-        parts.append(tf.keras.layers.Embedding(
-            size, embedding_dim, name=f"embed_{key}",
-            embeddings_initializer=_table_initializer(embedding_dim, seed, i))(inputs[key]))
+        # Built here (a functional call): under ParameterServerStrategy, split over the servers.
+        with sharded_embedding.SERVER_SPLIT.splitting(server_blocks.get(key, 1)):
+            parts.append(tf.keras.layers.Embedding(
+                size, embedding_dim, name=f"embed_{key}",
+                embeddings_initializer=_table_initializer(embedding_dim, seed, i))(inputs[key]))
     x = parts[0] if len(parts) == 1 else tf.keras.layers.Concatenate()(parts)
     out = EnsembleHead(max(members, 1), hidden_units, outputs, task, dropout, l2, seed=seed,
                        name="ensemble")(x)

@@ -16,8 +16,10 @@ The pieces tf.distribute.ParameterServerStrategy needs, as this module does them
   the whole training split with a seed of its own, trainer_module/input_pipeline.py);
 - the Transform layer is made under the strategy's scope, outside the dataset function, so its
   tables are copied to every worker rather than looked up remotely (train.py);
-- variables are not partitioned, and the model is exported from a copy on the chief
-  (tf.saved_model.load cannot load sharded variables).
+- an embedding table past trainer.shard_embeddings_over is split by rows over the parameter
+  servers (the strategy's variable partitioner, sharded_embedding.SERVER_SPLIT: only those
+  tables); the model is exported, and scored for early stopping, from a copy on the chief with
+  every table whole (tf.saved_model.load cannot load sharded variables).
 
 Cluster: with TF_CONFIG naming parameter servers, that cluster (the chief is this process;
 worker and ps tasks run `serve()`: `python -m trainer_module.parameter_server`, or the Trainer's
@@ -40,7 +42,7 @@ import sys
 from absl import logging
 import tensorflow as tf
 
-from trainer_module import loop, processes
+from trainer_module import loop, processes, sharded_embedding, strategy as strategy_lib
 from trainer_module.job import TrainJob
 from trainer_module.progress import PROGRESS_LOGGER
 from trainer_module.summary import TrainingSummary
@@ -119,18 +121,13 @@ def make_strategy(cfg) -> tf.distribute.ParameterServerStrategy:
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     else:
         resolver = local_cluster(cfg.ps_workers, cfg.ps_servers)
-    # No variable_partitioner: sharded variables could not be exported as one SavedModel.
-    strategy = tf.distribute.ParameterServerStrategy(resolver)
-    workers, servers = cluster_size(strategy)
+    # Splits only the built-in model's large tables (build.table_shards); exported whole.
+    strategy = tf.distribute.ParameterServerStrategy(
+        resolver, variable_partitioner=sharded_embedding.SERVER_SPLIT)
+    workers, servers = strategy_lib.cluster_size(strategy)
     logging.info("Strategy: ParameterServerStrategy (asynchronous), %d workers, %d parameter "
                  "servers", workers, servers)
     return strategy
-
-
-def cluster_size(strategy) -> tuple[int, int]:
-    """(workers, parameter servers) of a ParameterServerStrategy."""
-    spec = strategy._cluster_resolver.cluster_spec().as_dict()  # noqa: SLF001 - no public one
-    return len(spec.get("worker", [])), len(spec.get("ps", []))
 
 
 def is_parameter_server(strategy) -> bool:
@@ -180,7 +177,7 @@ class AsynchronousLoop(loop.SynchronousLoop):
         x, y = inputs
         read = self._updates.read_value()
         with tf.control_dependencies([read]):
-            # No table is split here (trainer_module/build.py, table_shards): no rows' gradients.
+            # A table split over the servers is a ShardedVariable: its gradient, its parts'.
             grads, _, loss, outputs = self._gradients(x, y)
         variables = self.model.trainable_variables
         self.optimizer.apply_gradients(zip(grads, variables))

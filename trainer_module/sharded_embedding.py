@@ -33,15 +33,73 @@ own blocks from it; the whole table (export, verify, an evaluation's lookups) is
 
 No collective runs inside the gradient tape, the accumulation loop or an XLA-compiled step: the
 exchange happens once per global step for all of a replica's micro-batches.
+
+Under ParameterServerStrategy (asynchronous: no replicas in step) a table is split over the
+parameter servers instead, by the strategy's own variable partitioner (`SERVER_SPLIT`): the
+Embedding's variable is a ShardedVariable of contiguous blocks ("div", as above), each on a
+server; a worker's lookup reads only the rows it needs, its sparse update reaches only theirs. Its
+checkpoint holds the whole logical table too.
 """
 
 from __future__ import annotations
+
+import contextlib
+import threading
 
 import numpy as np
 import tensorflow as tf
 
 from trainer_module import strategy as strategy_lib, table_plan
 from trainer_module.autograph_rules import plain
+
+class ServerSplit(threading.local):
+    """ParameterServerStrategy's `variable_partitioner` (trainer_module/parameter_server.py):
+    a variable made inside `splitting(blocks)` (the built-in model's table there) is split by
+    rows into `blocks` ShardedVariable parts, one on each of that many parameter servers; every
+    other variable (the dense layers, Adam's slots, which follow their table's parts) is whole."""
+
+    blocks = 1
+
+    def __call__(self, shape, dtype) -> list[int]:
+        del dtype
+        return [min(self.blocks, int(shape[0]))] + [1] * (len(shape) - 1)
+
+    @contextlib.contextmanager
+    def splitting(self, blocks: int):
+        before, self.blocks = self.blocks, max(int(blocks), 1)
+        try:
+            yield
+        finally:
+            self.blocks = before
+
+
+SERVER_SPLIT = ServerSplit()
+
+
+def server_split(model: tf.keras.Model) -> dict:
+    """{layer name: its ShardedVariable} for each Embedding whose table is split over the
+    parameter servers (`SERVER_SPLIT`)."""
+    split = tf.__internal__.distribute.ShardedVariable
+    return {layer.name: layer.embeddings for layer in model.submodules
+            if isinstance(getattr(layer, "embeddings", None), split)}
+
+
+def whole_weights(model: tf.keras.Model) -> list[np.ndarray]:
+    """model.get_weights(), with each table split over the parameter servers whole (where
+    get_weights gives its parts): the weights of the same model built without a strategy."""
+    parts = {}
+    for table in server_split(model).values():
+        for i, part in enumerate(table.variables):
+            parts[id(part)] = (table, i)
+    values = []
+    for weight in model.weights:
+        table, i = parts.get(id(weight), (None, 0))
+        if table is None:
+            values.append(weight.numpy())
+        elif i == 0:
+            values.append(tf.convert_to_tensor(table).numpy())
+    return values
+
 
 class _Blocks(tf.__internal__.tracking.Trackable):
     """The blocks of a table and of its slots, saved as slices of one logical [rows, dim] tensor

@@ -137,6 +137,12 @@ def name(strategy) -> str:
 
 
 @plain  # traced as written: trainer_module/autograph_rules.py
+def cluster_size(strategy) -> tuple[int, int]:
+    """(workers, parameter servers) of a ParameterServerStrategy."""
+    spec = strategy._cluster_resolver.cluster_spec().as_dict()  # noqa: SLF001 - no public one
+    return len(spec.get("worker", [])), len(spec.get("ps", []))
+
+
 def is_tpu(strategy) -> bool:
     return isinstance(strategy, (tf.distribute.TPUStrategy,))
 

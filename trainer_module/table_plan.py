@@ -44,6 +44,7 @@ class Table:
     rows: int
     dim: int
     blocks: int = 1
+    holders: str = "replicas"  # or "parameter servers": what holds the blocks
 
     @property
     def bytes(self) -> int:
@@ -57,7 +58,7 @@ class Table:
     def words(self) -> str:
         """"user_xf: 1,000,000 rows x 16, 192.0 MB with Adam's slots, split over 8 replicas:
         24.0 MB each" (or "on every replica")."""
-        where = (f"split over {self.blocks} replicas: {megabytes(self.replica_bytes)} each"
+        where = (f"split over {self.blocks} {self.holders}: {megabytes(self.replica_bytes)} each"
                  if self.blocks > 1 else "whole on every replica")
         return (f"{self.feature}: {self.rows:,} rows x {self.dim}, {megabytes(self.bytes)} with "
                 f"Adam's slots, {where}")

@@ -23,7 +23,8 @@ import tensorflow_transform as tft
 from trainer_module import actions as actions_lib, build, controller as controller_lib
 from trainer_module import early_stopping, model as model_lib
 from trainer_module import equivalence, export, input_pipeline, loop, parameter_server
-from trainer_module import processes, resume, scaling, slices, strategy as strategy_lib
+from trainer_module import processes, resume, scaling, sharded_embedding, slices
+from trainer_module import strategy as strategy_lib
 from trainer_module import table_plan, termination
 from trainer_module.job import TrainJob
 from trainer_module.settings import CLASSIFICATION, GLOBAL, PARAMETER_SERVER, TrainerConfig
@@ -53,7 +54,7 @@ def _plan(job: TrainJob, strategy: tf.distribute.Strategy) -> scaling.Plan:
     cfg = job.trainer
     train_rows = build.train_rows(cfg, job.train_files)
     asynchronous = parameter_server.is_parameter_server(strategy)
-    cluster = parameter_server.cluster_size(strategy) if asynchronous else None
+    cluster = strategy_lib.cluster_size(strategy) if asynchronous else None
     keep = None if asynchronous else resume.recorded_topology(resume.restore_from(job))
     plan = scaling.make_plan(cfg, strategy.num_replicas_in_sync, strategy_lib.is_tpu(strategy),
                              train_rows, cluster, strategy_lib.hardware(strategy),
@@ -161,8 +162,8 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, raw_spec,
                            transform, start)
         logs, train_seconds = _train_to_end(controller, steps, job, chief)
-        if asynchronous:  # export and evaluate a copy on the chief, not the servers' variables
-            model = _local_copy(model, inputs)
+        tables = _sharded_tables(model)  # before an asynchronous run's copy, its tables whole
+        model = _local_copy(model, inputs) if asynchronous else model  # not the servers' weights
         eval_metrics = _evaluate_and_export(
             model, job, plan, raw_spec, tf_transform_output, transform,
             job.serving_model_dir if chief else scratch.mkdir("export"))
@@ -174,7 +175,7 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
             resumed_at=start, unreadable_checkpoints=tuple(controller.unreadable),
             stopping=stopping.summary(controller.step, plan.train_steps) if stopping else None,
             elastic=elastic, input_fingerprint=fingerprint, preempted=preempted,
-            sharded_tables=_sharded_tables(model),
+            sharded_tables=tables,
             asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None)
 
 
@@ -224,10 +225,16 @@ def _evaluate_and_export(model, job: TrainJob, plan: scaling.Plan, raw_spec,
 
 
 def _sharded_tables(model: tf.keras.Model) -> tuple[table_plan.Table, ...]:
-    """The model's tables split over the replicas, as the summary says them."""
+    """The model's tables split over the replicas (or the parameter servers), as the summary
+    says them."""
     tables = model_lib.sharded_parts(model)[1]
-    return tuple(table_plan.Table(key, tables[key].rows, tables[key].dim, tables[key].shards)
-                 for key in sorted(tables))
+    split = tuple(table_plan.Table(key, tables[key].rows, tables[key].dim, tables[key].shards)
+                  for key in sorted(tables))
+    served = sharded_embedding.server_split(model)
+    return split + tuple(
+        table_plan.Table(name[len("embed_"):], *served[name].shape.as_list(),
+                         len(served[name].variables), holders="parameter servers")
+        for name in sorted(served))
 
 
 def _input_fingerprint(job: TrainJob, plan: scaling.Plan, validating: bool) -> str:
@@ -326,7 +333,7 @@ def _step_loop(job: TrainJob, strategy, plan: scaling.Plan, model, optimizer, lo
 def _local_copy(model: tf.keras.Model, inputs) -> tf.keras.Model:
     """The model built again on this process's own device, with the trained weights."""
     copy = build.model(inputs, tf.distribute.get_strategy())
-    copy.set_weights(model.get_weights())
+    copy.set_weights(sharded_embedding.whole_weights(model))
     return copy
 
 

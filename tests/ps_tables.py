@@ -1,0 +1,96 @@
+"""Trains the built-in model asynchronously on a cluster on loopback of one worker and SERVERS
+parameter servers, its table split over the servers, and the same model on one device with
+Keras, on the same batches; prints what it found as JSON (tests/test_parameter_server.py; in a
+process of its own, as a cluster needs).
+
+usage: ps_tables.py SERVERS STEPS CHECKPOINT_DIR
+
+One worker applies its updates one after another, as one device does: the weights after STEPS
+AdamW steps are one device's (the largest difference is printed), the table split or not. The
+checkpoint written there (the servers' parts) restores into the one-device model whole, and the
+whole weights warm-start a fresh split model through the served model's weights file.
+"""
+
+import json
+import os
+import sys
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
+import numpy as np  # noqa: E402 - after TF_USE_LEGACY_KERAS
+import tensorflow as tf  # noqa: E402
+
+from trainer_module import build, export, model as model_lib, parameter_server  # noqa: E402
+from trainer_module import sharded_embedding  # noqa: E402
+from trainer_module.settings import CLASSIFICATION, TrainerConfig  # noqa: E402
+
+ROWS, BATCH, CLASSES = 37, 16, 3
+NUMERIC, CATEGORICAL = ["x"], {"user": ROWS, "item": 5}
+
+
+def _built(server_blocks=None):
+    return model_lib.tabular(NUMERIC, CATEGORICAL, CLASSES, CLASSIFICATION, hidden_units=(8,),
+                             embedding_dim=4, members=2, seed=3, server_blocks=server_blocks)
+
+
+def _dataset(_=None):
+    rng = np.random.RandomState(0)
+    # Ids drawn from few values: a batch repeats them, and most rows of the table are updated.
+    user = rng.randint(0, ROWS, 512)
+    x = {"x": rng.randn(512).astype("float32"), "user": user, "item": user % 5}
+    y = ((user % 3 + (x["x"] > 0)) % CLASSES).astype("int64")
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH, drop_remainder=True).repeat()
+
+
+def _optimizer():
+    return tf.keras.optimizers.AdamW(learning_rate=0.01, weight_decay=0.004)
+
+
+def main(servers: int, steps: int, directory: str) -> None:
+    strategy = parameter_server.make_strategy(
+        TrainerConfig(strategy="parameter_server", ps_workers=1, ps_servers=servers))
+    loss = build.loss(TrainerConfig(), CLASSIFICATION, CLASSES)
+    with strategy.scope():
+        split = _built({"user": servers})
+        optimizer = _optimizer()
+    start = sharded_embedding.whole_weights(split)
+    trainer = parameter_server.AsynchronousLoop(strategy, split, optimizer, loss, BATCH, _dataset,
+                                                steps_per_closure=4)
+    trainer.train(steps)
+    path = tf.train.Checkpoint(model=split).write(os.path.join(directory, "ckpt"))
+
+    one = _built()
+    one.set_weights(start)
+    one_optimizer = _optimizer()
+    for x, y in _dataset().take(steps):
+        with tf.GradientTape() as tape:
+            value = tf.reduce_sum(loss(y, one(x, training=True))) / BATCH
+        one_optimizer.apply_gradients(zip(tape.gradient(value, one.trainable_variables),
+                                          one.trainable_variables))
+    trained = sharded_embedding.whole_weights(split)
+    ends = one.get_weights()
+    restored = _built()
+    tf.train.Checkpoint(model=restored).read(path).expect_partial()
+    # The served model's weights file, as export writes it, warm-starts a fresh split model.
+    weights = tf.train.Checkpoint(**{export._key(v.name): v for v in one.weights})  # noqa: SLF001
+    weights.write(os.path.join(directory, "served", export.WEIGHTS))
+    with strategy.scope():
+        fresh = _built({"user": servers})
+    matched = export.warm_start(fresh, os.path.join(directory, "served"))
+    table = sharded_embedding.server_split(split)["embed_user"]
+    print(json.dumps({
+        "parts": [list(part.shape) for part in table.variables],
+        "devices": sorted({part.device for part in table.variables}),
+        "split_layers": sorted(sharded_embedding.server_split(split)),
+        "difference": max(float(np.abs(a - b).max()) for a, b in zip(trained, ends)),
+        "moved": max(float(np.abs(a - b).max()) for a, b in zip(trained, start)),
+        "restored": max(float(np.abs(a - b).max())
+                        for a, b in zip(restored.get_weights(), trained)),
+        "warm_matched": matched, "weights": len(one.weights),
+        "warm": max(float(np.abs(a - b).max())
+                    for a, b in zip(sharded_embedding.whole_weights(fresh), ends)),
+        "updates": trainer.updates}))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
