@@ -21,7 +21,7 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils
 
-from components.compat import tfx as tfx_compat
+from components.compat import tft as tft_compat, tfx as tfx_compat
 from components import serving_check
 from components.memory import release_free_memory
 from trainer_module.settings import RUN_PARAMETERS, TrainSpec
@@ -39,7 +39,8 @@ class Executor(tfx_compat.FnArgsHook, trainer_executor.GenericExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         serving_check.training_begins()  # its import beside the training, if a runner asked
         try:
-            return super().Do(input_dict, output_dict, exec_properties)
+            with tft_compat.outputs_sourced_once():  # the transform graph's load: compat/tft.py
+                return super().Do(input_dict, output_dict, exec_properties)
         finally:
             release_free_memory()
 

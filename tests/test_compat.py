@@ -129,6 +129,40 @@ def test_the_rebinds_hold_inside_the_block_only():
              "_find_imported_submodules")
     _rebound(WALL["beam"].cloudpickled(), cloudpickle_fast, "_find_imported_submodules")
     _rebound(WALL["dill"].quiet_trace(), _dill, "_trace")
+    from tensorflow_transform.saved import saved_transform_io_v2
+
+    _rebound(WALL["tft"].outputs_sourced_once(), saved_transform_io_v2,
+             "_get_output_to_inputs_map")
+
+
+def test_a_transform_graphs_outputs_have_the_sources_tf_transform_finds():
+    """The one walk (outputs_sourced_once) against tf.Transform's walk from each output, on a
+    graph with what a transform graph has: outputs sharing a subgraph, a sparse output, an output
+    on no input, a control dependency (ignored by both), a chain deeper than Python's recursion."""
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        a, b, c = (tf.compat.v1.placeholder(tf.float32, [None], name=n) for n in "abc")
+        shared = a * 2.0 + b
+        deep = c
+        for _ in range(3000):
+            deep = deep + 1.0
+        with tf.control_dependencies([c]):
+            guarded = tf.identity(a)
+        signature = {
+            "shared_a": shared + 1.0, "shared_ab": shared * b, "deep": deep,
+            "constant": tf.constant(3.0), "guarded": guarded,
+            "sparse": tf.sparse.from_dense(tf.reshape(b, [-1, 1]))}
+    with graph.as_default():
+        theirs = WALL["tft"].their_output_sources(signature)
+        ours = WALL["tft"].output_sources(signature)
+    assert set(ours) == set(theirs) == set(signature)
+    for name in signature:
+        assert {t.name for t in ours[name]} == {t.name for t in theirs[name]}, name
+    assert {t.name for t in ours["shared_ab"]} == {"a:0", "b:0"}
+    assert {t.name for t in ours["deep"]} == {"c:0"} and not ours["constant"]
+    assert {t.name for t in ours["guarded"]} == {"a:0"}
 
 
 def test_transforms_column_inspections_trace_the_preprocessing_fn_once_with_the_same_answers():

@@ -80,7 +80,7 @@ def server_split(model: tf.keras.Model) -> dict:
     """{layer name: its ShardedVariable} for each Embedding whose table is split over the
     parameter servers (`SERVER_SPLIT`)."""
     split = tf.__internal__.distribute.ShardedVariable
-    return {layer.name: layer.embeddings for layer in model.submodules
+    return {layer.name: layer.embeddings for layer in model.layers
             if isinstance(getattr(layer, "embeddings", None), split)}
 
 
