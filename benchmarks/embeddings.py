@@ -75,8 +75,9 @@ def measure(rows: int, replicas: int, split: bool, steps: int) -> dict:
         lambda ctx: data.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(
             PER_REPLICA, drop_remainder=True))
     with strategy.scope():
+        # The pipeline's model (TrainerConfig's defaults), its table DIM wide.
         model = model_lib.tabular(NUMERIC, {"user_xf": rows}, 2, settings.CLASSIFICATION,
-                                  (128, 128), DIM, members=4, seed=1,
+                                  settings.TrainerConfig(embedding_dim=DIM, seed=1),
                                   shards={"user_xf": replicas if split else 1})
         optimizer = tf.keras.optimizers.AdamW(warmup.WarmupSchedule(2e-3, 5, steps),
                                               weight_decay=3e-4)

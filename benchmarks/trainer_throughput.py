@@ -53,10 +53,10 @@ def make_strategy(replicas: int):
 
 def build(strategy):
     with strategy.scope():
-        # The built-in model, one member: [batch, 1, classes] in training, which both sides'
-        # loss (the built-in one) takes.
-        model = model_lib.tabular(NUMERIC, {"k_xf": 11}, 3, settings.CLASSIFICATION, (256, 256),
-                                  members=1, l2=1e-4, seed=1)
+        # The model a run trains (TrainerConfig's defaults): its members' [batch, k, classes]
+        # in training, which both sides' loss (the built-in one) takes.
+        model = model_lib.tabular(NUMERIC, {"k_xf": 11}, 3, settings.CLASSIFICATION,
+                                  settings.TrainerConfig(seed=1))
         opt = tf.keras.optimizers.Adam(1e-3)
     return model, opt
 

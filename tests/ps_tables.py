@@ -29,8 +29,9 @@ NUMERIC, CATEGORICAL = ["x"], {"user": ROWS, "item": 5}
 
 
 def _built(server_blocks=None):
-    return model_lib.tabular(NUMERIC, CATEGORICAL, CLASSES, CLASSIFICATION, hidden_units=(8,),
-                             embedding_dim=4, members=2, seed=3, server_blocks=server_blocks)
+    return model_lib.tabular(NUMERIC, CATEGORICAL, CLASSES, CLASSIFICATION, TrainerConfig(
+        hidden_units=[8], embedding_dim=4, ensemble_members=2, seed=3),
+        server_blocks=server_blocks)
 
 
 def _dataset(_=None):

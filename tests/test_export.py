@@ -8,11 +8,14 @@ import numpy as np
 import tensorflow as tf
 
 from trainer_module import export, model as model_lib
+from trainer_module.settings import TrainerConfig
 
 
 def _mlp(hidden, outputs=3, seed=1):
     return model_lib.tabular(["a_missing", "a_q", "a_xf", "b_xf"], {"k_xf": 5}, outputs,
-                             "classification", hidden, embedding_dim=4, members=2, seed=seed)
+                             "classification", TrainerConfig(
+                                 hidden_units=list(hidden), embedding_dim=4, ensemble_members=2,
+                                 seed=seed))
 
 
 def _fitting(base, target) -> int:
@@ -79,3 +82,20 @@ def test_a_warm_start_from_another_architecture_says_so_and_starts_afresh(tmp_pa
                           "architecture): trained from scratch")
     after = _names(target)
     assert all(np.array_equal(after[n], before[n]) for n in before)
+
+
+def test_the_built_in_models_shape_is_the_configs_alone():
+    """model.tabular without a config is the model a run trains: TrainerConfig's defaults, the
+    one place they are written (the benchmarks build it so)."""
+    import inspect
+
+    defaults = TrainerConfig()
+    model = model_lib.tabular(["a_xf"], {"k_xf": 5}, 3, "classification")
+    head = model.get_layer("ensemble")
+    assert (head.members, head.hidden_units) == (defaults.ensemble_members,
+                                                  defaults.hidden_units)
+    assert model.get_layer("embed_k_xf").output_dim == defaults.embedding_dim
+    # No number of the model's shape as a default anywhere in its builder's signature.
+    signature = inspect.signature(model_lib.tabular)
+    assert not [p for p in signature.parameters.values()
+                if isinstance(p.default, (int, float, tuple)) and p.default is not None]

@@ -52,7 +52,8 @@ def records(tmp_path_factory):
 
 def _model(shards):
     return model_lib.tabular(NUMERIC, {"user_xf": ROWS, "k_xf": 6}, 3, settings.CLASSIFICATION,
-                             (16, 16), embedding_dim=4, members=4, seed=5,
+                             settings.TrainerConfig(hidden_units=[16, 16], embedding_dim=4,
+                                                    ensemble_members=4, seed=5),
                              # k_xf: 6 rows, on 8 replicas a block on 6 of them
                              shards={"user_xf": shards, "k_xf": min(shards, 6)})
 

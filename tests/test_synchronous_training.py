@@ -443,8 +443,9 @@ def builtin_records(tmp_path_factory):
 def _builtin(task):
     numeric = sorted(k for k, v in BUILTIN_SPEC.items() if v.dtype == tf.float32 and k != "y_xf")
     return model_lib.tabular(numeric, {"a_code": 8, "k_xf": 6},
-                             1 if task == settings.REGRESSION else 3, task, (16, 16),
-                             embedding_dim=4, members=4, seed=5)
+                             1 if task == settings.REGRESSION else 3, task,
+                             settings.TrainerConfig(hidden_units=[16, 16], embedding_dim=4,
+                                                    ensemble_members=4, seed=5))
 
 
 def _adamw():

@@ -66,10 +66,8 @@ def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> tf.ker
         raise strategy_lib.StrategyError(FLOAT16_ON_TPU)
     with precision.policy(cfg.precision):
         if not cfg.model:
-            built = model_lib.tabular(
-                inputs.numeric, inputs.categorical, inputs.outputs, inputs.task,
-                cfg.hidden_units, cfg.embedding_dim, cfg.ensemble_members, cfg.dropout, cfg.l2,
-                cfg.seed, **_split(inputs, strategy))
+            built = model_lib.tabular(inputs.numeric, inputs.categorical, inputs.outputs,
+                                      inputs.task, cfg, **_split(inputs, strategy))
         else:
             built = hooks.load(MODEL_KEY, cfg.model, 1)(inputs)
             hooks.check_model(built, inputs)

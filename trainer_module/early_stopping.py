@@ -25,7 +25,6 @@ from trainer_module.actions import STOP_TRAINING
 from trainer_module.summary import Stopping
 VALIDATION_LOSS = "validation_loss"
 VALIDATIONS = 20  # scores over the planned steps, at most
-PATIENCE = 5  # scores in a row without a new best that stop training
 
 
 # A score is a new best when it is lower by more than this share of the best (or MIN_DELTA, near
@@ -135,7 +134,7 @@ class EarlyStopping:
     before_checkpoint = True  # its state is in the checkpoint of the step it scored at
 
     def __init__(self, model: tf.keras.Model, best: BestWeights, score, every_steps: int,
-                 patience: int = PATIENCE, steps_per_epoch: int = 0):
+                 patience: int, steps_per_epoch: int = 0):
         self.model, self.best, self.score = model, best, score
         self.every, self.patience = max(every_steps, 1), patience
         self.steps_per_epoch = steps_per_epoch

@@ -153,12 +153,15 @@ def numeric_groups(numeric: list[str]) -> tuple[list[str], list[str]]:
 
 
 def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task: str,
-            hidden_units=(256, 256), embedding_dim: int = 16, members: int = 8,
-            dropout: float = 0.0, l2: float = 0.0, seed: int = 0,
+            cfg: settings.TrainerConfig | None = None, *,
             shards: dict[str, int] | None = None,
             server_blocks: dict[str, int] | None = None) -> tf.keras.Model:
     """The built-in model (the module's docstring). outputs: classes (logits in training,
-    log-probabilities in inference), or 1 for a regression. members 1: one MLP.
+    log-probabilities in inference), or 1 for a regression.
+
+    cfg: its shape and seed (trainer.hidden_units, embedding_dim, ensemble_members (1: one
+    MLP), dropout, l2, seed); None: TrainerConfig's defaults, the model a run trains. They are
+    written there only.
 
     shards: {categorical feature: blocks} for the tables split by rows over the replicas
     (trainer_module/sharded_embedding.py; 1 or absent: a table on every replica). With any, the
@@ -168,21 +171,21 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
 
     server_blocks: {categorical feature: parts} for the tables split over the parameter
     servers of a ParameterServerStrategy (its variable partitioner: plain Embeddings)."""
+    cfg = cfg or settings.TrainerConfig()
     sharded = {k: n for k, n in (shards or {}).items() if n > 1 and k in categorical}
     if sharded:
-        core = _tabular(numeric, categorical, outputs, task, hidden_units, embedding_dim,
-                        members, dropout, l2, seed, given=set(sharded), name=CORE)
+        core = _tabular(numeric, categorical, outputs, task, cfg, given=set(sharded), name=CORE)
         inputs = {key: tf.keras.Input(shape=(), name=key, dtype=tf.float32) for key in numeric}
         x = dict(inputs)
         for i, (key, size) in enumerate(sorted(categorical.items())):
             inputs[key] = x[key] = tf.keras.Input(shape=(), name=key, dtype=tf.int64)
             if key in sharded:
                 x[key] = sharded_embedding.ShardedEmbedding(
-                    size, embedding_dim, sharded[key], _table_initializer(embedding_dim, seed, i),
+                    size, cfg.embedding_dim, sharded[key],
+                    _table_initializer(cfg.embedding_dim, cfg.seed, i),
                     name=f"embed_{key}")(inputs[key])
         return tf.keras.Model(inputs, core(x))
-    return _tabular(numeric, categorical, outputs, task, hidden_units, embedding_dim, members,
-                    dropout, l2, seed, server_blocks=server_blocks)
+    return _tabular(numeric, categorical, outputs, task, cfg, server_blocks=server_blocks)
 
 
 CORE = "tabular_core"
@@ -259,12 +262,13 @@ def set_logical_weights(model: tf.keras.Model, values: list) -> None:
         table.assign_whole(whole.numpy())
 
 
-def _tabular(numeric, categorical, outputs, task, hidden_units, embedding_dim, members,
-             dropout, l2, seed, given=(), name=None, server_blocks=None) -> tf.keras.Model:
+def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, given=(),
+             name=None, server_blocks=None) -> tf.keras.Model:
     """The built-in model; the categorical features in `given` come as their rows ([batch,
     embedding_dim] floats), not as ids; those in `server_blocks` have their table split in that
     many parts over the parameter servers (sharded_embedding.SERVER_SPLIT)."""
     server_blocks = server_blocks or {}
+    embedding_dim, seed = cfg.embedding_dim, cfg.seed
     inputs, parts = {}, []
     for key in numeric:
         inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.float32)
@@ -290,8 +294,8 @@ def _tabular(numeric, categorical, outputs, task, hidden_units, embedding_dim, m
                 size, embedding_dim, name=f"embed_{key}",
                 embeddings_initializer=_table_initializer(embedding_dim, seed, i))(inputs[key]))
     x = parts[0] if len(parts) == 1 else tf.keras.layers.Concatenate()(parts)
-    out = EnsembleHead(max(members, 1), hidden_units, outputs, task, dropout, l2, seed=seed,
-                       name="ensemble")(x)
+    out = EnsembleHead(max(cfg.ensemble_members, 1), cfg.hidden_units, outputs, task,
+                       cfg.dropout, cfg.l2, seed=seed, name="ensemble")(x)
     return tf.keras.Model(inputs, out, name=name)
 
 
