@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, penguins_job
-from trainer_module import equivalence
+from trainer_module import equivalence, verify_process
 from trainer_module.settings import TrainerConfig
 
 pytestmark = pytest.mark.slow
@@ -109,7 +109,7 @@ def hooks_on_pythonpath(monkeypatch):
 def test_command_line_error_is_one_line(penguins_run, hooks_on_pythonpath):
     with pytest.raises(RuntimeError, match=r"exited with status 2: HookError: trainer.model: "
                                            r"module 'user_hooks' .* has no 'missing'") as error:
-        equivalence.run_in_subprocess(_job(penguins_run, model="user_hooks:missing"))
+        verify_process.run_in_subprocess(_job(penguins_run, model="user_hooks:missing"))
     assert "\n" not in str(error.value)
 
 
@@ -120,7 +120,7 @@ def test_host_processes_each_reading_its_share_make_one_devices_update(
     process's input pipeline reads only its own share of the records (the run's dataset function
     with its input context), 4 global steps in two host calls, against Keras on one device fed
     the shares together: 1e-5."""
-    result = equivalence.run_in_subprocess(_job(penguins_run), steps=4, workers=hosts)
+    result = verify_process.run_in_subprocess(_job(penguins_run), steps=4, workers=hosts)
     print("\n".join(result.lines()))
     assert (result.workers, result.replicas, result.updates, result.global_batch) == (
         hosts, hosts, 4, 32 * hosts)
@@ -179,7 +179,7 @@ def test_tables_split_over_worker_processes_make_one_devices_update(
     process are one device's. With the run's own optimizer (`--optimizer run`: AdamW, warmup
     and decay), the tables' rows updated by the process that owns them, 24 steps: within 1e-6
     of Keras on one device holding every table whole."""
-    result = equivalence.run_in_subprocess(_job(penguins_run, shard_embeddings_over=0), steps=24,
+    result = verify_process.run_in_subprocess(_job(penguins_run, shard_embeddings_over=0), steps=24,
                                            workers=hosts, optimizer="run")
     print("\n".join(result.lines()))
     assert (result.workers, result.replicas, result.updates) == (hosts, hosts, 24)

@@ -11,7 +11,7 @@ CLI, each Kubeflow task, each Beam worker, the processes they start) makes them 
   kernels, scikit-learn's gradient boosting OpenMP), so they only spun: 1.0 CPU-s of a
   `lockstep run` on the bundled data, 18.7 -> 17.7 CPU-s, all of it system time.
 
-And a process started as one of this package's ENTRIES (`python -m trainer_module.equivalence`,
+And a process started as one of this package's ENTRIES (`python -m trainer_module.verify_process`,
 the check `trainer.verify` and `lockstep verify` start; `.parameter_server`, a parameter-server
 task; `.train`, a training worker) makes its imports with the cycle collector off: each entry,
 as `__main__`, calls `processes.entry_imports_done()` once they are made, which freezes what they
@@ -26,7 +26,8 @@ import sys
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-ENTRIES = ("trainer_module.equivalence", "trainer_module.parameter_server", "trainer_module.train")
+ENTRIES = ("trainer_module.verify_process", "trainer_module.parameter_server",
+           "trainer_module.train")
 
 
 def _main_module() -> str:

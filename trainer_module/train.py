@@ -22,7 +22,7 @@ import tensorflow_transform as tft
 
 from trainer_module import actions as actions_lib, build, controller as controller_lib
 from trainer_module import early_stopping, model as model_lib
-from trainer_module import equivalence, export, input_pipeline, loop, parameter_server
+from trainer_module import export, input_pipeline, loop, parameter_server, verify_process
 from trainer_module import processes, resume, scaling, sharded_embedding, slices
 from trainer_module import strategy as strategy_lib
 from trainer_module import table_plan, termination
@@ -350,7 +350,7 @@ def _verify(job: TrainJob, hardware: str):
     """trainer.verify: `lockstep verify`'s check (trainer_module/equivalence.py), before
     training, in a process of its own (it needs CPU replicas of its own), at the batch the plan
     gives this run's hardware; a failure stops the run."""
-    result = equivalence.run_in_subprocess(job, hardware=hardware)
+    result = verify_process.run_in_subprocess(job, hardware=hardware)
     for line in result.lines():
         logging.info(line)
     if not result.passed:

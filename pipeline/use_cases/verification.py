@@ -57,7 +57,7 @@ def _compare(prepared: preparing.Prepared, replicas: int, steps: int, workers: i
                            config.run.lock_wait_seconds), Console(log_file, False) as console:
             from pipeline import definition  # TensorFlow & co., their logs to the file
             from pipeline.orchestrators import local_dag
-            from trainer_module import equivalence
+            from trainer_module import verify_process
             from trainer_module.job import TrainJob
 
             report = local_dag.run_dag(prepared, console, to_node=definition.TRANSFORM_NODE)
@@ -72,5 +72,5 @@ def _compare(prepared: preparing.Prepared, replicas: int, steps: int, workers: i
         transform_dir=report.artifacts[f"{definition.TRANSFORM_NODE}.transform_graph"],
         model_run_dir="", serving_model_dir="",
         spec=definition.train_spec(config, config.data.label, prepared.decisions.task))
-    return equivalence.run_in_subprocess(job, replicas=replicas, steps=steps, workers=workers,
-                                         optimizer=optimizer)
+    return verify_process.run_in_subprocess(job, replicas=replicas, steps=steps,
+                                            workers=workers, optimizer=optimizer)
