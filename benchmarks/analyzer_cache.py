@@ -92,7 +92,7 @@ def transform(examples, schema, out: Path, cache_dir: str) -> tuple[float, objec
 
     from components.transform import CACHE_DIR_KEY, Executor
     from pipeline.definition import PREPROCESSING_FN
-    from trainer_module.settings import TransformSpec
+    from trainer_module.custom_config import TransformSpec
 
     graph, cache = standard_artifacts.TransformGraph(), standard_artifacts.TransformCache()
     graph.uri, cache.uri = str(out / "graph"), str(out / "cache")

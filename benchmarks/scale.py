@@ -111,7 +111,8 @@ def _stage_pipeline(kind: str, data: str, root: str) -> None:
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
     from tfx.proto import example_gen_pb2
 
-    from trainer_module.settings import CLASSIFICATION, TransformSpec
+    from trainer_module.settings import CLASSIFICATION
+    from trainer_module.custom_config import TransformSpec
 
     output = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
         example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=4),

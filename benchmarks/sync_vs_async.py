@@ -50,7 +50,8 @@ from harness import REPO  # noqa: E402
 from trainer_module.job import TrainJob  # noqa: E402
 from trainer_module.parameter_server import TRAINER_PROCESS_ENV  # noqa: E402
 from trainer_module.processes import free_ports  # noqa: E402
-from trainer_module.settings import CLASSIFICATION, TrainerConfig, TrainSpec  # noqa: E402
+from trainer_module.settings import CLASSIFICATION, TrainerConfig  # noqa: E402
+from trainer_module.custom_config import TrainSpec  # noqa: E402
 
 ENV = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
 

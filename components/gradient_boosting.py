@@ -50,7 +50,8 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from components import columnar_examples, fs, generalization
-from trainer_module.settings import REGRESSION, TransformSpec
+from trainer_module.settings import REGRESSION
+from trainer_module.custom_config import TransformSpec
 
 REFERENCE_FILE = "reference.json"
 # Labeled train rows fitted at most; past them, a random sample of this many. On one thread, on

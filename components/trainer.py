@@ -24,7 +24,8 @@ from tfx.utils import json_utils
 from components.compat import tft as tft_compat, tfx as tfx_compat
 from components import serving_check
 from components.memory import release_free_memory
-from trainer_module.settings import RUN_PARAMETERS, TrainSpec
+from trainer_module.settings import RUN_PARAMETERS
+from trainer_module.custom_config import TrainSpec
 
 
 class TrainerSpec(standard_component_specs.TrainerSpec):

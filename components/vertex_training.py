@@ -62,7 +62,8 @@ from components import entrypoint, fs, trainer
 from components.gpu_machines import GpuMachines, GpuMachinesError
 from trainer_module import slices
 from trainer_module.settings import RUN_PARAMETERS as TRAINER_PARAMETERS
-from trainer_module.settings import TRAINER_KEY, TrainerConfig, TrainSpec
+from trainer_module.settings import TrainerConfig
+from trainer_module.custom_config import TRAINER_KEY, TrainSpec
 
 _log = logging.getLogger(__name__)
 

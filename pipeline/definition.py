@@ -38,7 +38,8 @@ from pipeline.node_ids import (  # noqa: F401  the definition's names for them
 from pipeline.config import Config
 from pipeline.preflight import Decisions
 from trainer_module import hooks, slices
-from trainer_module.settings import PARAMETER_SERVER, RUN_PARAMETERS, TrainSpec, TransformSpec
+from trainer_module.settings import PARAMETER_SERVER, RUN_PARAMETERS
+from trainer_module.custom_config import TrainSpec, TransformSpec
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
 RUN_FN = "trainer_module.run_fn.run_fn"

@@ -11,7 +11,8 @@ from components.fs import is_uri
 from pipeline import column_roles, evaluation
 from pipeline.config import Config, ConfigError
 from pipeline.column_roles import CONSTANT, FEATURE, HASHED, ID, TIMESTAMP, UNIQUE_TEXT
-from trainer_module.settings import REGRESSION, TransformSpec
+from trainer_module.settings import REGRESSION
+from trainer_module.custom_config import TransformSpec
 from trainer_module.features import MAX_VOCABULARY, MIN_COUNT, YMD, hashed_vocab_name, vocab_name
 from trainer_module import exit_status
 from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY, PREPROCESSING_KEY, HookError

@@ -566,7 +566,8 @@ def penguins_job(penguins_run, out_dir, **trainer):
     import glob
 
     from trainer_module.job import TrainJob
-    from trainer_module.settings import CLASSIFICATION, TrainerConfig, TrainSpec
+    from trainer_module.settings import CLASSIFICATION, TrainerConfig
+    from trainer_module.custom_config import TrainSpec
 
     root = penguins_run.pipeline_root
     # The newest transform graph (a run on a copy of the root may have made another).

@@ -177,7 +177,8 @@ def test_transforms_column_inspections_trace_the_preprocessing_fn_once_with_the_
     from tensorflow_transform import impl_helper
 
     from trainer_module import preprocessing
-    from trainer_module.settings import CLASSIFICATION, TransformSpec
+    from trainer_module.settings import CLASSIFICATION
+    from trainer_module.custom_config import TransformSpec
 
     specs = {"bill": tf.io.VarLenFeature(tf.float32), "island": tf.io.VarLenFeature(tf.string),
              "year": tf.io.VarLenFeature(tf.int64), "species": tf.io.FixedLenFeature([], tf.string)}

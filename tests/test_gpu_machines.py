@@ -19,7 +19,8 @@ from tfx.types import artifact_utils, standard_artifacts
 from components import entrypoint, vertex_training
 from conftest import REPO, penguins_job
 from pipeline import config as config_lib, orchestrators, preflight
-from trainer_module.settings import TrainerConfig, TrainerConfigError, TrainSpec
+from trainer_module.settings import TrainerConfig, TrainerConfigError
+from trainer_module.custom_config import TrainSpec
 from vertex_standin import VertexStandIn
 
 A100S = {"gpu_machine_type": "a2-highgpu-8g"}

@@ -14,7 +14,8 @@ from pipeline import config as config_lib
 from pipeline.config import ConfigError
 from pipeline.use_cases import preparing
 from trainer_module import features, hooks, preprocessing
-from trainer_module.settings import CLASSIFICATION, TransformSpec
+from trainer_module.settings import CLASSIFICATION
+from trainer_module.custom_config import TransformSpec
 
 HOOKS = '''
 import tensorflow as tf

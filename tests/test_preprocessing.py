@@ -13,7 +13,8 @@ import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from trainer_module import features, preprocessing
-from trainer_module.settings import CLASSIFICATION, REGRESSION, TransformSpec
+from trainer_module.settings import CLASSIFICATION, REGRESSION
+from trainer_module.custom_config import TransformSpec
 
 FEATURE_SPEC = {"x": tf.io.VarLenFeature(tf.float32), "color": tf.io.VarLenFeature(tf.string),
                 "n": tf.io.VarLenFeature(tf.int64), "y": tf.io.VarLenFeature(tf.int64)}

@@ -8,7 +8,8 @@ import tensorflow as tf
 
 from trainer_module import resume
 from trainer_module.job import TrainJob
-from trainer_module.settings import CLASSIFICATION, TrainerConfig, TrainSpec
+from trainer_module.settings import CLASSIFICATION, TrainerConfig
+from trainer_module.custom_config import TrainSpec
 
 
 def _job(run_dir, **trainer) -> TrainJob:

@@ -12,9 +12,9 @@ from pipeline import config as config_lib, data_check
 from pipeline.config import DataConfig
 from pipeline import definition
 from pipeline.data_check import MAX_INTEGER_CLASSES, task_for_label
+from trainer_module.custom_config import TrainSpec, TransformSpec
 from trainer_module.settings import (CLASSIFICATION, REGRESSION, RUN_PARAMETERS,
-                                     TrainerConfig, TrainerConfigError,
-                                     TrainSpec, TransformSpec, trainer_config_from_dict)
+                                     TrainerConfig, TrainerConfigError, trainer_config_from_dict)
 
 
 def test_run_parameters_are_derived_from_the_config_fields():

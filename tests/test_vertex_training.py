@@ -199,7 +199,8 @@ def test_settings_missing_from_config_and_run_are_named(tmp_path):
 
 def _trainer_config(**trainer) -> str:
     """A Trainer custom_config as the pipeline writes it (TrainSpec), with these settings."""
-    from trainer_module.settings import TrainerConfig, TrainSpec
+    from trainer_module.settings import TrainerConfig
+    from trainer_module.custom_config import TrainSpec
 
     return json.dumps(TrainSpec("species", "classification",
                                 TrainerConfig(strategy="tpu", **trainer)).to_custom_config())
@@ -264,7 +265,7 @@ def test_a_preempted_slice_with_no_capacity_left_goes_on_on_the_fallback_as_the_
     resumes from what the preempted one saved and parked."""
     from trainer_module import resume
     from trainer_module.job import TrainJob
-    from trainer_module.settings import TrainSpec
+    from trainer_module.custom_config import TrainSpec
 
     preempted = [{"state": "JOB_STATE_RUNNING"},
                  {"state": "JOB_STATE_FAILED",

@@ -13,7 +13,8 @@ import dataclasses
 import json
 from typing import Any
 
-from trainer_module.settings import TrainerConfig, TrainerConfigError, TrainSpec
+from trainer_module.settings import TrainerConfig, TrainerConfigError
+from trainer_module.custom_config import TrainSpec
 
 _PATHS = ("transform_dir", "model_run_dir", "serving_model_dir", "base_model")
 

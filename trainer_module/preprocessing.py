@@ -35,7 +35,8 @@ import tensorflow_transform as tft
 
 from trainer_module import features, hooks
 from trainer_module.hook_paths import PREPROCESSING_KEY
-from trainer_module.settings import REGRESSION, TransformSpec
+from trainer_module.settings import REGRESSION
+from trainer_module.custom_config import TransformSpec
 
 # A string column keeps at most its 200,000 most frequent values (tf.Transform's limit for the
 # approximate vocabulary); past that, the rarest share the OOV bucket. Exact below it. A large

@@ -11,7 +11,8 @@ from tfx.components.trainer.fn_args_utils import FnArgs
 
 from trainer_module import parameter_server, train
 from trainer_module.job import TrainJob
-from trainer_module.settings import PARAMETER_SERVER, TrainSpec
+from trainer_module.settings import PARAMETER_SERVER
+from trainer_module.custom_config import TrainSpec
 from trainer_module.summary import SUMMARY_FILE
 
 
