@@ -54,14 +54,14 @@ def ingest(data: Path, window: int, out: Path):
     from tfx.utils import proto_utils
     from google.protobuf import json_format
 
-    from components import csv_example_gen
+    from components import csv_example_gen, example_gen_spec
 
     examples = standard_artifacts.Examples()
     examples.uri = str(out)
     output_config = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
         example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=4),
         example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)]))
-    custom = csv_example_gen.ExampleGenSpec(LABEL, ("", "NA"), PATTERN, window).to_custom_config()
+    custom = example_gen_spec.ExampleGenSpec(LABEL, ("", "NA"), PATTERN, window).to_custom_config()
     csv_example_gen.Executor().Do({}, {"examples": [examples]}, {
         "input_base": str(data),
         "input_config": proto_utils.proto_to_json(example_gen_pb2.Input(splits=[

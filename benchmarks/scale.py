@@ -99,7 +99,8 @@ def _stage_pipeline(kind: str, data: str, root: str) -> None:
     `tfx.v1`, as a user of stock TFX writes them."""
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     if kind == "ours":
-        from components.csv_example_gen import CsvExampleGen, ExampleGenSpec
+        from components.csv_example_gen import CsvExampleGen
+        from components.example_gen_spec import ExampleGenSpec
         from components.csv_format import DEFAULT_MISSING_VALUES
         from components.statistics_gen import StatisticsGen
         from components.transform import Transform

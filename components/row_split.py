@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 POSITION, GROUP = "position", "group"
 # Part of what the rule records (to_dict): a change of the hashing itself changes the span
-# identities that key Transform's analyzer cache (csv_example_gen.span_identities).
+# identities that key Transform's analyzer cache (csv_records.span_identities).
 VERSION = 1
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 

@@ -39,7 +39,8 @@ from tfx.types import artifact_utils, standard_component_specs
 from components import integrity
 from components.batched_records import batched_reads
 from components.compat import beam as beam_compat, tft as tft_compat, tfx as tfx_compat
-from components.csv_example_gen import SPAN_DATASETS_KEY, shard_prefix
+from components.csv_example_gen import SPAN_DATASETS_KEY
+from components.csv_records import shard_prefix
 
 CACHE_DIR_KEY = "lockstep_analyzer_cache_dir"  # in custom_config; removed before preprocessing_fn
 LATEST_FILE = "LATEST"

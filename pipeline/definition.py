@@ -19,7 +19,8 @@ from tfx.components.schema_gen.component import SchemaGen
 from tfx.orchestration import metadata, pipeline as tfx_pipeline
 from tfx.proto import example_gen_pb2
 
-from components.csv_example_gen import CsvExampleGen, ExampleGenSpec
+from components.csv_example_gen import CsvExampleGen
+from components.example_gen_spec import ExampleGenSpec
 from components.evaluator import Evaluator
 from components.example_validator import ExampleValidator
 from components.gradient_boosting import GradientBoostingReference

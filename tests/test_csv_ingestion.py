@@ -20,7 +20,8 @@ from tfx.types import standard_component_specs as specs
 from google.protobuf import json_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components import columnar_examples, csv_example_gen, csv_format, row_split
+from components import columnar_examples, csv_example_gen, csv_format, csv_records
+from components import example_gen_spec, row_split
 
 MISSING = list(csv_format.DEFAULT_MISSING_VALUES)
 HEADER = ["id", "count", "ratio", "name", "note", "label"]
@@ -119,7 +120,7 @@ def _run_executor(csv_dir, out_dir, beam_args=()):
             example_gen_pb2.Input.Split(name="single_split", pattern="*.csv")])),
         specs.OUTPUT_CONFIG_KEY: json_format.MessageToJson(output),
         specs.CUSTOM_CONFIG_KEY: json_format.MessageToJson(
-            csv_example_gen.ExampleGenSpec("label", tuple(MISSING)).to_custom_config()),
+            example_gen_spec.ExampleGenSpec("label", tuple(MISSING)).to_custom_config()),
     }
     executor = csv_example_gen.Executor(
         csv_example_gen.Executor.Context(beam_pipeline_args=list(beam_args), tmp_dir=str(out_dir)))
@@ -164,7 +165,7 @@ def test_types_and_examples_equal_the_per_row_reader(csv_dir, tmp_path, monkeypa
                for r in records}
         assert ids == expected[split]
     assert 150 < len(train) < 210
-    assert not tf.io.gfile.glob(f"{tmp_path}/out/*/{csv_example_gen.TEMP_PREFIX}*")
+    assert not tf.io.gfile.glob(f"{tmp_path}/out/*/{csv_records.TEMP_PREFIX}*")
     # Each split's record count, written beside it, is what the Trainer's plan reads instead of
     # reading every record (written from many batches on several threads here).
     from trainer_module import input_pipeline
@@ -192,8 +193,8 @@ def test_each_file_has_a_columnar_copy_that_reads_as_the_decoder_decodes(csv_dir
 
     monkeypatch.setattr(csv_format, "BLOCK_BYTES", 2048)  # many files, each from one batch
     _run_executor(csv_dir, tmp_path / "out")
-    types = json.loads((tmp_path / "out" / csv_example_gen.COLUMN_TYPES_FILE).read_text())
-    full = csv_example_gen.types_schema(types)
+    types = json.loads((tmp_path / "out" / csv_records.COLUMN_TYPES_FILE).read_text())
+    full = csv_records.types_schema(types)
     part = schema_pb2.Schema()
     for name in ("ratio", "id", "note"):
         part.feature.add().CopyFrom(next(f for f in full.feature if f.name == name))
@@ -324,10 +325,10 @@ def test_not_utf8_is_one_line(tmp_path):
 
 
 def test_example_gen_spec_round_trips_through_the_custom_config():
-    spec = csv_example_gen.ExampleGenSpec("label", ("", "NA"), "span-{SPAN}/*.csv", 3, "",
+    spec = example_gen_spec.ExampleGenSpec("label", ("", "NA"), "span-{SPAN}/*.csv", 3, "",
                                           ("user", "day"), 7)
     raw = json_format.MessageToJson(spec.to_custom_config())
-    assert csv_example_gen.ExampleGenSpec.from_exec_properties(
+    assert example_gen_spec.ExampleGenSpec.from_exec_properties(
         {specs.CUSTOM_CONFIG_KEY: raw}) == spec  # the Struct's 3.0 comes back as the int 3
 
 
@@ -345,9 +346,9 @@ def test_example_gen_spec_round_trips_through_the_custom_config():
      "depend on its answer)"),
 ])
 def test_example_gen_spec_refuses_unknown_missing_and_mistyped_keys(change, error):
-    values = csv_example_gen.ExampleGenSpec("label").to_dict()
+    values = example_gen_spec.ExampleGenSpec("label").to_dict()
     values.update(change)
     values = {k: v for k, v in values.items() if v is not None}
-    with pytest.raises(csv_example_gen.ExampleGenConfigError) as caught:
-        csv_example_gen.ExampleGenSpec.from_dict(values)
+    with pytest.raises(example_gen_spec.ExampleGenConfigError) as caught:
+        example_gen_spec.ExampleGenSpec.from_dict(values)
     assert str(caught.value) == f"ExampleGen custom_config: {error}"
