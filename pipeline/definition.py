@@ -30,7 +30,7 @@ from components.statistics_gen import StatisticsGen
 from components.trainer import Trainer
 from components.transform import Transform
 from components.vertex_training import VertexTrainer
-from components import vertex_training
+from components import vertex_job
 from pipeline import evaluation
 from pipeline.binding import HERE, Binding
 from pipeline.node_ids import (  # noqa: F401  the definition's names for them
@@ -100,12 +100,12 @@ def train_spec(config: Config, label: str, task: str) -> TrainSpec:
 def vertex_run_parameter_values(config: Config) -> dict[str, str]:
     """The Vertex AI job's settings a run can override ({} unless the Trainer is a Vertex AI
     job: a multi-host slice, several GPU machines)."""
-    if not vertex_training.submits_job(config.trainer):
+    if not vertex_job.submits_job(config.trainer):
         return {}
     v = config.vertex
-    return {vertex_training.PROJECT: v.project, vertex_training.REGION: v.region,
-            vertex_training.SERVICE_ACCOUNT: v.service_account,
-            vertex_training.NETWORK: v.network}
+    return {vertex_job.PROJECT: v.project, vertex_job.REGION: v.region,
+            vertex_job.SERVICE_ACCOUNT: v.service_account,
+            vertex_job.NETWORK: v.network}
 
 
 def vertex_settings(config: Config, image: str, binding: Binding = HERE) -> dict:
@@ -114,11 +114,11 @@ def vertex_settings(config: Config, image: str, binding: Binding = HERE) -> dict
     v = config.vertex
     values = {name: binding.parameter(name, str, value)
               for name, value in vertex_run_parameter_values(config).items()}
-    return {**values, vertex_training.IMAGE: image,
-            vertex_training.TPU_SLICE: config.trainer.tpu_slice,
-            vertex_training.API_ENDPOINT: v.api_endpoint,
-            vertex_training.POLL_SECONDS: v.poll_seconds,
-            vertex_training.RESUBMITS: v.resubmits}
+    return {**values, vertex_job.IMAGE: image,
+            vertex_job.TPU_SLICE: config.trainer.tpu_slice,
+            vertex_job.API_ENDPOINT: v.api_endpoint,
+            vertex_job.POLL_SECONDS: v.poll_seconds,
+            vertex_job.RESUBMITS: v.resubmits}
 
 
 def transform_spec(config: Config, decisions: Decisions) -> TransformSpec:
@@ -197,7 +197,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
     if config.trainer.warm_start:
         trainer_inputs["base_model"] = latest.outputs["model"]
     trainer_class, vertex = Trainer, {}
-    if vertex_training.submits_job(config.trainer):
+    if vertex_job.submits_job(config.trainer):
         trainer_class = VertexTrainer
         vertex = {"vertex": vertex_settings(config, image, binding)}
     trainer = trainer_class(

@@ -16,7 +16,7 @@ from google.cloud.aiplatform_v1.types import CustomJob
 from google.protobuf import json_format
 from tfx.types import artifact_utils, standard_artifacts
 
-from components import entrypoint, vertex_training
+from components import entrypoint, vertex_job, vertex_training
 from conftest import REPO, penguins_job
 from pipeline import config as config_lib, orchestrators, preflight
 from trainer_module.settings import TrainerConfig, TrainerConfigError
@@ -173,7 +173,7 @@ def test_a_pipeline_compiled_with_4_gpu_machines_submits_a_chief_and_3_workers(t
         "request): submitting the Trainer's job on 2 x a2-highgpu-8g (8 NVIDIA_TESLA_A100 each: "
         "16 replicas) with accumulation 2, which keeps the global batch of 4 x a2-highgpu-8g "
         "(32 replicas x 1); trainer.fallback_gpu_machines"]
-    record = json.loads((tmp_path / "model_run" / vertex_training.JOB_RECORD).read_text())
+    record = json.loads((tmp_path / "model_run" / vertex_job.JOB_RECORD).read_text())
     assert record["gpu_machines"] == 2
 
 

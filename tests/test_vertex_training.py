@@ -10,7 +10,7 @@ from google.cloud.aiplatform_v1.types import CustomJob
 from google.protobuf import json_format
 from tfx.types import artifact_utils, standard_artifacts
 
-from components import entrypoint, vertex_training
+from components import entrypoint, vertex_job, vertex_training
 from pipeline import config as config_lib, orchestrators, preflight
 from trainer_module import slices
 from vertex_standin import VertexStandIn
@@ -81,13 +81,13 @@ def _task(tmp_path, endpoint: str, tpu_slice: str = "v5e-16", **changes):
     outputs = {"model": artifact(standard_artifacts.Model, "model"),
                "model_run": artifact(standard_artifacts.ModelRun, "model_run")}
     properties = {"run_fn": "trainer_module.run_fn.run_fn", "custom_config": "{}",
-                  "train_steps": 100, vertex_training.PROJECT: "acme",
-                  vertex_training.REGION: "europe-west4",
-                  vertex_training.SERVICE_ACCOUNT: "trainer@acme.iam.gserviceaccount.com",
-                  vertex_training.NETWORK: "projects/12/global/networks/vpc",
-                  vertex_training.IMAGE: "europe-docker.pkg.dev/acme/lockstep@sha256:abc",
-                  vertex_training.TPU_SLICE: tpu_slice, vertex_training.API_ENDPOINT: endpoint,
-                  vertex_training.POLL_SECONDS: 0.01, vertex_training.RESUBMITS: 2, **changes}
+                  "train_steps": 100, vertex_job.PROJECT: "acme",
+                  vertex_job.REGION: "europe-west4",
+                  vertex_job.SERVICE_ACCOUNT: "trainer@acme.iam.gserviceaccount.com",
+                  vertex_job.NETWORK: "projects/12/global/networks/vpc",
+                  vertex_job.IMAGE: "europe-docker.pkg.dev/acme/lockstep@sha256:abc",
+                  vertex_job.TPU_SLICE: tpu_slice, vertex_job.API_ENDPOINT: endpoint,
+                  vertex_job.POLL_SECONDS: 0.01, vertex_job.RESUBMITS: 2, **changes}
     return inputs, outputs, properties
 
 
@@ -134,7 +134,7 @@ def test_the_job_submitted_for_each_slice_vertex_can_launch(tmp_path, name):
     paths = [(r["method"], r["path"]) for r in standin.requests]
     assert paths[0] == ("POST", "/v1/projects/acme/locations/europe-west4/customJobs")
     assert paths[1:] == [("GET", "/v1/projects/acme/locations/europe-west4/customJobs/1")] * 2
-    record = json.loads((tmp_path / "model_run" / vertex_training.JOB_RECORD).read_text())
+    record = json.loads((tmp_path / "model_run" / vertex_job.JOB_RECORD).read_text())
     assert record == {"name": "projects/acme/locations/europe-west4/customJobs/1",
                       "tpu_slice": name}
 
@@ -161,7 +161,7 @@ def test_a_failed_job_is_one_line_naming_it(tmp_path):
                "error": {"code": 13, "message": "ValueError: label 'y' is not among the raw "
                                                 "features"}}]
     with VertexStandIn(script=failed) as standin, pytest.raises(
-            vertex_training.VertexError, match=r"^Vertex AI job projects/acme/locations/"
+            vertex_job.VertexError, match=r"^Vertex AI job projects/acme/locations/"
                                                r"europe-west4/customJobs/1 ended "
                                                r"JOB_STATE_FAILED: ValueError: label 'y' is not "
                                                r"among the raw features$"):
@@ -181,7 +181,7 @@ def test_a_failed_job_is_one_line_naming_it(tmp_path):
 def test_an_api_error_is_one_line_naming_the_setting(tmp_path, status, name, message, names):
     with VertexStandIn() as standin:
         standin.fail(status, name, message)
-        with pytest.raises(vertex_training.VertexError) as error:
+        with pytest.raises(vertex_job.VertexError) as error:
             _run(tmp_path, standin)
     text = str(error.value)
     assert text.startswith(f"Vertex AI refused the Trainer's job ({names}): ") and "\n" not in text
@@ -189,7 +189,7 @@ def test_an_api_error_is_one_line_naming_the_setting(tmp_path, status, name, mes
 
 
 def test_settings_missing_from_config_and_run_are_named(tmp_path):
-    with pytest.raises(vertex_training.VertexError, match=r"^vertex.region is not set: the "
+    with pytest.raises(vertex_job.VertexError, match=r"^vertex.region is not set: the "
                                                           r"Trainer of a multi-host TPU slice "
                                                           r"runs as a Vertex AI job \(set "
                                                           r"\[vertex\] region in the config, or "
@@ -252,7 +252,7 @@ def test_no_capacity_for_the_slice_falls_back_to_the_next_with_the_accumulation_
     assert said[0].endswith("submitting the Trainer's job on v5e-8 (8 replicas) with "
                             "accumulation 2, which keeps the global batch of v5e-16 (16 replicas "
                             "x 1); trainer.fallback_slices")
-    record = json.loads((tmp_path / "model_run" / vertex_training.JOB_RECORD).read_text())
+    record = json.loads((tmp_path / "model_run" / vertex_job.JOB_RECORD).read_text())
     assert record["tpu_slice"] == "v5e-8"
 
 
@@ -300,7 +300,7 @@ def test_a_preempted_slice_with_no_capacity_left_goes_on_on_the_fallback_as_the_
 def test_without_fallback_slices_no_capacity_is_the_error_it_was(tmp_path):
     with VertexStandIn() as standin:
         standin.fail(429, "RESOURCE_EXHAUSTED", "Quota exceeded for TPU v5 lite pod cores")
-        with pytest.raises(vertex_training.VertexError, match="quota for v5e-16 TPU VMs"):
+        with pytest.raises(vertex_job.VertexError, match="quota for v5e-16 TPU VMs"):
             _run(tmp_path, standin, custom_config=_trainer_config(tpu_slice="v5e-16"))
 
 

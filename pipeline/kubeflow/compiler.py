@@ -29,7 +29,7 @@ from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s_pb2
 from kfp.pipeline_spec import pipeline_spec_pb2
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
-from components import csv_format, entrypoint, vertex_training
+from components import csv_format, entrypoint, vertex_job
 from trainer_module import slices
 from pipeline import definition
 from pipeline.binding import Binding
@@ -117,14 +117,14 @@ def _trainer_placement(config: Config) -> tuple[ResourceSpec, k8s_pb2.Kubernetes
     k8s = k8s_pb2.KubernetesExecutorConfig()
     if config.trainer.tpu_slice and definition.multi_host(config):
         tpu = slices.get(config.trainer.tpu_slice)
-        refusal = vertex_training.launch_refusal(tpu)
+        refusal = vertex_job.launch_refusal(tpu)
         if refusal:
             raise CompileError(f"trainer.tpu_slice={tpu.name} spans {tpu.hosts} hosts, so its "
                                f"Trainer runs as a Vertex AI custom job, but {refusal}")
     elif config.trainer.gpu_machines:  # the task waits on a CPU node for its GPU machines
         try:
-            vertex_training.gpu_machines(config.trainer)
-        except vertex_training.VertexError as err:
+            vertex_job.gpu_machines(config.trainer)
+        except vertex_job.VertexError as err:
             raise CompileError(str(err)) from None
     elif config.trainer.tpu_slice:
         tpu = slices.get(config.trainer.tpu_slice)
