@@ -18,277 +18,28 @@ It reads the run's own artifacts, found through the RunReport (either runner):
   label) or a confusion matrix and per-class recall (more classes), the thresholds from TFMA's
   own eval config, the baseline model, blessed or why not, and where the model went.
 
-Plots are matplotlib's, embedded as inline SVG: the page loads nothing, and opens offline.
+Plots are matplotlib's, embedded as inline SVG: the page loads nothing, and opens offline. The
+page is cut in four: what it reads from the artifacts (run_artifacts.py), its figures (plots.py),
+its data sections (data_sections.py) and the rest of the page here; markup.py escapes its text.
 """
 
 from __future__ import annotations
 
 import datetime
-import html
-import io
-import json
 import re
 
 from components import fs
 from pipeline import definition
-from pipeline import split_check
+from pipeline.reporting import data_sections, plots, run_artifacts
+from pipeline.reporting.markup import CSS, e as _e
 from pipeline.reporting.run_report import (RunReport, asynchronous_text, precision_text,
                                            value_text, verify_line)
-
-HISTOGRAMS_SHOWN = 60  # features with a plot; the table lists them all
-TOP_VALUES = 8
-CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#1d232a}
-h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #d0d7de}
-table{border-collapse:collapse;margin:8px 0} td,th{padding:3px 10px;border-bottom:1px solid #eaeef2;
-text-align:left;vertical-align:middle} th{background:#f6f8fa} td.n{text-align:right;font-variant-numeric:tabular-nums}
-.verdict{font-size:16px;padding:8px 12px;border-radius:6px;display:inline-block}
-.yes{background:#dafbe1} .no{background:#ffebe9} .muted{color:#57606a} svg{display:block}
-#answer{border:1px solid #d0d7de;border-radius:6px;padding:4px 14px;margin-top:8px}
-#answer p{margin:6px 0} summary{cursor:pointer;margin:8px 0}
-pre{background:#f6f8fa;padding:8px;overflow-x:auto}
-"""
-
-
-def _e(value) -> str:
-    return html.escape(str(value))
-
-
-def _figure(width: float, height: float, columns: int = 1):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"svg.fonttype": "path", "font.size": 8, "axes.spines.top": False,
-                         "axes.spines.right": False, "svg.hashsalt": "lockstep"})
-    return plt.subplots(1, columns, figsize=(width, height))
-
-
-def _svg(fig) -> str:
-    import matplotlib.pyplot as plt
-
-    buffer = io.StringIO()
-    fig.tight_layout()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
-    plt.close(fig)
-    text = buffer.getvalue()
-    return text[text.index("<svg"):]
 
 
 # ------------------------------------------------------------------------------------------ data
 
-def _statistics(uri: str) -> dict:
-    from tensorflow_metadata.proto.v0 import statistics_pb2
-
-    splits = {}
-    for path in fs.glob(fs.join(uri, "Split-*", "FeatureStats.pb")):
-        split = path.rsplit("/", 2)[-2][len("Split-"):]
-        stats = statistics_pb2.DatasetFeatureStatisticsList.FromString(fs.read_bytes(path))
-        splits[split] = stats.datasets[0]
-    return splits
-
-
-def _counts(ax, axis) -> None:
-    """Counts in few ticks, as 20k or 1.5M, so they never run together."""
-    from matplotlib.ticker import EngFormatter, MaxNLocator
-
-    axis = ax.xaxis if axis == "x" else ax.yaxis
-    axis.set_major_locator(MaxNLocator(3, integer=True))
-    axis.set_major_formatter(EngFormatter(sep=""))
-
-
-def _histogram(feature) -> str:
-    kind = feature.WhichOneof("stats")
-    if kind == "num_stats":
-        standard = [h for h in feature.num_stats.histograms if h.type == h.STANDARD]
-        buckets = standard[0].buckets if standard else []
-        if not buckets:
-            return ""
-        fig, ax = _figure(2.6, 1.1)
-        ax.bar([b.low_value for b in buckets], [b.sample_count for b in buckets],
-               width=[max(b.high_value - b.low_value, 1e-12) for b in buckets], align="edge",
-               color="#4c78a8")
-        _counts(ax, "y")
-    else:
-        top = list(feature.string_stats.top_values)[:TOP_VALUES]
-        if not top:
-            return ""
-        fig, ax = _figure(2.6, 0.45 + 0.15 * len(top))
-        labels = [v.value if len(v.value) <= 14 else v.value[:13] + "…" for v in top]
-        ax.barh(range(len(top))[::-1], [v.frequency for v in top], color="#f58518", height=0.7)
-        ax.set_yticks(range(len(top))[::-1], labels)
-        _counts(ax, "x")
-    ax.tick_params(labelsize=6)
-    return _svg(fig)
-
-
-def _feature_rows(dataset) -> list[str]:
-    rows = []
-    for i, feature in enumerate(dataset.features):
-        name = ".".join(feature.path.step) or feature.name
-        kind = feature.WhichOneof("stats")
-        if kind == "num_stats":
-            s = feature.num_stats
-            common = s.common_stats
-            summary = (f"<td class=n>{s.mean:.4g}</td><td class=n>{s.std_dev:.4g}</td>"
-                       f"<td class=n>{s.min:.4g} … {s.max:.4g}</td><td></td>")
-            kind_name = "int" if feature.type == feature.INT else "float"
-        elif kind == "string_stats":
-            s = feature.string_stats
-            common = s.common_stats
-            summary = f"<td></td><td></td><td></td><td class=n>{s.unique}</td>"
-            kind_name = "string"
-        else:
-            continue
-        total = common.num_missing + common.num_non_missing
-        missing = common.num_missing / total if total else 0.0
-        plot = _histogram(feature) if i < HISTOGRAMS_SHOWN else ""
-        rows.append(f"<tr><td>{_e(name)}</td><td>{kind_name}</td>"
-                    f"<td class=n>{missing:.1%}</td>{summary}<td>{plot}</td></tr>")
-    return rows
-
-
-def _drift_table(drift: dict) -> str:
-    """Each measured column's drift from the previous span to the newest, largest first."""
-    if not drift:
-        return ""
-    rows = "".join(
-        f"<tr data-drift='{_e(c['column'])}'><td>{_e(c['column'])}</td><td>{_e(c['measure'])}</td>"
-        f"<td class=n>{c['score']:.3f}</td><td class=n>{c['bound']:g}</td></tr>"
-        for c in drift["columns"])
-    return (f"<p>Drift from span {drift['previous']} to span {drift['newest']}, per feature "
-            "(JSD over 20 buckets for a number, L-infinity over the values' shares for text; "
-            "bounds: data.max_drift, data.feature_drift):</p><table><tr><th>feature</th>"
-            f"<th>measure</th><th>score</th><th>bound</th></tr>{rows}</table>")
-
-
-def _skew_table(report: RunReport) -> str:
-    """The split rule, each split's rows and label, and each column's skew between them."""
-    parts = []
-    if report.split_rule:
-        parts.append(f"<p data-split>Split {_e(report.split_words())}.</p>")
-    skew = report.skew
-    if not skew:
-        return "".join(parts)
-    label = "; ".join(f"{_e(split)}: " + ", ".join(f"{_e(k)} {v:.3f}" for k, v in values.items())
-                      for split, values in skew["label"].items())
-    rows = "".join(
-        f"<tr data-skew='{_e(c['column'])}'><td>{_e(c['column'])}</td><td>{_e(c['measure'])}</td>"
-        f"<td class=n>{c['score']:.3f}</td><td class=n>{c['chance']:.3f}</td>"
-        f"<td class=n>{c['bound']:g}</td><td>{'beyond' if c['beyond'] else 'within'}</td></tr>"
-        for c in skew["columns"])
-    parts.append(
-        "<p>Rows: " + ", ".join(f"{_e(k)} {v}" for k, v in skew["rows"].items())
-        + f". Label by split: {label}.</p><p>Skew between train and eval, the label first "
-        "(SMD: standardized mean difference of a number; L-infinity over the values' shares for "
-        "text and classes; chance: what a random split of these sizes gives, one standard "
-        "deviation; bound: data.max_skew). A column is beyond only past both the bound and "
-        f"{split_check.CHANCE_SDS:g}x chance:</p><table><tr><th>column</th><th>measure</th>"
-        f"<th>score</th><th>chance</th><th>bound</th><th></th></tr>{rows}</table>")
-    return "".join(parts)
-
-
-def _data_section(report: RunReport) -> str:
-    parts = ["<h2 id=data>Data</h2>"]
-    if report.data:
-        spans = f", span {', '.join(map(str, report.spans))}" if report.spans else ""
-        parts.append(f"<p>From <code>{_e(report.data)}</code>{spans}.</p>")
-    parts.append(_skew_table(report))
-    if report.analyzed_spans or report.cached_spans:
-        parts.append(f"<p data-analysis>Transform analyzed span(s) "
-                     f"{_e(', '.join(map(str, report.analyzed_spans)) or 'none')}; from its "
-                     f"analyzer cache: {_e(', '.join(map(str, report.cached_spans)) or 'none')}."
-                     "</p>")
-    parts.append(_drift_table(report.drift))
-    uri = report.artifacts.get(f"{definition.STATISTICS_NODE}.statistics")
-    if not uri or not fs.is_dir(uri):
-        return "".join(parts) + "<p class=muted>No statistics recorded.</p>"
-    splits = _statistics(uri)
-    parts.append("<table><tr><th>split</th><th>rows</th></tr>" + "".join(
-        f"<tr><td>{_e(s)}</td><td class=n data-rows='{_e(s)}'>{d.num_examples}</td></tr>"
-        for s, d in splits.items()) + "</table>")
-    train = splits.get("train") or next(iter(splits.values()))
-    rows = _feature_rows(train)
-    parts.append(f"<details data-features><summary>Per feature, on the train split: {len(rows)} "
-                 "feature(s), their type, missing share, mean, spread, range or values, and "
-                 "distribution</summary><table><tr><th>feature</th>"
-                 "<th>type</th><th>missing</th><th>mean</th><th>std</th><th>range</th>"
-                 "<th>values</th><th>distribution</th></tr>" + "".join(rows)
-                 + "</table></details>")
-    return "".join(parts)
-
-
-def _schema_section(report: RunReport) -> str:
-    uri = report.artifacts.get(f"{definition.SCHEMA_NODE}.schema")
-    path = fs.join(uri, "schema.pbtxt") if uri else ""
-    if not path or not fs.exists(path):
-        return "<h2 id=schema>Schema</h2><p class=muted>No schema recorded.</p>"
-    from google.protobuf import text_format
-    from tensorflow_metadata.proto.v0 import schema_pb2
-
-    schema = text_format.Parse(fs.read_text(path), schema_pb2.Schema())
-    domains = {d.name: len(d.value) for d in schema.string_domain}
-    rows = []
-    for f in schema.feature:
-        presence = f"{f.presence.min_fraction:g}" if f.presence.HasField("min_fraction") else "–"
-        domain = f"{domains.get(f.domain, '')} values" if f.domain in domains else ""
-        rows.append(f"<tr><td>{_e(f.name)}</td><td>{schema_pb2.FeatureType.Name(f.type)}</td>"
-                    f"<td class=n>{presence}</td><td>{_e(domain)}</td></tr>")
-    return ("<h2 id=schema>Schema</h2><table><tr><th>feature</th><th>type</th>"
-            "<th>min presence</th><th>domain</th></tr>" + "".join(rows) + "</table>")
-
-
-def _anomalies_section(report: RunReport) -> str:
-    uri = report.artifacts.get(f"{definition.VALIDATOR_NODE}.anomalies")
-    found = []
-    if uri:
-        from tensorflow_metadata.proto.v0 import anomalies_pb2
-
-        for path in fs.glob(fs.join(uri, "Split-*", "SchemaDiff.pb")):
-            split = path.rsplit("/", 2)[-2][len("Split-"):]
-            anomalies = anomalies_pb2.Anomalies.FromString(fs.read_bytes(path))
-            for name, info in anomalies.anomaly_info.items():
-                found.append(f"<tr><td>{_e(split)}</td><td>{_e(name)}</td>"
-                             f"<td>{_e(info.short_description)}</td>"
-                             f"<td>{_e(info.description)}</td></tr>")
-    body = ("<table><tr><th>split</th><th>feature</th><th>anomaly</th><th>detail</th></tr>"
-            + "".join(found) + "</table>") if found else "<p>None: every split fits the schema.</p>"
-    return "<h2 id=anomalies>Anomalies</h2>" + body
-
 
 # -------------------------------------------------------------------------------------- training
-
-def training_curve(model_run_uri: str) -> dict[str, list[tuple[int, float]]]:
-    """{scalar name: [(step, value)]} from the Trainer's TensorBoard events."""
-    import tensorflow as tf
-
-    curves: dict[str, list[tuple[int, float]]] = {}
-    from tensorflow.core.util import event_pb2
-
-    for path in fs.glob(fs.join(model_run_uri, "train", "events.out.tfevents.*")):
-        for record in tf.data.TFRecordDataset(path):
-            event = event_pb2.Event.FromString(record.numpy())
-            for value in event.summary.value:
-                number = (float(tf.make_ndarray(value.tensor)) if value.HasField("tensor")
-                          else value.simple_value)
-                curves.setdefault(value.tag, []).append((event.step, number))
-    return {tag: sorted(points) for tag, points in curves.items()}
-
-
-def _curve_plot(curves: dict) -> str:
-    shown = [tag for tag in ("loss", "accuracy", "rmse", "learning_rate") if curves.get(tag)]
-    if not shown:
-        return ""
-    fig, axes = _figure(3.4 * len(shown), 2.4, len(shown))
-    axes = [axes] if len(shown) == 1 else list(axes)
-    for ax, tag in zip(axes, shown):
-        steps, values = zip(*curves[tag])
-        ax.plot(steps, values, color="#4c78a8", linewidth=1.4)
-        ax.set_title(tag.replace("_", " "))
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-    return _svg(fig)
 
 
 def _training_section(report: RunReport) -> str:
@@ -315,51 +66,15 @@ def _training_section(report: RunReport) -> str:
     table = "<table>" + "".join(f"<tr><th>{_e(k)}</th><td data-plan='{_e(k)}'>{_e(v)}</td></tr>"
                                 for k, v in rows) + "</table>"
     uri = report.artifacts.get(f"{definition.TRAINER_NODE}.model_run")
-    curves = training_curve(uri) if uri and fs.is_dir(uri) else {}
+    curves = run_artifacts.training_curve(uri) if uri and fs.is_dir(uri) else {}
     final = curves.get("loss", [])[-1:] or []
-    plot = _curve_plot(curves) or "<p class=muted>No training curve recorded.</p>"
+    plot = plots.curves(curves) or "<p class=muted>No training curve recorded.</p>"
     last = (f"<p>Last logged loss <span data-final-loss>{final[0][1]:.4f}</span> at step "
             f"{final[0][0]}.</p>" if final else "")
     return "<h2 id=training>Training</h2>" + table + plot + last
 
 
 # ------------------------------------------------------------------------------------ evaluation
-
-def _thresholds(report: RunReport) -> list[str]:
-    """The gate, in words, from TFMA's eval config as the Evaluator ran it."""
-    from pipeline.reporting.run_report import bound_in_words
-
-    uri = report.artifacts.get(f"{definition.EVALUATOR_NODE}.evaluation")
-    path = fs.join(uri, "eval_config.json") if uri else ""
-    if not path or not fs.exists(path):
-        return []
-    from google.protobuf import json_format
-    from tensorflow_model_analysis.proto import config_pb2
-
-    stored = json.loads(fs.read_text(path))
-    config = json_format.ParseDict(stored.get("evalConfig", stored), config_pb2.EvalConfig(),
-                                   ignore_unknown_fields=True)
-    lines = []
-    for spec in config.metrics_specs:
-        for metric in spec.metrics:
-            thresholds = [metric.threshold] if metric.HasField("threshold") else []
-            thresholds += [t.threshold for t in metric.per_slice_thresholds]
-            for threshold in thresholds:
-                lines.append(f"{metric.class_name}: {bound_in_words(threshold)}")
-    return lines
-
-
-def _slice_plot(report: RunReport, metric: str) -> str:
-    values = [(name, m[metric]) for name, m in report.slice_metrics.items() if metric in m]
-    if not values:
-        return ""
-    fig, ax = _figure(6, 0.35 * len(values) + 0.8)
-    ax.barh(range(len(values))[::-1], [v for _, v in values], color="#54a24b")
-    ax.set_yticks(range(len(values))[::-1], [n for n, _ in values])
-    if metric in report.metrics:
-        ax.axvline(report.metrics[metric], color="#333", linestyle="--", linewidth=1)
-    ax.set_xlabel(f"{metric} (dashed: the whole eval split)")
-    return _svg(fig)
 
 
 def _gate_table(report: RunReport) -> str:
@@ -391,22 +106,20 @@ def _gate_table(report: RunReport) -> str:
             + "<th>naive baseline</th><th>needed</th></tr>" + "".join(rows) + "</table>" + note)
 
 
+def _slice_plot(report: RunReport, metric: str) -> str:
+    values = [(name, m[metric]) for name, m in report.slice_metrics.items() if metric in m]
+    return plots.slice_bars(values, report.metrics.get(metric), metric) if values else ""
+
+
 def _calibration_plot(report: RunReport) -> str:
     buckets = report.plots.get("calibration")
     if not buckets:
         return ""
     positive = report.class_name(1)
-    fig, ax = _figure(4.2, 3.6)
-    ax.plot([0, 1], [0, 1], color="#999", linestyle="--", linewidth=1)
-    ax.scatter([b[4] for b in buckets], [b[3] for b in buckets],
-               s=[12 + 200 * b[2] / max(x[2] for x in buckets) for b in buckets], color="#4c78a8")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel(f"mean predicted P({positive})")
-    ax.set_ylabel(f"share that is {positive}")
     return (f"<h3>Calibration (positive class '{_e(positive)}')</h3>"
             "<p class=muted>Eval examples in ten buckets of predicted probability; dot size: "
-            "examples; on the dashed line the predictions are calibrated.</p>" + _svg(fig))
+            "examples; on the dashed line the predictions are calibrated.</p>"
+            + plots.calibration(buckets, positive))
 
 
 def _confusion(report: RunReport) -> str:
@@ -423,14 +136,7 @@ def _confusion(report: RunReport) -> str:
                  + f"<td class=n data-recall='{_e(report.class_name(a))}'>"
                  f"{recall.get(report.class_name(a), 0.0):.4f}</td></tr>" for a in ids)
              + "</table>")
-    fig, ax = _figure(0.5 * len(ids) + 2.5, 0.5 * len(ids) + 2)
-    counts = [[matrix.get((a, p), 0) for p in ids] for a in ids]
-    ax.imshow(counts, cmap="Blues")
-    ax.set_xticks(range(len(ids)), names, rotation=45, ha="right")
-    ax.set_yticks(range(len(ids)), names)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("actual")
-    return table + _svg(fig)
+    return table + plots.confusion([[matrix.get((a, p), 0) for p in ids] for a in ids], names)
 
 
 def _evaluation_section(report: RunReport) -> str:
@@ -448,7 +154,8 @@ def _evaluation_section(report: RunReport) -> str:
             f"<tr><td>{_e(k)}</td><td class=n data-metric='{_e(k)}'>{_e(value_text(k, v))}</td></tr>"
             for k, v in sorted(report.metrics.items())) + "</table>")
     parts.append(_calibration_plot(report) + _confusion(report))
-    thresholds = _thresholds(report)
+    thresholds = run_artifacts.thresholds(
+        report.artifacts.get(f"{definition.EVALUATOR_NODE}.evaluation"))
     if thresholds:
         parts.append("<p>Thresholds (TFMA's eval config):</p><ul>"
                      + "".join(f"<li>{_e(t)}</li>" for t in thresholds) + "</ul>")
@@ -479,21 +186,10 @@ def _trend_section(report: RunReport, history: list[RunReport]) -> str:
         f"{'' if v['serving'] is None else format(v['serving'], '.4f')}</td>"
         f"<td>{'pushed' if r.pushed_to else 'not pushed'}</td></tr>" for r, v in points)
     metric = points[0][1]["metric"]
-    fig, ax = _figure(6, 2.6)
-    ordered = points[::-1]
-    ax.plot(range(len(ordered)), [v["model"] for _, v in ordered], marker="o", color="#4c78a8",
-            label="the run's model")
-    served = [(i, v["serving"]) for i, (_, v) in enumerate(ordered) if v["serving"] is not None]
-    if served:
-        ax.plot([i for i, _ in served], [s for _, s in served], marker="s", color="#e45756",
-                label="the serving model, on the same rows")
-    ax.set_xlabel("run (oldest to newest)")
-    ax.set_ylabel(metric)
-    ax.legend(loc="best")
     return ("<h2 id=trend>Trend</h2><p class=muted>Each run's model and the model serving when it "
             f"ran, scored on that run's eval split ({_e(metric)}), newest first.</p>"
             f"<table><tr><th>run</th><th>model</th><th>serving model</th><th></th></tr>{rows}"
-            "</table>" + _svg(fig))
+            "</table>" + plots.trend([v for _, v in points[::-1]], metric))
 
 
 # ------------------------------------------------------------------------------------------ page
@@ -587,8 +283,9 @@ def render(report: RunReport, history: list[RunReport] = ()) -> str:
              "</p>")
     # The answer first; then how it was reached; the data's statistics and the run's parts last.
     sections = [_answer(report), _evaluation_section(report), _trend_section(report, list(history)),
-                _training_section(report), _data_section(report), _schema_section(report),
-                _anomalies_section(report), _components(report)]
+                _training_section(report), data_sections.data_section(report),
+                data_sections.schema_section(report), data_sections.anomalies_section(report),
+                _components(report)]
     return head + title + "".join(sections) + "</body></html>\n"
 
 
