@@ -179,7 +179,7 @@ def test_precision_and_accumulation_are_checked(values, message):
 
 
 def test_summary_names_accumulation_precision_and_skipped_steps():
-    from pipeline.reporting.run_report import precision_parts
+    from pipeline.reporting.summary_text import precision_parts
     from trainer_module.summary import TrainingSummary
 
     read = TrainingSummary.from_dict

@@ -32,8 +32,9 @@ from components import fs
 from pipeline import definition
 from pipeline.reporting import data_sections, plots, run_artifacts
 from pipeline.reporting.markup import CSS, e as _e
-from pipeline.reporting.run_report import (RunReport, asynchronous_text, precision_text,
-                                           value_text, verify_line)
+from pipeline.reporting.run_report import RunReport
+from pipeline.reporting.summary_text import (asynchronous_text, precision_text, value_text,
+                                             verify_line)
 
 
 # ------------------------------------------------------------------------------------------ data

@@ -66,7 +66,7 @@ def training_curve(model_run_uri: str) -> dict[str, list[tuple[int, float]]]:
 def thresholds(uri: str | None) -> list[str]:
     """The gate, in words, from TFMA's eval config as the Evaluator ran it (its evaluation
     artifact)."""
-    from pipeline.reporting.run_report import bound_in_words
+    from pipeline.reporting.summary_text import bound_in_words
 
     path = fs.join(uri, "eval_config.json") if uri else ""
     if not path or not fs.exists(path):
