@@ -55,3 +55,14 @@ def test_a_listed_function_may_not_grow_and_leaves_the_list_once_it_fits(tmp_pat
     assert tool.problems(found) == [
         f"{key}: listed in tools/function_length.py OVER but now fits in 75 lines (or is "
         "gone): take it off the list"]
+
+
+def test_a_module_over_its_bound_is_named_and_the_tree_keeps_it(tmp_path):
+    assert tool.module_problems() == []
+    for package in tool.PACKAGES:
+        (tmp_path / package).mkdir()
+    (tmp_path / "pipeline" / "fits.py").write_text("x = 1\n" * tool.MAX_MODULE_LINES)
+    (tmp_path / "components" / "long.py").write_text("x = 1\n" * (tool.MAX_MODULE_LINES + 1))
+    found = tool.module_problems(tmp_path)
+    assert len(found) == 1 and found[0].startswith(
+        f"components/long.py: {tool.MAX_MODULE_LINES + 1} lines"), found
