@@ -29,12 +29,10 @@ def _measure(width: int, rule: bool) -> float:
 
     import tensorflow as tf
 
-    from trainer_module import autograph_rules, loop, model as model_lib
+    from trainer_module import autograph_rules, loop, model as model_lib, tf_internals
 
     if not rule:  # TensorFlow's own rules, as before lockstep added tf_keras to them
-        config = autograph_rules._config
-        config.CONVERSION_RULES = tuple(r for r in config.CONVERSION_RULES
-                                        if r is not autograph_rules._RULE)
+        tf_internals.convert_again("tf_keras")
     assert autograph_rules.installed() == rule
     numeric = [f"num_{i}" for i in range(width)]
     categorical = {f"cat_{i}": 50 for i in range(4)}

@@ -8,24 +8,16 @@ import collections
 
 import pytest
 import tensorflow as tf
-from tensorflow.python.autograph.pyct import transpiler
 
-from trainer_module import autograph_rules, loop  # noqa: F401  (loop installs the rule)
+from trainer_module import autograph_rules, loop, tf_internals  # noqa: F401  (loop installs it)
 from test_synchronous_training import builtin_records  # noqa: F401  (a module's fixture)
 
 
 @pytest.fixture
-def converted(monkeypatch):
+def converted():
     """Counts the functions AutoGraph converts, by (module, qualified name)."""
-    seen = collections.Counter()
-    original = transpiler.PyToPy.transform_function
-
-    def counting(self, fn, user_context):
-        seen[(getattr(fn, "__module__", "") or "", getattr(fn, "__qualname__", ""))] += 1
-        return original(self, fn, user_context)
-
-    monkeypatch.setattr(transpiler.PyToPy, "transform_function", counting)
-    return seen
+    with tf_internals.conversions_counted(collections.Counter()) as seen:
+        yield seen
 
 
 class Clipped(tf.keras.layers.Layer):
@@ -61,8 +53,7 @@ def test_keras_is_not_converted_but_user_code_is(converted):
     assert not keras, keras  # was: Layer.__call__ and a dozen helpers per layer call
     assert converted[(__name__, "Clipped.call")] >= 1  # the user's `if` on a tensor still traces
     autograph_rules.install()  # idempotent
-    assert sum(isinstance(r, type(autograph_rules._RULE)) and r.matches("tf_keras")
-               for r in autograph_rules._config.CONVERSION_RULES) == 1
+    assert tf_internals.unconverted_rules("tf_keras") == 1
 
 
 def test_tf_transform_is_not_converted(converted):
@@ -80,8 +71,7 @@ def test_tf_transform_is_not_converted(converted):
     assert set(out) == {"a", "b"}
     assert not [key for key in converted if key[0].startswith("tensorflow_transform")], converted
     autograph_rules.install()  # idempotent
-    assert sum(r.matches("tensorflow_transform") for r in autograph_rules._config.CONVERSION_RULES
-               if isinstance(r, type(autograph_rules._RULE))) == 1
+    assert tf_internals.unconverted_rules("tensorflow_transform") == 1
 
 
 def test_lockstep_traces_its_own_code_as_written_and_a_users_loss_still_converts(converted,

@@ -33,6 +33,26 @@ def test_the_installed_version_has_every_symbol_the_wall_uses(name):
     assert not [p for p in problems if p], "\n".join(p for p in problems if p)
 
 
+def test_the_tensorflow_wall_has_every_symbol_it_uses_and_declares_each():
+    """trainer_module/tf_internals.py, TensorFlow's wall: each symbol it declares is there in the
+    installed TensorFlow (a rebound one still looked up where it is rebound), and the lint finds
+    no internal or private name in its source that it does not declare."""
+    from trainer_module import tf_internals
+
+    symbols = [Symbol(module, name, read_by=read_by)
+               for module, name, read_by in tf_internals.SYMBOLS]
+    problems = [problem(symbol) for symbol in symbols]
+    assert not [p for p in problems if p], "\n".join(p for p in problems if p)
+    declared = {part for symbol in symbols for part in
+                symbol.module.split(".") + symbol.name.split(".")}
+    found = load_lint().findings([str(REPO / "trainer_module" / "tf_internals.py")])
+    assert found and not [str(f) for f in found if f.name not in declared]
+    # A moved one is named with the version.
+    assert problem(Symbol("tensorflow.python.eager.context", "no_such_context")) == (
+        f"tensorflow {version('tensorflow')} no longer has "
+        "python.eager.context.no_such_context")
+
+
 def test_the_executor_members_the_lint_allows_are_there():
     contract = load_lint().EXECUTOR_CONTRACT
     symbols = [Symbol(path.rsplit(".", 1)[0], f"{path.rsplit('.', 1)[1]}.{name}")

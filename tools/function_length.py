@@ -5,8 +5,9 @@ MAX_MODULE_LINES (a longer one holds two jobs: cut it at its seam).
     python tools/function_length.py
 
 prints `file:line: name is N lines` for each function over the bound (and `file: N lines` for each
-module) and exits 1; 0 when there is none. The functions in OVER are the ones written before the rule was checked: each may not grow,
-and goes from the list when it is split (the tool says when a listed one fits or is gone).
+module) and exits 1; 0 when there is none. The functions in OVER are the ones written before the
+rule was checked: each may not grow, and goes from the list when it is split (the tool says when a
+listed one fits or is gone).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The lint rule behind the wall (components/compat/): outside it, no private name of TFX,
-tfx_bsl, TFMA, tf.Transform, KFP or ML Metadata is used, and no name of theirs is rebound.
+"""The lint rule behind the walls: outside components/compat/, no private name of TFX, tfx_bsl,
+TFMA, tf.Transform, KFP or ML Metadata is used, and no name of theirs is rebound; outside
+trainer_module/tf_internals.py, the same for TensorFlow and tf-keras, whose internal modules
+(`tensorflow.python`, `tf.__internal__`, `tf_keras.src`) count as private too.
 
     python tools/private_names.py [FILE.py ...]     (default: every tracked .py file)
 
@@ -31,8 +33,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("tfx", "tfx_bsl", "tensorflow_model_analysis", "tensorflow_transform", "kfp",
-            "ml_metadata")
-WALL = "components/compat/"
+            "ml_metadata", "tensorflow", "tf_keras")
+WALLS = ("components/compat/", "trainer_module/tf_internals.py")
+# TensorFlow's: its internal modules are private, though their names have no underscore; a name
+# TensorFlow sets on its objects is matched on an object of unknown type only where no lockstep
+# class sets or defines the same name (TensorFlow sets `_process`, `_get`, ... as lockstep does);
+# and a compile's stand-in for the whole module in sys.modules (pipeline/kubeflow/import_stubs.py)
+# uses none of it.
+TENSORFLOW = ("tensorflow", "tf_keras")
+INTERNAL = {"tensorflow": ("python", "__internal__"), "tf_keras": ("src",)}
 # The members TFX's executor base classes keep for their subclasses (TFX's own executors and its
 # custom-executor guide use them through self): allowed in lockstep's executors; the wall's test
 # (tests/test_compat.py) checks each is still there.
@@ -64,6 +73,13 @@ def private(segment: str) -> bool:
 
 def theirs(path: str | None) -> bool:
     return bool(path) and path.split(".")[0] in PACKAGES
+
+
+def internal(path: str) -> bool:
+    """A dotted path into TensorFlow's or tf-keras' internals, or with a private segment."""
+    parts = path.split(".")
+    return any(map(private, parts)) or (
+        len(parts) > 1 and parts[1] in INTERNAL.get(parts[0], ()))
 
 
 @functools.cache
@@ -168,16 +184,18 @@ def _scan_names(tree: ast.AST, bound: dict[str, str], say) -> None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if theirs(alias.name) and any(map(private, alias.name.split("."))):
+                if theirs(alias.name) and internal(alias.name):
                     say(node, f"imports {alias.name}", alias.name)
         elif isinstance(node, ast.ImportFrom) and theirs(node.module):
             for alias in node.names:
-                if any(map(private, node.module.split("."))) or private(alias.name):
+                if internal(node.module) or private(alias.name):
                     say(node, f"imports {node.module}.{alias.name}", alias.name)
         elif isinstance(node, ast.Attribute):
             path = dotted(node, bound)
             if theirs(path) and private(node.attr):
                 say(node, f"{ast.unparse(node)}: private to {path.rsplit('.', 1)[0]}", node.attr)
+            elif theirs(path) and internal(path) and not internal(path.rsplit(".", 1)[0]):
+                say(node, f"{ast.unparse(node)}: internal to {path.split('.')[0]}", node.attr)
             if theirs(dotted(node.value, bound)) and not isinstance(node.ctx, ast.Load):
                 say(node, f"rebinds {path}", node.attr)
         elif isinstance(node, ast.Call):
@@ -191,7 +209,7 @@ def _scan_names(tree: ast.AST, bound: dict[str, str], say) -> None:
         elif isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load):
             key = node.slice
             if (ast.unparse(node.value) == "sys.modules" and isinstance(key, ast.Constant)
-                    and theirs(str(key.value))):
+                    and theirs(str(key.value)) and str(key.value).split(".")[0] not in TENSORFLOW):
                 say(node, f"replaces the module {key.value}", str(key.value))
 
 
@@ -252,17 +270,31 @@ def set_by_theirs(names: set[str]) -> dict[str, str]:
     """{name: the first file of theirs (tests aside) where a class sets or defines it}."""
     if not names:
         return {}
-    pattern = re.compile(r"(?:self\.|def |class )(" + "|".join(map(re.escape, sorted(names)))
-                         + r")\b")
+    pattern = _setting(names)
     found: dict[str, str] = {}
+    ours = None
     for package in PACKAGES:
         root = next((Path(p, package) for p in sys.path if Path(p, package).is_dir()), None)
+        if package in TENSORFLOW:  # TensorFlow's own names, but for those lockstep's set too
+            ours = ours if ours is not None else _set_by_ours(names)
         for path in sorted(root.rglob("*.py")) if root else ():
             if path.name.endswith("_test.py"):
                 continue
             for name in pattern.findall(path.read_text(errors="replace")):
-                found.setdefault(name, str(path.relative_to(root.parent)))
+                if package not in TENSORFLOW or name not in ours:
+                    found.setdefault(name, str(path.relative_to(root.parent)))
     return found
+
+
+def _setting(names: set[str]) -> re.Pattern:
+    return re.compile(r"(?:self\.|def |class )(" + "|".join(map(re.escape, sorted(names)))
+                      + r")\b")
+
+
+def _set_by_ours(names: set[str]) -> set[str]:
+    """The names among `names` that a class of lockstep's sets or defines."""
+    pattern = _setting(names)
+    return {name for path in tracked() for name in pattern.findall((REPO / path).read_text())}
 
 
 def findings(paths: list[str]) -> list[Finding]:
@@ -289,7 +321,7 @@ def findings(paths: list[str]) -> list[Finding]:
 
 
 def outside_wall(paths: list[str]) -> list[str]:
-    return [p for p in paths if not _relative(p).as_posix().startswith(WALL)]
+    return [p for p in paths if not _relative(p).as_posix().startswith(WALLS)]
 
 
 def tracked() -> list[str]:
@@ -305,7 +337,7 @@ def main(argv: list[str]) -> int:
         print(finding)
     if found:
         print(f"private_names: {len(found)} private names or rebinds of {', '.join(PACKAGES)} "
-              f"outside {WALL}: name them through the wall (components/compat/)", file=sys.stderr)
+              f"outside {' and '.join(WALLS)}: name them through the wall", file=sys.stderr)
         return 1
     return 0
 

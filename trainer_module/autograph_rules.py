@@ -32,23 +32,21 @@ tensor `if` still traces.
 from __future__ import annotations
 
 import tensorflow as tf
-from tensorflow.python.autograph.core import config as _config
 
-_RULES = {module: _config.DoNotConvert(module) for module in ("tf_keras", "tensorflow_transform")}
-_RULE = _RULES["tf_keras"]  # the one benchmarks/trace_cost.py takes out to compare
+from trainer_module import tf_internals
+
+MODULES = ("tf_keras", "tensorflow_transform")  # traced as written
 
 
 def installed(module: str = "tf_keras") -> bool:
     """Whether `module` is left unconverted (a newer TensorFlow has the rule for tf_keras)."""
-    return any(isinstance(rule, _config.DoNotConvert) and rule.matches(module)
-               for rule in _config.CONVERSION_RULES)
+    return tf_internals.left_unconverted(module)
 
 
 def install() -> None:
-    """Adds each rule unless it is there."""
-    for module, rule in _RULES.items():
-        if not installed(module):
-            _config.CONVERSION_RULES = (rule,) + tuple(_config.CONVERSION_RULES)
+    """Adds each rule unless it is there (TensorFlow's rules: trainer_module/tf_internals.py)."""
+    for module in MODULES:
+        tf_internals.leave_unconverted(module)
 
 
 def plain(function):
@@ -57,5 +55,4 @@ def plain(function):
     tensor `if` in it fails as it traces (a tf.Tensor used as a Python bool), it does not go wrong
     quietly. The result keeps `function`'s own signature for TensorFlow's inspection too (Keras
     reads a layer's `call` that way to decide whether to pass `training`)."""
-    return tf.__internal__.decorator.make_decorator(
-        function, tf.autograph.experimental.do_not_convert(function))
+    return tf_internals.make_decorator(function, tf.autograph.experimental.do_not_convert(function))

@@ -35,6 +35,7 @@ from absl import logging
 import tensorflow as tf
 
 from trainer_module import actions as actions_lib, strategy as strategy_lib, termination
+from trainer_module import tf_internals
 
 # Beside the checkpoint a SIGTERM saved (the chief's): {"step": S, "signalled": [names]}.
 PREEMPTED_FILE = "preempted.json"
@@ -179,7 +180,8 @@ class Controller:
         # neither: it would save after the very first chunk. Every worker must save at the same
         # steps, and the non-chief's (scratch) manager never restored: count from the multiple of
         # checkpoint_every at or before the start step, on all of them.
-        self.manager._last_checkpoint_step = step - step % self.checkpoint_every  # noqa: SLF001
+        tf_internals.count_checkpoint_interval_from(self.manager,
+                                                    step - step % self.checkpoint_every)
 
     def train(self, steps) -> dict[str, float]:
         """Runs `steps.train(n)` chunks (a step loop, trainer_module/loop.py) until `total_steps`;
@@ -240,8 +242,6 @@ def _unreadable(path: str) -> str:
 def _forget(directory: str, paths: list[str]) -> None:
     """Removes unreadable checkpoints' files and takes them out of the directory's state (the
     others keep their timestamps, by which the manager counts and sweeps them)."""
-    from tensorflow.python.checkpoint import checkpoint_management
-
     for path in paths:
         for leftover in tf.io.gfile.glob(f"{path}.*"):
             tf.io.gfile.remove(leftover)
@@ -251,7 +251,5 @@ def _forget(directory: str, paths: list[str]) -> None:
     if not kept:
         tf.io.gfile.remove(f"{directory.rstrip('/')}/checkpoint")
         return
-    checkpoint_management.update_checkpoint_state_internal(
-        directory, kept[-1][0], all_model_checkpoint_paths=[p for p, _ in kept],
-        all_model_checkpoint_timestamps=[t for _, t in kept],
-        last_preserved_timestamp=state.last_preserved_timestamp)
+    tf_internals.write_checkpoint_state(directory, kept[-1][0], [p for p, _ in kept],
+                                        [t for _, t in kept], state.last_preserved_timestamp)

@@ -102,9 +102,9 @@ def may_fork() -> bool:
         return True
     if not _IMPORTED_ONLY:
         return False
-    from tensorflow.python.eager import context
+    from trainer_module import tf_internals
 
-    return context.context_safe() is None
+    return not tf_internals.eager_context_made()
 
 
 def tensorflow_imported_only() -> None:

@@ -49,7 +49,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-from trainer_module import strategy as strategy_lib, table_plan
+from trainer_module import strategy as strategy_lib, table_plan, tf_internals
 from trainer_module.autograph_rules import plain
 
 class ServerSplit(threading.local):
@@ -79,7 +79,7 @@ SERVER_SPLIT = ServerSplit()
 def server_split(model: tf.keras.Model) -> dict:
     """{layer name: its ShardedVariable} for each Embedding whose table is split over the
     parameter servers (`SERVER_SPLIT`)."""
-    split = tf.__internal__.distribute.ShardedVariable
+    split = tf_internals.sharded_variable_type()
     return {layer.name: layer.embeddings for layer in model.layers
             if isinstance(getattr(layer, "embeddings", None), split)}
 
@@ -101,7 +101,7 @@ def whole_weights(model: tf.keras.Model) -> list[np.ndarray]:
     return values
 
 
-class _Blocks(tf.__internal__.tracking.Trackable):
+class _Blocks(tf_internals.trackable_base()):
     """The blocks of a table and of its slots, saved as slices of one logical [rows, dim] tensor
     each, as ShardedVariable saves its shards (so a checkpoint restores on any number of blocks).
     Block i holds `sizes[i]` rows from `offsets[i]`: the first rows % N blocks one row more, as
@@ -159,14 +159,14 @@ class _Blocks(tf.__internal__.tracking.Trackable):
         if self.whole_here:  # each block a slice of the one tensor
             def slices(kind):
                 return lambda name: [
-                    strategy_lib.slice_saveable(block, [self.rows, self.dim], [offset, 0], name)
+                    tf_internals.slice_saveable(block, [self.rows, self.dim], [offset, 0], name)
                     for block, offset in zip(getattr(self, kind), self.offsets)]
             return {name: slices(kind) for name, kind in kinds.items()}
 
         # Several processes: each worker saves the whole tensor, gathered (only the chief's file
         # is kept), and restores its own blocks from it.
         def whole(kind):
-            return lambda name: strategy_lib.whole_saveable(
+            return lambda name: tf_internals.whole_saveable(
                 name, lambda: self.gathered(kind), [self.rows, self.dim],
                 lambda value: self.assign_whole(kind, value))
         return {name: whole(kind) for name, kind in kinds.items()}

@@ -22,6 +22,7 @@ import os
 from absl import logging
 import tensorflow as tf
 
+from trainer_module import tf_internals
 from trainer_module.autograph_rules import plain
 
 
@@ -139,7 +140,7 @@ def name(strategy) -> str:
 @plain  # traced as written: trainer_module/autograph_rules.py
 def cluster_size(strategy) -> tuple[int, int]:
     """(workers, parameter servers) of a ParameterServerStrategy."""
-    spec = strategy._cluster_resolver.cluster_spec().as_dict()  # noqa: SLF001 - no public one
+    spec = tf_internals.cluster_spec(strategy)
     return len(spec.get("worker", [])), len(spec.get("ps", []))
 
 
@@ -196,19 +197,7 @@ def quiet_device_iterators() -> None:
     to 5 steps, a collection after each): 113.7 s of collections, the longest 40.8 s, against
     8.0 s and 0.26 s with this. Nothing there has anything to tune (the prefetch is of one
     element); the host pipeline runs untuned too (trainer_module/input_pipeline.py, `untuned`)."""
-    from tensorflow.python.data.ops import multi_device_iterator_ops as device_iterators
-
-    make = device_iterators._create_device_dataset
-    if getattr(make, "lockstep_quiet", False):
-        return
-
-    def quiet(*args, **kwargs):
-        options = tf.data.Options()
-        options.autotune.enabled = False
-        return make(*args, **kwargs).with_options(options)
-
-    quiet.lockstep_quiet = True
-    device_iterators._create_device_dataset = quiet
+    tf_internals.untune_device_datasets()
 
 
 @plain  # traced as written: trainer_module/autograph_rules.py
@@ -295,10 +284,8 @@ def one_device(strategy, device: str):
         with tf.device(device):
             yield
         return
-    from tensorflow.python.distribute import numpy_dataset
-
     def creator(next_creator, **kwargs):
-        kwargs["colocate_with"] = numpy_dataset.SingleDevice(device)
+        kwargs["colocate_with"] = tf_internals.one_device_colocation(device)
         return next_creator(**kwargs)
 
     with tf.variable_creator_scope(creator):
@@ -316,33 +303,3 @@ def first_replica(strategy) -> int:
     place = 0 if resolver.task_type == "chief" else int(resolver.task_id) + ("chief" in spec)
     return place * len(strategy.extended.worker_devices)
 
-
-def whole_saveable(name: str, read, shape: list[int], restore):
-    """A checkpoint's saveable of one float32 tensor of `shape` named `name`, read by `read()`
-    at save time and handed to `restore(value)` when restored: a sharded table's blocks gathered
-    from every worker process (trainer_module/sharded_embedding.py)."""
-    from tensorflow.python.training.saving import saveable_object
-
-    class Whole(saveable_object.SaveableObject):
-        def __init__(self):
-            spec = saveable_object.SaveSpec(read, "", name, dtype=tf.float32, device="/cpu:0")
-            super().__init__(None, [spec], name)
-
-        def restore(self, restored_tensors, restored_shapes):
-            del restored_shapes
-            restore(tf.ensure_shape(restored_tensors[0], shape))
-            return tf.no_op()
-
-    return Whole()
-
-
-def slice_saveable(variable, full_shape: list[int], offset: list[int], name: str):
-    """A checkpoint's saveable of `variable` as the slice at `offset` of one tensor of
-    `full_shape` named `name`, as ShardedVariable saves its shards: a checkpoint of N blocks
-    restores into M (trainer_module/sharded_embedding.py)."""
-    from tensorflow.python.training.saving import saveable_object_util
-
-    info = tf.Variable.SaveSliceInfo(full_name=name, full_shape=list(full_shape),
-                                     var_offset=list(offset),
-                                     var_shape=variable.shape.as_list())
-    return saveable_object_util.ResourceVariableSaveable(variable, info.spec, name)

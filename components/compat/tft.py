@@ -55,6 +55,9 @@ SYMBOLS = (
     Symbol(_SAVED_IO, "_get_output_to_inputs_map", read_by=_SAVED_IO),
     Symbol(_SAVED_IO, "_get_component_tensors"),
     Symbol(_SAVED_IO, "_as_operation"),
+    # The set tf.Transform's own walk returns (graph_tools.retrieve_sources), and its loader
+    # takes the difference of: TensorFlow's, reached as tf.Transform imports it.
+    Symbol("tensorflow_transform.graph_tools", "object_identity.ObjectIdentitySet"),
 )
 # tf.Transform's approximate vocabularies count exactly the columns with at most this many distinct
 # values (`vocabularies_exact`): a Misra-Gries sketch of this size.
@@ -203,8 +206,9 @@ def their_output_sources(output_signature) -> dict:
 def output_sources(output_signature) -> dict:
     """tf.Transform's `_get_output_to_inputs_map`, in one walk: {output name: the set of
     Placeholder outputs it depends on}."""
-    from tensorflow.python.util import object_identity
+    from tensorflow_transform import graph_tools
 
+    object_identity = graph_tools.object_identity
     saved_io = importlib.import_module(_SAVED_IO)
     found: dict = {}  # op -> its sources
 
