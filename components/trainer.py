@@ -25,7 +25,7 @@ from components.compat import tft as tft_compat, tfx as tfx_compat
 from components import serving_check
 from components.memory import release_free_memory
 from trainer_module.settings import RUN_PARAMETERS
-from trainer_module.custom_config import TrainSpec
+from trainer_module.custom_config import TRAIN_SPEC, TrainSpec
 
 
 class TrainerSpec(standard_component_specs.TrainerSpec):
@@ -46,9 +46,12 @@ class Executor(tfx_compat.FnArgsHook, trainer_executor.GenericExecutor):
             release_free_memory()
 
     def fn_args(self, fn_args, exec_properties: dict[str, Any]):
+        """The TrainSpec decoded once, with the run's parameters, and handed on to run_fn
+        (`TRAIN_SPEC`); the custom_config is its encoding, for anything else that reads it."""
         spec = TrainSpec.from_custom_config(fn_args.custom_config or {},
                                             run_parameters=exec_properties)
         fn_args.custom_config = spec.to_custom_config()
+        setattr(fn_args, TRAIN_SPEC, spec)
         return fn_args
 
 

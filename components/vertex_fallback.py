@@ -11,28 +11,25 @@ from typing import Any
 from tfx.types import standard_component_specs
 
 from components.vertex_job import (TPU_SLICE, VertexError, VertexSettings, gpu_machines,
-                                   launch_refusal, task_trainer)
+                                   launch_refusal)
 from trainer_module import slices
-from trainer_module.custom_config import TRAINER_KEY, TrainSpec
+from trainer_module.custom_config import TrainSpec
 from trainer_module.settings import RUN_PARAMETERS as TRAINER_PARAMETERS
 from trainer_module.settings import TrainerConfig
 
-def fallbacks(exec_properties: dict[str, Any]) -> list:
+def fallbacks(trainer_cfg: TrainerConfig | None) -> list:
     """What to submit on when Vertex has no capacity, in order: trainer.fallback_slices (slice
     names) or trainer.fallback_gpu_machines (machine counts); none without a trainer."""
-    custom = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "{}")
-    trainer_cfg = custom.get(TRAINER_KEY) or {}
-    return list(trainer_cfg.get("fallback_gpu_machines") or trainer_cfg.get("fallback_slices")
-                or [])
+    if trainer_cfg is None:
+        return []
+    return list(trainer_cfg.fallback_gpu_machines or trainer_cfg.fallback_slices or [])
 
 
-def _kept(exec_properties: dict[str, Any], first: int, then: int, what: str,
+def _kept(spec: TrainSpec, exec_properties: dict[str, Any], first: int, then: int, what: str,
           changes: dict[str, Any]) -> tuple[TrainerConfig, dict[str, Any]]:
     """The Trainer's settings and the task's properties on `then` replicas instead of `first`,
     with the accumulation that keeps the global batch (and `changes`); the TrainerConfig's run
     parameters too, which a run's values would otherwise override."""
-    custom = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
-    spec = TrainSpec.from_custom_config(custom, run_parameters=exec_properties)
     steps = spec.trainer.accumulation_steps * first
     if steps % then:
         raise VertexError(f"{what} ({then} replicas) cannot keep the global batch of {first} "
@@ -46,12 +43,12 @@ def _kept(exec_properties: dict[str, Any], first: int, then: int, what: str,
     return trainer_cfg, properties
 
 
-def on_fallback(settings: VertexSettings, exec_properties: dict[str, Any],
+def on_fallback(settings: VertexSettings, exec_properties: dict[str, Any], spec: TrainSpec,
                 fallback) -> tuple[VertexSettings, dict[str, Any], str]:
     """The job's settings and properties on a fallback (a slice name, or a machine count): the
     Trainer's slice or machines and accumulation changed so that the global batch is the first
-    shape's; and the line that says so."""
-    first_cfg = task_trainer(exec_properties)
+    shape's; and the line that says so. spec: the task's TrainSpec, as the executor decoded it."""
+    first_cfg = spec.trainer
     if settings.gpus:
         first, then = settings.gpus, gpu_machines(first_cfg, fallback)
         key, now = "trainer.fallback_gpu_machines", then.describe()
@@ -64,7 +61,7 @@ def on_fallback(settings: VertexSettings, exec_properties: dict[str, Any],
         key, now = "trainer.fallback_slices", f"{then.name} ({then.replicas} replicas)"
         changes, moved = {"tpu_slice": then.name}, dataclasses.replace(settings,
                                                                        tpu_slice=then.name)
-    trainer_cfg, properties = _kept(exec_properties, first.replicas, then.replicas,
+    trainer_cfg, properties = _kept(spec, exec_properties, first.replicas, then.replicas,
                                     f"{key}: {then.name}", changes)
     if not settings.gpus:
         properties[TPU_SLICE] = then.name

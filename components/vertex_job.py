@@ -80,8 +80,10 @@ class VertexSettings:
     gpus: GpuMachines | None = None
 
     @classmethod
-    def from_exec_properties(cls, properties: dict[str, Any]) -> "VertexSettings":
-        trainer_cfg = task_trainer(properties)
+    def from_exec_properties(cls, properties: dict[str, Any],
+                             spec: TrainSpec | None) -> "VertexSettings":
+        """spec: the task's TrainSpec (`task_spec`, decoded once by the executor)."""
+        trainer_cfg = spec.trainer if spec else None
         gpus = gpu_machines(trainer_cfg) if trainer_cfg and trainer_cfg.gpu_machines else None
         what = f"{gpus.name} GPU machines" if gpus else "a multi-host TPU slice"
         for key, config_key in ((PROJECT, "vertex.project"), (REGION, "vertex.region")):
@@ -115,13 +117,13 @@ class VertexSettings:
         return f"vertex.project={self.project}, vertex.region={self.region}"
 
 
-def task_trainer(properties: dict[str, Any]) -> TrainerConfig | None:
-    """The Trainer's settings in the task's custom_config, with the run's parameters (None
-    without them)."""
+def task_spec(properties: dict[str, Any]) -> TrainSpec | None:
+    """The task's TrainSpec, read by the codec from its custom_config with the run's parameters
+    (None without a trainer's settings there): the executor decodes it once and hands it on."""
     custom = json.loads(properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "{}")
     if not custom.get(TRAINER_KEY):
         return None
-    return TrainSpec.from_custom_config(custom, run_parameters=properties).trainer
+    return TrainSpec.from_custom_config(custom, run_parameters=properties)
 
 
 def gpu_machines(trainer_cfg: TrainerConfig, machines: int | None = None) -> GpuMachines:

@@ -59,7 +59,7 @@ from tfx.types.component_spec import ExecutionParameter
 from components import fs, trainer, vertex_client, vertex_fallback
 from components.vertex_job import (API_ENDPOINT, IMAGE, JOB_RECORD, POLL_SECONDS, RESUBMITS,
                                    RUN_PARAMETERS, TPU_SLICE, VertexError, VertexSettings,
-                                   container_args, custom_job)
+                                   container_args, custom_job, task_spec)
 
 _log = logging.getLogger(__name__)
 
@@ -67,22 +67,23 @@ class Executor(trainer.Executor):
     """Runs the Trainer as a Vertex AI custom job on the slice or machines, and waits for it."""
 
     def Do(self, input_dict, output_dict, exec_properties):
-        settings = VertexSettings.from_exec_properties(exec_properties)
+        spec = task_spec(exec_properties)  # decoded once, handed on
+        settings = VertexSettings.from_exec_properties(exec_properties, spec)
         model_run = artifact_utils.get_single_uri(
             output_dict[standard_component_specs.MODEL_RUN_KEY])
         record = fs.join(model_run, JOB_RECORD)
         service = vertex_client.client(settings)
-        left = vertex_fallback.fallbacks(exec_properties)
+        left = vertex_fallback.fallbacks(spec.trainer if spec else None)
         job, on = self._earlier_job(service, record, settings)
         first, properties = settings, exec_properties
         if on is not None and on != _shape_key(settings) and on in left:  # a retry after one
-            settings, properties, _ = vertex_fallback.on_fallback(first, exec_properties, on)
+            settings, properties, _ = vertex_fallback.on_fallback(first, exec_properties, spec, on)
             left = left[left.index(on) + 1:]
         attempts = 0
         while job is None or job.state.name != "JOB_STATE_SUCCEEDED":
             if job is not None and vertex_client.no_capacity(job) and left:
                 why, job = f"job {job.name} ended {job.state.name}: {job.error.message}", None
-                settings, properties = self._fall_back(first, exec_properties, left, why)
+                settings, properties = self._fall_back(first, exec_properties, spec, left, why)
             if job is not None:  # it ended without success
                 if not vertex_client.preempted(job) or attempts >= settings.resubmits:
                     raise VertexError(f"Vertex AI job {job.name} ended {job.state.name}: "
@@ -97,7 +98,7 @@ class Executor(trainer.Executor):
             except VertexError as refused:
                 if not (refused.capacity and left):
                     raise
-                settings, properties = self._fall_back(first, exec_properties, left,
+                settings, properties = self._fall_back(first, exec_properties, spec, left,
                                                        str(refused))
                 job = None  # nothing runs: submit on the fallback
                 continue
@@ -105,9 +106,10 @@ class Executor(trainer.Executor):
         _log.info("Vertex AI job %s succeeded", job.name)
 
     @staticmethod
-    def _fall_back(first: VertexSettings, exec_properties, left: list, why: str):
+    def _fall_back(first: VertexSettings, exec_properties, spec, left: list, why: str):
         """The next fallback's settings and properties (taken off `left`), said."""
-        settings, properties, words = vertex_fallback.on_fallback(first, exec_properties, left.pop(0))
+        settings, properties, words = vertex_fallback.on_fallback(first, exec_properties, spec,
+                                                                  left.pop(0))
         _log.warning("No capacity for %s (%s): %s", first.shape, why, words)
         return settings, properties
 

@@ -75,3 +75,47 @@ def test_two_workers_train_one_model_and_only_the_chief_exports(penguins_run, tm
     # The other worker's checkpoints and export (the collectives need it to write them too) were
     # its own, in a directory it removed: nothing is left in either worker's temporary directory.
     assert [list((tmp_path / f"tmp{i}").glob("lockstep-*")) for i in range(2)] == [[], []]
+
+
+def test_a_job_reads_its_rows_restore_point_transform_output_and_label_scaling_once(
+        penguins_run, tmp_path, monkeypatch):
+    """train_job (validation, early stopping, an eval split, the export) counts the train rows,
+    finds where it resumes from, loads the Transform output and reads the label's scaling once
+    each, and hands them on; and the Trainer's executor decodes the TrainSpec once for run_fn."""
+    import collections
+    import types
+
+    import tensorflow_transform as tft
+    from tfx.components.trainer.fn_args_utils import FnArgs
+
+    from components import trainer as trainer_component
+    from trainer_module import build, export, resume, run_fn, train
+    from trainer_module.custom_config import TrainSpec
+
+    calls = collections.Counter()
+
+    def counted(name, function):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(build, "train_rows", counted("rows", build.train_rows))
+    monkeypatch.setattr(resume, "restore_from", counted("restore_from", resume.restore_from))
+    monkeypatch.setattr(export, "label_scaling", counted("label_scaling", export.label_scaling))
+    monkeypatch.setattr(train, "tft", types.SimpleNamespace(
+        TFTransformOutput=counted("transform_output", tft.TFTransformOutput)))
+    job = penguins_job(penguins_run, tmp_path, train_steps=40, validation_share=0.2,
+                       steps_per_execution=5)
+    summary = train.train_job(job)
+    assert summary.eval and summary.stopping and (tmp_path / "serving" / "saved_model.pb").exists()
+    assert calls == {"rows": 1, "restore_from": 1, "label_scaling": 1, "transform_output": 1}
+
+    decoded = collections.Counter()
+    monkeypatch.setattr(TrainSpec, "from_custom_config", classmethod(
+        lambda cls, values, run_parameters=None, decode=TrainSpec.from_custom_config.__func__: (
+            decoded.update(["spec"]), decode(cls, values, run_parameters))[1]))
+    fn_args = FnArgs(custom_config=job.spec.to_custom_config(), train_files=["x"],
+                     transform_graph_path="t", model_run_dir="m", serving_model_dir="s")
+    fn_args = trainer_component.Executor().fn_args(fn_args, {"train_steps": 7})
+    assert run_fn.job_from_fn_args(fn_args).trainer.train_steps == 7 and decoded["spec"] == 1

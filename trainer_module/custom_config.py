@@ -18,6 +18,9 @@ from trainer_module.features import MAX_VOCABULARY, MIN_COUNT, ORDERS
 from trainer_module.settings import (RUN_PARAMETERS, TrainerConfig, TrainerConfigError,
                                      check_task, trainer_config_from_dict)
 
+# The FnArgs attribute the Trainer's executor hands the TrainSpec it decoded on in
+# (components/trainer.py): run_fn reads it there, not the custom_config again.
+TRAIN_SPEC = "lockstep_train_spec"
 LABEL_KEY, TASK_KEY, TRAINER_KEY = "label", "task", "trainer"
 EXCLUDED_KEY, TIMESTAMPS_KEY, ORDERS_KEY = "excluded", "timestamps", "timestamp_orders"
 HASHED_KEY = "hashed"

@@ -27,7 +27,9 @@ autograph_rules.install()  # tf_keras unconverted in the traced signatures
 
 
 def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTransformOutput,
-                         label_key: str, task: str, path: str) -> None:
+                         label_key: str, task: str, path: str,
+                         scaling: tuple[float, float]) -> None:
+    """scaling: the label's (shift, scale), `label_scaling`, read once by the caller."""
     model.tft_layer = tf_transform_output.transform_features_layer()
     raw_spec = tf_transform_output.raw_feature_spec()
     serving_spec = {k: v for k, v in raw_spec.items() if k != label_key}
@@ -36,7 +38,7 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
     class_names = None
     if task == settings.CLASSIFICATION:
         class_names = tf.constant(tf_transform_output.vocabulary_by_name(features.LABEL_VOCAB))
-    shift, scale = label_scaling(tf_transform_output, label_key, task)
+    shift, scale = scaling
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
     def serve(serialized):

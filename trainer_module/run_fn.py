@@ -12,13 +12,14 @@ from tfx.components.trainer.fn_args_utils import FnArgs
 from trainer_module import parameter_server, train
 from trainer_module.job import TrainJob
 from trainer_module.settings import PARAMETER_SERVER
-from trainer_module.custom_config import TrainSpec
+from trainer_module.custom_config import TRAIN_SPEC, TrainSpec
 from trainer_module.summary import SUMMARY_FILE
 
 
 def job_from_fn_args(fn_args: FnArgs) -> TrainJob:
-    """The pipeline's TrainJob, its settings decoded once from the custom_config (with the run's
-    parameters, components/trainer.py). It has no eval files: the Evaluator that follows the
+    """The pipeline's TrainJob, its settings as the Trainer's executor decoded them once (with
+    the run's parameters, components/trainer.py; decoded here from the custom_config where
+    another executor ran run_fn). It has no eval files: the Evaluator that follows the
     Trainer measures the eval split (with TFMA, on the served model, the figures the run reports);
     a pass of the Trainer's own over the same rows cost a second or two and went nowhere but a log
     line."""
@@ -26,7 +27,8 @@ def job_from_fn_args(fn_args: FnArgs) -> TrainJob:
         train_files=tuple(fn_args.train_files), eval_files=(),
         transform_dir=fn_args.transform_graph_path, model_run_dir=fn_args.model_run_dir,
         serving_model_dir=fn_args.serving_model_dir,
-        spec=TrainSpec.from_custom_config(fn_args.custom_config or {}),
+        spec=getattr(fn_args, TRAIN_SPEC, None) or TrainSpec.from_custom_config(
+            fn_args.custom_config or {}),
         base_model=fn_args.base_model or "")
 
 

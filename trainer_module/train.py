@@ -21,7 +21,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from trainer_module import actions as actions_lib, build, controller as controller_lib
-from trainer_module import early_stopping, model as model_lib
+from trainer_module import early_stopping, eval_split, model as model_lib
 from trainer_module import export, input_pipeline, loop, parameter_server, verify_process
 from trainer_module import processes, resume, scaling, sharded_embedding, slices
 from trainer_module import strategy as strategy_lib
@@ -47,15 +47,26 @@ def _warm_start(model: tf.keras.Model, base_model: str) -> tuple[bool, str]:
     return False, why
 
 
-def _plan(job: TrainJob, strategy: tf.distribute.Strategy) -> scaling.Plan:
+def _train_rows(job: TrainJob) -> int | None:
+    """The training split's rows, counted once for the job: where the plan takes its steps or
+    batch from the data, or early stopping its epoch (None where neither needs them)."""
+    cfg = job.trainer
+    if cfg.validation_share > 0:  # early stopping scores once an epoch: it needs them
+        cfg = dataclasses.replace(cfg, train_steps=0, train_examples=0)
+    return build.train_rows(cfg, job.train_files)
+
+
+def _plan(job: TrainJob, strategy: tf.distribute.Strategy, rows: int | None,
+          restore_from: str) -> scaling.Plan:
     """The scaling plan for this strategy, printed, with its warnings logged. A synchronous job
     that resumes from a checkpoint written on another topology keeps its global batch (elastic
-    resume: trainer_module/resume.py)."""
+    resume: trainer_module/resume.py). rows: the training split's (`_train_rows`), given to the
+    plan where its steps or batch come from the data."""
     cfg = job.trainer
-    train_rows = build.train_rows(cfg, job.train_files)
+    train_rows = rows if scaling.needs_rows(cfg) else None
     asynchronous = parameter_server.is_parameter_server(strategy)
     cluster = strategy_lib.cluster_size(strategy) if asynchronous else None
-    keep = None if asynchronous else resume.recorded_topology(resume.restore_from(job))
+    keep = None if asynchronous else resume.recorded_topology(restore_from)
     plan = scaling.make_plan(cfg, strategy.num_replicas_in_sync, strategy_lib.is_tpu(strategy),
                              train_rows, cluster, strategy_lib.hardware(strategy),
                              hosts=strategy_lib.hosts(strategy), keep=keep)
@@ -118,7 +129,8 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
                 else strategy_lib.resolve_strategy(cfg))
     verified = _verify(job, strategy_lib.hardware(strategy)) if cfg.verify else None
     asynchronous = parameter_server.is_parameter_server(strategy)
-    plan = _plan(job, strategy)
+    restore_from, rows = resume.restore_from(job), _train_rows(job)  # each read once, passed on
+    plan = _plan(job, strategy, rows, restore_from)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     inputs = build.model_inputs(tf_transform_output, job.label, job.task, cfg)
     loss = build.loss(cfg, job.task, inputs.outputs)
@@ -140,10 +152,9 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         if chief:
             resume.mark(job)
         raw_spec = build.raw_spec(tf_transform_output, job.label)
-        stopping = _early_stopping(job, plan, model, loss, best, raw_spec, transform,
+        stopping = _early_stopping(job, plan, rows, model, loss, best, raw_spec, transform,
                                    scorer=_local_copy(model, inputs) if asynchronous else None
                                    ) if validating else None
-        restore_from = resume.restore_from(job)
         controller = controller_lib.Controller(
             model, optimizer, restore_from=restore_from, strategy=strategy,
             # Every worker saves (the all-reduce needs them all); only the chief's copy is kept.
@@ -216,11 +227,13 @@ def _evaluate_and_export(model, job: TrainJob, plan: scaling.Plan, raw_spec,
                          tf_transform_output, transform, target: str) -> dict:
     """The eval split's metrics ({} without one), and the serving model written to `target`
     (the tables split over the replicas whole: the served model has no strategy)."""
-    eval_metrics = (evaluate(model, job, raw_spec, transform, job.task, plan)
+    label_scaling = export.label_scaling(tf_transform_output, job.label, job.task)  # read once
+    eval_metrics = (eval_split.evaluate(model, job, raw_spec, transform, job.task, plan,
+                                        label_scaling[1])
                     if job.eval_files else {})
     logging.info("Eval: %s", eval_metrics)
     export.export_serving_model(model_lib.unsharded(model), tf_transform_output, job.label,
-                                job.task, target)
+                                job.task, target, label_scaling)
     return eval_metrics
 
 
@@ -278,19 +291,17 @@ def _layers(model: tf.keras.Model):
     return [module for module in model.submodules if isinstance(module, tf.keras.layers.Layer)]
 
 
-def _early_stopping(job: TrainJob, plan: scaling.Plan, model, loss, best, raw_spec,
-                    transform, scorer=None) -> early_stopping.EarlyStopping:
+def _early_stopping(job: TrainJob, plan: scaling.Plan, rows: int | None, model, loss, best,
+                    raw_spec, transform, scorer=None) -> early_stopping.EarlyStopping:
     """The validation rows' score, every epoch of the fit rows (or a twentieth of the steps).
     scorer: a model on this process's device that scores instead, the weights copied into it
     once a score (asynchronous training: the parameter servers' variables are read once, not
     once a batch); the coordinator then stops scheduling steps, and every worker stops."""
     cfg = job.trainer
     validation = input_pipeline.make_dataset_fn(
-        job.train_files, raw_spec, job.label, job.task, EVAL_BATCH, training=False,
+        job.train_files, raw_spec, job.label, job.task, eval_split.EVAL_BATCH, training=False,
         transform=transform, part=input_pipeline.VALIDATION,
         validation_share=cfg.validation_share)(None)
-    rows = build.train_rows(dataclasses.replace(cfg, train_steps=0, train_examples=0),
-                            job.train_files)
     per_epoch = math.ceil(rows * (1 - cfg.validation_share) / plan.global_batch) if rows else 0
     score = early_stopping.validation_loss(scorer or model, loss, validation)
     if scorer is not None:
@@ -357,31 +368,6 @@ def _verify(job: TrainJob, hardware: str):
         raise VerificationFailed(result.lines()[-1] + " (trainer.verify; `lockstep verify` "
                                  "prints the same)")
     return result
-
-
-EVAL_BATCH = 4096  # eval rows per step: one compiled call per batch, not one eager call per 32
-
-
-def evaluate(model, job: TrainJob, raw_spec, transform, task, plan) -> dict:
-    ds = input_pipeline.make_dataset_fn(job.eval_files, raw_spec, job.label, task,
-                                        max(plan.global_batch, EVAL_BATCH), training=False,
-                                        transform=transform)(None)
-    if task == CLASSIFICATION:
-        metric = tf.keras.metrics.SparseCategoricalAccuracy()
-        name = "accuracy"
-    else:
-        metric = tf.keras.metrics.RootMeanSquaredError()
-        name = "rmse"
-
-    @tf.function
-    def update(x, y):
-        metric.update_state(y, model(x, training=False))
-
-    for x, y in ds:
-        update(x, y)
-    # A regression's labels and outputs are standardized (Transform): the RMSE in the label's units.
-    _, scale = export.label_scaling(tft.TFTransformOutput(job.transform_dir), job.label, task)
-    return {name: float(metric.result()) * (scale if name == "rmse" else 1.0)}
 
 
 def main(argv: list[str]) -> int:
