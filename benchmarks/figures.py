@@ -13,8 +13,10 @@ directory:
 
 The machine is named with its cores and load, since a busy machine is slower: quote a figure
 with the machine it came from.
-usage: python benchmarks/figures.py [--kfp-local] [--no-tests] [--smoke]
+usage: python benchmarks/figures.py [--kfp-local] [--no-tests] [--smoke] [--write [PAGE]]
 --smoke: the first run only, no test counts (does it run and print its figures)
+--write: also write the block to PAGE (default docs/figures.md), the page docs/setup.md and the
+README link to instead of copying figures by hand.
 """
 
 from __future__ import annotations
@@ -57,9 +59,10 @@ def lockstep_run(root: Path, *flags: str) -> tuple[float, float, str]:
 
 
 def test_count(*marks: str) -> int:
-    """The tests pytest collects (with `-m` marks given)."""
+    """The tests pytest collects (with `-m` marks given; a path of tests/ instead of all)."""
+    where = [] if marks and marks[-1].startswith("tests") else ["tests"]
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
-                           "-p", "no:cacheprovider", *marks, "tests"],
+                           "-p", "no:cacheprovider", *marks, *where],
                           cwd=REPO, env=_env(), capture_output=True, text=True)
     found = re.search(r"^(\d+)(?:/\d+)? tests? (?:collected|selected)", done.stdout, re.M)
     if not found:
@@ -73,6 +76,8 @@ def main() -> None:
                         help="also the bundled run under kfp.local (a few minutes)")
     parser.add_argument("--no-tests", action="store_true", help="skip counting the tests")
     parser.add_argument("--smoke", action="store_true", help="the first run only, no counts")
+    parser.add_argument("--write", nargs="?", const=str(REPO / "docs" / "figures.md"),
+                        default="", help="also write the figures to this page")
     args = parser.parse_args()
     runs = ("first run, fresh root", "second run, same root", "third run, same root")
     if args.smoke:
@@ -92,12 +97,30 @@ def main() -> None:
                      f"{wall:.1f} s")
     if not args.no_tests:
         everything, fast = test_count(), test_count("-m", "not slow")
-        lines.append(f"tests: {everything} ({fast} fast, make test-fast)")
+        unit = test_count("tests/unit")
+        lines.append(f"tests: {everything} ({fast} fast, make test-fast; {unit} unit, "
+                     "make test-unit)")
     load = os.getloadavg()[0]
-    print(f"benchmarks/figures.py on {os.cpu_count()} cores, load {load:.1f} at the end, "
-          f"{time.strftime('%Y-%m-%d')}:")
+    head = (f"benchmarks/figures.py on {os.cpu_count()} cores, load {load:.1f} at the end, "
+            f"{time.strftime('%Y-%m-%d')}:")
+    print(head)
     for line in lines:
         print(f"  {line}")
+    if args.write:
+        block = "\n".join([head, *(f"  {line}" for line in lines)])
+        Path(args.write).write_text(PAGE.format(block=block))
+
+
+PAGE = """# Figures, as measured
+
+Written by `python benchmarks/figures.py --write` (never by hand): the bundled data's runs with
+the real CLI in fresh processes, and the test counts as pytest collects them. docs/setup.md and
+the README link here; run it again after a change that moves them.
+
+```
+{block}
+```
+"""
 
 
 if __name__ == "__main__":

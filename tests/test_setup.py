@@ -107,6 +107,19 @@ def test_readme_has_at_most_120_lines_and_the_two_commands_in_its_first_15():
     assert any(c.startswith("make test") for c in first), first
 
 
+def test_figures_are_generated_not_copied_by_hand():
+    """docs/figures.md is benchmarks/figures.py's output (`--write`), and no other page or the
+    README quotes a test count by hand: they link to it."""
+    page = (REPO / "docs" / "figures.md").read_text()
+    assert page.startswith("# Figures, as measured") and "benchmarks/figures.py on " in page
+    assert re.search(r"^  tests: \d+ \(\d+ fast, make test-fast; \d+ unit", page, re.M), page
+    for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        if path.name == "figures.md":
+            continue
+        counted = re.findall(r"\b\d{3,} (?:tests|passed)\b", path.read_text())
+        assert not counted, f"{path.name} quotes {counted}: link to docs/figures.md instead"
+
+
 def test_the_readme_links_every_docs_page_and_every_docs_link_is_a_page():
     files = _repo_files()
     docs = {name for name in files if name.startswith("docs/")}

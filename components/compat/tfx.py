@@ -34,6 +34,11 @@ _KFP_V2 = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
 _TRAINER = "tfx.components.trainer.executor"
 _DEPENDENCY_UTILS = "tfx.utils.dependency_utils"
 
+_COMPILER = "tfx.dsl.compiler.compiler"
+_CONSTANTS = "tfx.dsl.compiler.constants"
+_RUNTIME_PARAMETERS = "tfx.orchestration.portable.runtime_parameter_utils"
+_RUNNER_UTILS = "tfx.orchestration.local.runner_utils"
+_LAUNCHER = "tfx.orchestration.portable.launcher"
 SYMBOLS = (
     Symbol(_TFXIO_UTILS, "make_tfxio", read_by=_TFXIO_UTILS),
     Symbol(_TRANSFORM, "TransformProcessor", read_by=_TRANSFORM),
@@ -45,6 +50,16 @@ SYMBOLS = (
     Symbol("tfx.dsl.components.base.base_beam_executor", "BaseBeamExecutor._beam_pipeline_args"),
     Symbol(_DEPENDENCY_UTILS, "make_beam_dependency_flags",
            read_by="tfx.dsl.components.base.base_beam_executor"),
+    # The local DAG runner's pieces of TFX's orchestration (pipeline/local/): not in tfx.v1.
+    Symbol(_COMPILER, "Compiler.compile"),
+    Symbol(_CONSTANTS, "PIPELINE_RUN_ID_PARAMETER_NAME"),
+    Symbol(_CONSTANTS, "PIPELINE_RUN_CONTEXT_TYPE_NAME"),
+    Symbol(_RUNTIME_PARAMETERS, "substitute_runtime_parameter"),
+    Symbol(_RUNNER_UTILS, "extract_local_deployment_config"),
+    Symbol(_RUNNER_UTILS, "extract_executor_spec"),
+    Symbol(_RUNNER_UTILS, "extract_custom_driver_spec"),
+    Symbol(_LAUNCHER, "Launcher.launch"),
+    Symbol("tfx.orchestration.metadata", "Metadata"),
 )
 
 
@@ -159,3 +174,66 @@ def package_tfx_unless(workers_are_here: Callable[[list[str]], bool],
 
     make_beam_dependency_flags.workers_are_here = workers_are_here
     dependency_utils.make_beam_dependency_flags = make_beam_dependency_flags
+
+
+# --- TFX's orchestration, as the local DAG runner drives it (pipeline/local/) -------------------
+
+def compile_ir(pipeline):
+    """The pipeline's IR (TFX's compiler, as LocalDagRunner compiles)."""
+    from tfx.dsl.compiler import compiler
+
+    return compiler.Compiler().compile(pipeline)
+
+
+def set_run_id(ir, run_id: str) -> None:
+    """The IR's run id runtime parameter set to `run_id`."""
+    from tfx.dsl.compiler import constants
+    from tfx.orchestration.portable import runtime_parameter_utils
+
+    runtime_parameter_utils.substitute_runtime_parameter(
+        ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id})
+
+
+def run_context_type() -> str:
+    """The ML Metadata context type of a pipeline run."""
+    from tfx.dsl.compiler import constants
+
+    return constants.PIPELINE_RUN_CONTEXT_TYPE_NAME
+
+
+def metadata_connection(ir):
+    """The ML Metadata connection config of the IR's local deployment."""
+    from tfx.orchestration.local import runner_utils
+
+    deployment = runner_utils.extract_local_deployment_config(ir)
+    config = deployment.metadata_connection_config
+    return getattr(config, config.WhichOneof("connection_config"))
+
+
+def metadata_class():
+    """TFX's ML Metadata handle class (a `with` of it is one session)."""
+    from tfx.orchestration import metadata
+
+    return metadata.Metadata
+
+
+def launch(ir, node_id: str, mlmd_connection):
+    """Runs one node of the IR as LocalDagRunner does (driver, cache, executor, publishing)
+    through TFX's portable launcher; its ExecutionInfo (None where nothing ran)."""
+    from tfx.orchestration.local import runner_utils
+    from tfx.orchestration.portable import launcher
+
+    deployment = runner_utils.extract_local_deployment_config(ir)
+    node = next(n.pipeline_node for n in ir.nodes if n.pipeline_node.node_info.id == node_id)
+    return launcher.Launcher(
+        pipeline_node=node, mlmd_connection=mlmd_connection,
+        pipeline_info=ir.pipeline_info, pipeline_runtime_spec=ir.runtime_spec,
+        executor_spec=runner_utils.extract_executor_spec(deployment, node_id),
+        custom_driver_spec=runner_utils.extract_custom_driver_spec(deployment, node_id),
+    ).launch()
+
+
+def import_launcher() -> None:
+    """TFX's launcher and its imports loaded (a worker does it once, before it forks)."""
+    from tfx.orchestration.local import runner_utils  # noqa: F401
+    from tfx.orchestration.portable import launcher  # noqa: F401

@@ -28,10 +28,8 @@ import logging
 import os
 import threading
 
-from tfx.dsl.compiler import compiler, constants
-from tfx.orchestration.portable import runtime_parameter_utils
-
 from components import serving_check
+from components.compat import tfx as tfx_compat
 from pipeline import definition
 from pipeline.config import Config
 from pipeline.local import node_worker
@@ -63,7 +61,7 @@ def compile_ir(pipeline, uncached: tuple[str, ...] = ()):
     """The pipeline's IR, with caching off for `uncached`: the nodes the orchestrator never takes
     from the cache (pipeline/orchestrators/local_dag.py), and a node whose cached output is
     damaged."""
-    ir = compiler.Compiler().compile(pipeline)
+    ir = tfx_compat.compile_ir(pipeline)
     for node in ir.nodes:
         if node.pipeline_node.node_info.id in uncached:
             node.pipeline_node.execution_options.caching_options.enable_cache = False
@@ -77,8 +75,7 @@ def compile_run(pipeline, uncached: tuple[str, ...] = ()):
     ir = compile_ir(pipeline, uncached)
     run_id = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M:%S.%f}Z"
               f"-{os.getpid()}")
-    runtime_parameter_utils.substitute_runtime_parameter(
-        ir, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id})
+    tfx_compat.set_run_id(ir, run_id)
     return ir, run_id
 
 
@@ -114,17 +111,12 @@ def _record_stopped(ir) -> None:
     """Every execution of the run that had not ended (the other lane's node, its process killed)
     recorded as failed in ML Metadata, as the interrupted node's own launcher records it."""
     from ml_metadata.proto import metadata_store_pb2
-    from tfx.orchestration import metadata
-    from tfx.orchestration.local import runner_utils
 
-    deployment = runner_utils.extract_local_deployment_config(ir)
-    connection = getattr(deployment.metadata_connection_config,
-                         deployment.metadata_connection_config.WhichOneof("connection_config"))
+    connection = tfx_compat.metadata_connection(ir)
     run_id = ir.runtime_spec.pipeline_run_id.field_value.string_value
     unended = (metadata_store_pb2.Execution.NEW, metadata_store_pb2.Execution.RUNNING)
-    with metadata.Metadata(connection) as handle:
-        context = handle.store.get_context_by_type_and_name(
-            constants.PIPELINE_RUN_CONTEXT_TYPE_NAME, run_id)
+    with tfx_compat.metadata_class()(connection) as handle:
+        context = handle.store.get_context_by_type_and_name(tfx_compat.run_context_type(), run_id)
         if context is None:
             return
         stopped = [e for e in handle.store.get_executions_by_context(context.id)

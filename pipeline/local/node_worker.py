@@ -55,19 +55,11 @@ def launch(ir, node_id: str) -> bool:
       integrity.CorruptArtifact: a cached output is not what was written (the node runs again,
         not from the cache: pipeline/use_cases/local_run.py)."""
     from ml_metadata.proto import metadata_store_pb2
-    from tfx.orchestration.local import runner_utils
-    from tfx.orchestration.portable import launcher
 
-    deployment = runner_utils.extract_local_deployment_config(ir)
-    connection = getattr(deployment.metadata_connection_config,
-                         deployment.metadata_connection_config.WhichOneof("connection_config"))
-    node = next(n.pipeline_node for n in ir.nodes if n.pipeline_node.node_info.id == node_id)
-    info = launcher.Launcher(
-        pipeline_node=node, mlmd_connection=_in_turn(connection),
-        pipeline_info=ir.pipeline_info, pipeline_runtime_spec=ir.runtime_spec,
-        executor_spec=runner_utils.extract_executor_spec(deployment, node_id),
-        custom_driver_spec=runner_utils.extract_custom_driver_spec(deployment, node_id),
-    ).launch()
+    from components.compat import tfx as tfx_compat
+
+    connection = tfx_compat.metadata_connection(ir)
+    info = tfx_compat.launch(ir, node_id, _in_turn(connection))
     if info is None or not info.execution_id:
         return False
     with _in_turn(connection) as handle:
@@ -90,9 +82,9 @@ def _in_turn(connection):
 @functools.cache
 def _in_turn_class():
     """The class, made once (TFX is imported where a node is launched, not with this module)."""
-    from tfx.orchestration import metadata
+    from components.compat import tfx as tfx_compat
 
-    class InTurn(metadata.Metadata):
+    class InTurn(tfx_compat.metadata_class()):
         def __init__(self, config):
             super().__init__(config)
             sqlite = config.sqlite if config.WhichOneof("config") == "sqlite" else None
@@ -166,8 +158,9 @@ def cores() -> int:
 
 def _forked() -> processes.Forked:
     """This process forked into a worker, requests and answers through two pipes."""
-    from tfx.orchestration.local import runner_utils  # noqa: F401  what `launch` imports,
-    from tfx.orchestration.portable import launcher  # noqa: F401  once, before the fork
+    from components.compat import tfx as tfx_compat
+
+    tfx_compat.import_launcher()  # what `launch` imports, once, before the fork
 
     parent = os.getpid()
 
@@ -272,8 +265,9 @@ def main() -> None:
     os.dup2(2, 1)  # prints of the libraries go to the log, not into the answers
     _log_to_stderr()
     with processes.imports_uncollected():  # trainer_module first: TF_USE_LEGACY_KERAS
-        from tfx.orchestration.local import runner_utils  # noqa: F401  before the first request
-        from tfx.orchestration.portable import launcher  # noqa: F401
+        from components.compat import tfx as tfx_compat
+
+        tfx_compat.import_launcher()  # before the first request
 
     _serve(sys.stdin.buffer, answers)
 
