@@ -39,7 +39,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from trainer_module.table_plan import Table, block_sizes, megabytes, table_bytes  # noqa: E402
+from trainer_module.table_plan import Table, block_sizes, megabytes, table_bytes
 
 DIM = 16
 PER_REPLICA = 256

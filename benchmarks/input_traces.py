@@ -27,10 +27,10 @@ import time
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from trainer_module import early_stopping, input_pipeline  # noqa: E402
+from trainer_module import early_stopping, input_pipeline
 
 
 def _write(path: str, width: int, rows: int) -> dict:

@@ -21,9 +21,9 @@ import time
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from trainer_module import input_pipeline  # noqa: E402
+from trainer_module import input_pipeline
 
 
 def write_files(directory: str, rows: int, files: int) -> list[str]:

@@ -46,12 +46,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import REPO  # noqa: E402
-from trainer_module.job import TrainJob  # noqa: E402
-from trainer_module.parameter_server import TRAINER_PROCESS_ENV  # noqa: E402
-from trainer_module.processes import free_ports  # noqa: E402
-from trainer_module.settings import CLASSIFICATION, TrainerConfig  # noqa: E402
-from trainer_module.custom_config import TrainSpec  # noqa: E402
+from harness import REPO
+from trainer_module.job import TrainJob
+from trainer_module.parameter_server import TRAINER_PROCESS_ENV
+from trainer_module.processes import free_ports
+from trainer_module.settings import CLASSIFICATION, TrainerConfig
+from trainer_module.custom_config import TrainSpec
 
 ENV = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
 

@@ -21,10 +21,10 @@ import time
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from trainer_module import settings, input_pipeline, loop, model as model_lib  # noqa: E402
+from trainer_module import settings, input_pipeline, loop, model as model_lib
 
 NUMERIC = [f"x{i}_xf" for i in range(16)]
 SPEC = {**{k: tf.io.FixedLenFeature([], tf.float32) for k in NUMERIC},

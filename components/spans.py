@@ -33,7 +33,7 @@ def as_glob(span_pattern: str) -> str:
 
 def _regex(full_pattern: str) -> re.Pattern:
     head, tail = full_pattern.split(SPAN)
-    glob_to_re = lambda text: "".join(  # noqa: E731
+    glob_to_re = lambda text: "".join(  # noqa: E731 - used twice, just below
         "[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in text)
     return re.compile(glob_to_re(head) + r"(\d+)" + glob_to_re(tail) + "$")
 

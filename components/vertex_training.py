@@ -132,7 +132,7 @@ class Executor(trainer.Executor):
         try:
             job = service.create_custom_job(parent=settings.parent,
                                             custom_job=custom_job(settings, display_name, args))
-        except Exception as err:  # noqa: BLE001  google.api_core's errors, by status
+        except Exception as err:  # noqa: BLE001 - any API error, as one line naming the setting  google.api_core's errors, by status
             raise vertex_client.refused(err, settings) from None
         fs.makedirs(record.rsplit("/", 1)[0])
         fs.write_text(record, json.dumps({"name": job.name, **(
@@ -147,7 +147,7 @@ class Executor(trainer.Executor):
         while True:
             try:
                 job = service.get_custom_job(name=name)
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:  # noqa: BLE001 - any API error, as one line naming the setting
                 raise vertex_client.refused(err, settings) from None
             if job.state.name in vertex_client.TERMINAL:
                 return job

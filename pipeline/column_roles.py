@@ -183,7 +183,7 @@ class _Column:
             written = self._written_date()
             if written:
                 return written
-        feature = (lambda: self._hashed(kind)  # noqa: E731
+        feature = (lambda: self._hashed(kind)  # noqa: E731 - evaluated only where no role was written
                    or self._large(kind, min_count, max_vocabulary) or Role(FEATURE, ""))
         if kind == FLOAT or not self.id_candidate or self.present < ID_MIN_VALUES:
             return feature()

@@ -33,7 +33,7 @@ from components.vertex_training import VertexTrainer
 from components import vertex_job
 from pipeline import evaluation
 from pipeline.binding import HERE, Binding
-from pipeline.node_ids import (  # noqa: F401  the definition's names for them
+from pipeline.node_ids import (
     BASELINE_NODE, EVALUATOR_NODE, EXAMPLE_GEN_NODE, PUSHER_NODE, REFERENCE_NODE, SCHEMA_NODE,
     STATISTICS_NODE, TRAINER_NODE, TRANSFORM_NODE, VALIDATOR_NODE)
 from pipeline.config import Config

@@ -65,7 +65,7 @@ def _numeric_shares(values: pa.ChunkedArray, edges: np.ndarray) -> np.ndarray:
 
 def _jsd(p: np.ndarray, q: np.ndarray) -> float:
     m = (p + q) / 2
-    term = lambda a: float(np.sum(a[a > 0] * np.log2(a[a > 0] / m[a > 0])))  # noqa: E731
+    term = lambda a: float(np.sum(a[a > 0] * np.log2(a[a > 0] / m[a > 0])))  # noqa: E731 - one line
     return max(0.0, (term(p) + term(q)) / 2)
 
 

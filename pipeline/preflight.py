@@ -144,7 +144,7 @@ def _load_tensorflow_quietly() -> None:
     try:
         os.dup2(quiet, 2)
         with processes.imports_uncollected():
-            import tensorflow  # noqa: F401
+            import tensorflow  # noqa: F401 - imported for the fork, uncollected
     finally:
         os.dup2(saved, 2)
         os.close(saved), os.close(quiet)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import pytest  # noqa: E402
+import pytest
 
-import trainer_module  # noqa: E402,F401  (legacy Keras, one OpenBLAS thread: lockstep's settings)
-from trainer_module import processes  # noqa: E402
+import trainer_module  # noqa: F401  (legacy Keras, one OpenBLAS thread: lockstep's settings)
+from trainer_module import processes
 
 REPO = Path(__file__).resolve().parent.parent
 UNIT = Path(__file__).resolve().parent / "unit"

@@ -15,10 +15,10 @@ import sys
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
-from absl import logging  # noqa: E402
+from absl import logging
 
-from trainer_module import termination, train  # noqa: E402
-from trainer_module.job import TrainJob  # noqa: E402
+from trainer_module import termination, train
+from trainer_module.job import TrainJob
 
 logging.set_verbosity(logging.INFO)
 

@@ -13,10 +13,10 @@ import time
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from trainer_module import parameter_server  # noqa: E402
+from trainer_module import parameter_server
 
 
 def main(workers: int, sleep: float, steps: int) -> None:

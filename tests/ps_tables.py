@@ -17,12 +17,12 @@ import sys
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
-import numpy as np  # noqa: E402 - after TF_USE_LEGACY_KERAS
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from trainer_module import build, export, model as model_lib, parameter_server  # noqa: E402
-from trainer_module import sharded_embedding  # noqa: E402
-from trainer_module.settings import CLASSIFICATION, TrainerConfig  # noqa: E402
+from trainer_module import build, export, model as model_lib, parameter_server
+from trainer_module import sharded_embedding
+from trainer_module.settings import CLASSIFICATION, TrainerConfig
 
 ROWS, BATCH, CLASSES = 37, 16, 3
 NUMERIC, CATEGORICAL = ["x"], {"user": ROWS, "item": 5}

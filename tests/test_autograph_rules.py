@@ -9,7 +9,7 @@ import collections
 import pytest
 import tensorflow as tf
 
-from trainer_module import autograph_rules, loop, tf_internals  # noqa: F401  (loop installs it)
+from trainer_module import autograph_rules, loop, tf_internals
 from test_synchronous_training import builtin_records  # noqa: F401  (a module's fixture)
 
 

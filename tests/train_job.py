@@ -11,10 +11,10 @@ import sys
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
-from absl import logging  # noqa: E402
+from absl import logging
 
-from trainer_module import train  # noqa: E402
-from trainer_module.job import TrainJob  # noqa: E402
+from trainer_module import train
+from trainer_module.job import TrainJob
 
 logging.set_verbosity(logging.INFO)
 

@@ -177,7 +177,7 @@ def check_loss(loss, task: str, outputs: int, batch: int = 4) -> None:
               else tf.zeros([batch], tf.int64))
     try:
         values = tf.convert_to_tensor(loss(labels, tf.zeros([batch, outputs])))
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:  # noqa: BLE001 - the user's code: any error, as one line
         raise HookError(f"{LOSS_KEY}: calling it on labels [{batch}] and outputs "
                         f"[{batch}, {outputs}] failed: {type(err).__name__}: "
                         f"{_first_line(err)}") from None
@@ -199,7 +199,7 @@ def check_model(model, inputs: ModelInputs, batch: int = 2) -> None:
     features = {key: tf.zeros([batch], spec.dtype) for key, spec in inputs.feature_spec.items()}
     try:
         outputs = model(features, training=False)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:  # noqa: BLE001 - the user's code: any error, as one line
         raise HookError(f"{MODEL_KEY}: the model fails on a batch of the transformed features "
                         f"({', '.join(sorted(features))}): {type(err).__name__}: "
                         f"{_first_line(err)}") from None

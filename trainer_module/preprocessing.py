@@ -82,7 +82,7 @@ def _timestamp_parts(x, order: str = features.YMD) -> tuple[dict, tf.Tensor]:
         text = tf.where(valid, text, "1970-01-01")
         # A date alone is at midnight: every cell then has its hour at [11, 13).
         text = tf.where(tf.strings.length(text) >= 13, text, tf.strings.substr(text, 0, 10) + "T00")
-        number = lambda start, length: tf.strings.to_number(  # noqa: E731
+        number = lambda start, length: tf.strings.to_number(  # noqa: E731 - four uses below
             tf.strings.substr(text, start, length), tf.int64)
         year, month, day, hour = number(0, 4), number(5, 2), number(8, 2), number(11, 2)
         return _parts(year, month, day, hour, _present(x) * tf.cast(valid, tf.float32))
@@ -323,7 +323,7 @@ def builtin_feature_spec(columns: dict[str, str], timestamps=()) -> dict:
     ({column: int | float | string}): their names and tf.io specs, without running Transform
     (the check of a user's model before a run, trainer_module/hooks.py)."""
     spec = {}
-    fixed = lambda dtype: tf.io.FixedLenFeature([], dtype)  # noqa: E731
+    fixed = lambda dtype: tf.io.FixedLenFeature([], dtype)  # noqa: E731 - a short name
     for column, kind in columns.items():
         names = ([features.timestamp_part(column, p) for p in features.TIMESTAMP_PARTS]
                  if column in timestamps else [column])

@@ -97,7 +97,7 @@ def run_in_subprocess(job: TrainJob, replicas: int = 2, steps: int = 3, timeout:
                 {"cluster": {"worker": cluster}, "task": {"type": "worker", "index": index}})
                              ) if cluster else env
             # Files, not pipes: a worker blocked on a full pipe would stall the others' all-reduce.
-            log = open(os.path.join(tmp, f"worker-{index}.log"), "w+")  # noqa: SIM115
+            log = open(os.path.join(tmp, f"worker-{index}.log"), "w+")  # noqa: SIM115 - closed by _wait
             children.append((subprocess.Popen(command, env=worker_env, stdout=subprocess.DEVNULL,
                                               stderr=log, text=True), log))
         outputs = _wait(children, timeout, f"{replicas} replicas, {steps} steps")

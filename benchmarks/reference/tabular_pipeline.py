@@ -10,9 +10,9 @@ import os
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
-from absl import app, logging  # noqa: E402
-from stock import evaluate_and_push  # noqa: E402
-from tfx import v1 as tfx  # noqa: E402
+from absl import app, logging
+from stock import evaluate_and_push
+from tfx import v1 as tfx
 
 MODULE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tabular_module.py")
 

@@ -178,11 +178,11 @@ def _view_as(self, cls):
         return view
     view = object.__new__(cls)
     view._flags = flags  # noqa: SLF001  the three attributes Beam's __init__ sets
-    view._visible_options = copy.deepcopy(parsed)  # noqa: SLF001
+    view._visible_options = copy.deepcopy(parsed)  # noqa: SLF001 - the wall: Beam's own views
     for option_name in view._visible_option_list():  # noqa: SLF001  as view_as does
-        if option_name not in self._all_options:  # noqa: SLF001
-            self._all_options[option_name] = getattr(view._visible_options, option_name)  # noqa: SLF001
-    view._all_options = self._all_options  # noqa: SLF001
+        if option_name not in self._all_options:  # noqa: SLF001 - the wall: Beam's own views
+            self._all_options[option_name] = getattr(view._visible_options, option_name)  # noqa: SLF001 - the wall: Beam's own views
+    view._all_options = self._all_options  # noqa: SLF001 - the wall: Beam's own views
     return view
 
 
@@ -212,8 +212,8 @@ def _deep_size(*objs) -> int:
     excluded = _module_globals()
     measured = statecache._filter_func  # noqa: SLF001  Beam's own filter, kept
     return objsize.get_deep_size(
-        *objs, get_size_func=statecache._size_func,  # noqa: SLF001
-        get_referents_func=statecache._get_referents_func,  # noqa: SLF001
+        *objs, get_size_func=statecache._size_func,  # noqa: SLF001 - the wall: Beam's own views
+        get_referents_func=statecache._get_referents_func,  # noqa: SLF001 - the wall: Beam's own views
         filter_func=lambda o: id(o) not in excluded and measured(o),
         exclude_modules_globals=False)
 

@@ -235,5 +235,5 @@ def launch(ir, node_id: str, mlmd_connection):
 
 def import_launcher() -> None:
     """TFX's launcher and its imports loaded (a worker does it once, before it forks)."""
-    from tfx.orchestration.local import runner_utils  # noqa: F401
-    from tfx.orchestration.portable import launcher  # noqa: F401
+    from tfx.orchestration.local import runner_utils  # noqa: F401 - loaded, not used here
+    from tfx.orchestration.portable import launcher  # noqa: F401 - loaded, not used here

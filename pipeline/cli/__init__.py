@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from trainer_module.processes import exit_now  # noqa: F401  the command's end (its tests', too)
+from trainer_module.processes import exit_now
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no C++ info logs
 

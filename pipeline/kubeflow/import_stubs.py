@@ -119,7 +119,7 @@ def install() -> bool:
         return False
     sys.modules["tensorflow"] = None  # TFX's fileio then registers its local filesystem only
     try:
-        import tfx.dsl.io.plugins.tensorflow_gfile  # noqa: F401
+        import tfx.dsl.io.plugins.tensorflow_gfile  # noqa: F401 - registers the local filesystem
     finally:
         del sys.modules["tensorflow"]
     sys.meta_path.insert(0, _Finder())

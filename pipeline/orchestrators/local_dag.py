@@ -38,7 +38,7 @@ def run(prepared, console: Console) -> RunReport:
     worker = None if fresh else node_worker.Worker.if_useful()  # its imports beside ours
     try:  # TFX's imports here; run_dag uses them
         with processes.imports_uncollected():
-            from pipeline.local import dag_runner  # noqa: F401
+            from pipeline.local import dag_runner  # noqa: F401 - imported for its imports, uncollected
         if fresh:
             worker = node_worker.Worker.if_useful(fork=True)
             serving_check.prewarm_by_fork()  # after the worker's fork: the worker holds none
