@@ -13,6 +13,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from pipeline.config import Config, ConfigError
+from trainer_module.settings import PARAMETER_SERVER
 
 if TYPE_CHECKING:
     from trainer_module.scaling import Plan
@@ -195,6 +196,26 @@ def _data(config: Config):
     return data_check.check(config.data)
 
 
+def _server_line(config: Config, table_rows: dict[str, int]) -> str:
+    """What each parameter server holds of the tables: split over trainer.ps_servers past
+    trainer.shard_embeddings_over (trainer_module/build.py, table_shards), else each whole on
+    one server."""
+    from trainer_module import table_plan
+
+    dim, over = config.trainer.embedding_dim, config.trainer.shard_embeddings_over
+    servers = config.trainer.ps_servers
+    tables = [table_plan.Table(feature, rows, dim, table_plan.shards_for(rows, dim, servers, over),
+                               holders="parameter servers")
+              for feature, rows in table_rows.items()]
+    split = [t for t in tables if t.blocks > 1]
+    whole = [t for t in tables if t.blocks == 1]
+    share = sum(t.replica_bytes for t in split)
+    return (f"  {servers} parameter server(s): {table_plan.megabytes(share)} a server of the split "
+            f"tables ({', '.join(t.feature for t in split) or 'none'}), and the {len(whole)} "
+            f"whole ones ({table_plan.megabytes(sum(t.bytes for t in whole))}) placed one to a "
+            "server in turn")
+
+
 def table_plan_lines(config: Config, table_rows: dict[str, int], sizes: list[Size]) -> list[str]:
     """What the built-in model's embedding tables take, per size: each table's rows and bytes
     with Adam's slots, and a replica's share, whole or split over the replicas
@@ -207,11 +228,15 @@ def table_plan_lines(config: Config, table_rows: dict[str, int], sizes: list[Siz
     from trainer_module import table_plan
 
     dim, over = config.trainer.embedding_dim, config.trainer.shard_embeddings_over
-    lines = [f"Embedding tables (x {dim}, Adam's slots with each; split over GPU or CPU "
-             f"replicas past trainer.shard_embeddings_over, {table_plan.megabytes(over)}):"
+    holders = ("the parameter servers" if config.trainer.strategy == PARAMETER_SERVER
+               else "GPU or CPU replicas")
+    lines = [f"Embedding tables (x {dim}, Adam's slots with each; split over {holders} "
+             f"past trainer.shard_embeddings_over, {table_plan.megabytes(over)}):"
              if over >= 0 else f"Embedding tables (x {dim}, Adam's slots with each; never split):"]
     for feature, rows in sorted(table_rows.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {feature}: {rows:,} rows, {table_plan.megabytes(table_plan.table_bytes(rows, dim))}")
+    if config.trainer.strategy == PARAMETER_SERVER:  # asynchronous: split over the servers
+        return lines + [_server_line(config, table_rows)]
     for size in sizes:
         tables = [table_plan.Table(feature, rows, dim, table_plan.shards_for(
             rows, dim, size.replicas, over) if size.splits_tables else 1)

@@ -113,6 +113,14 @@ def test_plan_prints_each_embedding_table_and_a_replicas_share(tmp_path):
     text = cli("plan", "--data", tmp_path / "d.csv", "--label", "y", "--slice", "v5e-4",
                "--tables").stdout
     assert "  v5e-4: 0.3 MB a replica of 16 GiB" in text
+    # Asynchronous: the tables past the bound split over the parameter servers instead.
+    cfg.write_text('[trainer]\nstrategy = "parameter_server"\nps_servers = 3\n'
+                   "shard_embeddings_over = 100000\nembedding_dim = 8\n")
+    text = cli("plan", "--config", cfg, "--data", tmp_path / "d.csv", "--label", "y",
+               "--tables").stdout
+    assert "split over the parameter servers past trainer.shard_embeddings_over" in text, text
+    assert ("  3 parameter server(s): 0.1 MB a server of the split tables (user_xf), and the 2 "
+            "whole ones (0.0 MB) placed one to a server in turn") in text, text
 
 
 def test_plan_refuses_tables_a_replica_cannot_hold(tmp_path):
