@@ -73,8 +73,7 @@ def main(servers: int, steps: int, directory: str) -> None:
     restored = _built()
     tf.train.Checkpoint(model=restored).read(path).expect_partial()
     # The served model's weights file, as export writes it, warm-starts a fresh split model.
-    weights = tf.train.Checkpoint(**{export._key(v.name): v for v in one.weights})  # noqa: SLF001
-    weights.write(os.path.join(directory, "served", export.WEIGHTS))
+    export.write_weights(one, os.path.join(directory, "served"))
     with strategy.scope():
         fresh = _built({"user": servers})
     matched = export.warm_start(fresh, os.path.join(directory, "served"))

@@ -30,8 +30,7 @@ def _names(model):
 
 def test_a_warm_start_copies_the_weights_that_still_fit(tmp_path):
     base = _mlp((8, 4), seed=1)
-    tf.train.Checkpoint(**{export._key(v.name): v for v in base.weights}).write(
-        str(tmp_path / "new" / export.WEIGHTS))
+    export.write_weights(base, str(tmp_path / "new"))
     target = _mlp((8, 6), seed=2)  # the second layer and the heads changed shape
     before = _names(target)
     fitting = _fitting(base, target)
@@ -55,8 +54,7 @@ def test_each_hidden_layer_starts_from_its_own_weights(tmp_path):
     "ensemble/kernel:0", and a warm start gave the first layer the second's bias)."""
     base = _mlp((8, 8), seed=1)
     assert len(_names(base)) == len(base.weights)
-    tf.train.Checkpoint(**{export._key(v.name): v for v in base.weights}).write(
-        str(tmp_path / "base" / export.WEIGHTS))
+    export.write_weights(base, str(tmp_path / "base"))
     target = _mlp((8, 8), seed=2)
     assert export.warm_start(target, str(tmp_path / "base")) == len(target.weights)
     for got, want in zip(target.weights, base.weights):
@@ -72,8 +70,7 @@ def test_a_warm_start_from_another_architecture_says_so_and_starts_afresh(tmp_pa
     x = tf.keras.layers.Dense(32, name="dense_0")(tf.stack(list(inputs.values()), axis=1))
     old = tf.keras.Model(inputs, tf.keras.layers.Dense(3, name="logits")(x))
     old.save(str(tmp_path / "old"), save_format="tf")
-    tf.train.Checkpoint(**{export._key(v.name): v for v in old.weights}).write(
-        str(tmp_path / "old" / export.WEIGHTS))
+    export.write_weights(old, str(tmp_path / "old"))
     target = _mlp((8, 6), seed=2)
     before = _names(target)
     warm, why = train._warm_start(target, str(tmp_path / "old"))

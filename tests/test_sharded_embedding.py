@@ -216,8 +216,7 @@ def test_the_served_model_holds_the_whole_table_and_answers_as_trained(records, 
     x, _ = next(iter(_dataset_fn(records, 256)(None)))
     np.testing.assert_array_equal(model(x, training=False), served(x, training=False))
 
-    weights = tf.train.Checkpoint(**{export._key(v.name): v for v in served.weights})
-    weights.write(str(tmp_path / "model" / export.WEIGHTS))
+    export.write_weights(served, str(tmp_path / "model"))
     with _strategy(2).scope():
         fresh = _model(2)
     assert export.warm_start(fresh, str(tmp_path / "model"), model_lib.sharded_parts(fresh)[1])

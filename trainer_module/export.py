@@ -64,8 +64,13 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
 
     model.save(path, save_format="tf", save_traces=False, signatures={
         "serving_default": serve, "transform_features": transform_features})
+    write_weights(model, path)
+
+
+def write_weights(model: tf.keras.Model, model_dir: str) -> None:
+    """The model's weights by name, as `warm_start` reads them, under model_dir's WEIGHTS."""
     tf.train.Checkpoint(**{_key(v.name): v for v in model.weights}).write(
-        os.path.join(path, WEIGHTS))
+        os.path.join(model_dir, WEIGHTS))
 
 
 def label_scaling(tf_transform_output: tft.TFTransformOutput, label_key: str,
@@ -125,7 +130,7 @@ def warm_start(model: tf.keras.Model, base_model: str, tables: dict | None = Non
         reader = tf.train.load_checkpoint(weights)
         shapes = reader.get_variable_to_shape_map()
         source = {}
-        for name in [var.name for var in model.weights] + list(_server_split(model)):
+        for name, _ in sharded_embedding.whole_variables(model):
             key = f"{_key(name)}/.ATTRIBUTES/VARIABLE_VALUE"
             if key in shapes:
                 source[name] = reader.get_tensor(key)
@@ -142,19 +147,11 @@ def warm_start(model: tf.keras.Model, base_model: str, tables: dict | None = Non
     return _assign(model, source)
 
 
-def _server_split(model: tf.keras.Model) -> dict:
-    """{the whole table's weight name: its ShardedVariable} for the tables split over the
-    parameter servers (the served model holds each whole, under that name)."""
-    return {f"{layer}/embeddings:0": table
-            for layer, table in sharded_embedding.server_split(model).items()}
-
-
 def _assign(model: tf.keras.Model, source: dict) -> int:
+    """Each weight (a table split over the parameter servers whole) given a value of its name
+    and shape in `source`; how many were."""
     matched = 0
-    split = _server_split(model)
-    parts = {id(part) for table in split.values() for part in table.variables}
-    named = [(var.name, var) for var in model.weights if id(var) not in parts]
-    for name, var in named + list(split.items()):
+    for name, var in sharded_embedding.whole_variables(model):
         other = source.get(name)
         if other is not None and tuple(other.shape) == tuple(var.shape):
             var.assign(other)

@@ -84,21 +84,27 @@ def server_split(model: tf.keras.Model) -> dict:
             if isinstance(getattr(layer, "embeddings", None), split)}
 
 
+def whole_variables(model: tf.keras.Model) -> list[tuple[str, object]]:
+    """[(name, variable)] of model.weights, each table split over the parameter servers once,
+    where its parts were, as its ShardedVariable under the whole table's name
+    ("embed_user/embeddings:0"): the weights of the same model built without a strategy."""
+    split = {id(part): (f"{layer}/embeddings:0", table)
+             for layer, table in server_split(model).items() for part in table.variables}
+    named, seen = [], set()
+    for weight in model.weights:
+        name, variable = split.get(id(weight), (weight.name, weight))
+        if id(variable) not in seen:
+            seen.add(id(variable))
+            named.append((name, variable))
+    return named
+
+
 def whole_weights(model: tf.keras.Model) -> list[np.ndarray]:
     """model.get_weights(), with each table split over the parameter servers whole (where
-    get_weights gives its parts): the weights of the same model built without a strategy."""
-    parts = {}
-    for table in server_split(model).values():
-        for i, part in enumerate(table.variables):
-            parts[id(part)] = (table, i)
-    values = []
-    for weight in model.weights:
-        table, i = parts.get(id(weight), (None, 0))
-        if table is None:
-            values.append(weight.numpy())
-        elif i == 0:
-            values.append(tf.convert_to_tensor(table).numpy())
-    return values
+    get_weights gives its parts)."""
+    split = tf_internals.sharded_variable_type()
+    return [tf.convert_to_tensor(v).numpy() if isinstance(v, split) else v.numpy()
+            for _, v in whole_variables(model)]
 
 
 class _Blocks(tf_internals.trackable_base()):
