@@ -43,6 +43,17 @@ def _dataset(_=None):
     return tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH, drop_remainder=True).repeat()
 
 
+def _values(model) -> dict:
+    """{name: value} of the model's weights as one device's model of one Embedding per feature
+    has them, however its tables are split or stacked."""
+    return {name: sharded_embedding.weight_value(weight)
+            for name, weight in sharded_embedding.named_weights(model)}
+
+
+def _largest(a: dict, b: dict) -> float:
+    return max(float(np.abs(a[name] - b[name]).max()) for name in a)
+
+
 def _optimizer():
     return tf.keras.optimizers.AdamW(learning_rate=0.01, weight_decay=0.004)
 
@@ -54,23 +65,23 @@ def main(servers: int, steps: int, directory: str) -> None:
     with strategy.scope():
         split = _built({"user": servers})
         optimizer = _optimizer()
-    start = sharded_embedding.whole_weights(split)
+    start = _values(split)
     trainer = parameter_server.AsynchronousLoop(strategy, split, optimizer, loss, BATCH, _dataset,
                                                 steps_per_closure=4)
     trainer.train(steps)
     path = tf.train.Checkpoint(model=split).write(os.path.join(directory, "ckpt"))
 
-    one = _built()
-    one.set_weights(start)
+    one = _built()  # its tables stacked: compared by name (sharded_embedding.named_weights)
+    for name, weight in sharded_embedding.named_weights(one):
+        weight.assign(start[name])
     one_optimizer = _optimizer()
     for x, y in _dataset().take(steps):
         with tf.GradientTape() as tape:
             value = tf.reduce_sum(loss(y, one(x, training=True))) / BATCH
         one_optimizer.apply_gradients(zip(tape.gradient(value, one.trainable_variables),
                                           one.trainable_variables))
-    trained = sharded_embedding.whole_weights(split)
-    ends = one.get_weights()
-    restored = _built()
+    trained, ends = _values(split), _values(one)
+    restored = _built({"user": servers})  # outside the strategy: plain Embeddings, unsplit
     tf.train.Checkpoint(model=restored).read(path).expect_partial()
     # The served model's weights file, as export writes it, warm-starts a fresh split model.
     export.write_weights(one, os.path.join(directory, "served"))
@@ -82,13 +93,12 @@ def main(servers: int, steps: int, directory: str) -> None:
         "parts": [list(part.shape) for part in table.variables],
         "devices": sorted({part.device for part in table.variables}),
         "split_layers": sorted(sharded_embedding.server_split(split)),
-        "difference": max(float(np.abs(a - b).max()) for a, b in zip(trained, ends)),
-        "moved": max(float(np.abs(a - b).max()) for a, b in zip(trained, start)),
-        "restored": max(float(np.abs(a - b).max())
-                        for a, b in zip(restored.get_weights(), trained)),
-        "warm_matched": matched, "weights": len(one.weights),
-        "warm": max(float(np.abs(a - b).max())
-                    for a, b in zip(sharded_embedding.whole_weights(fresh), ends)),
+        "names": sorted(ends) == sorted(trained) == sorted(start),
+        "difference": _largest(trained, ends),
+        "moved": _largest(trained, start),
+        "restored": _largest(_values(restored), trained),
+        "warm_matched": matched, "weights": len(ends),
+        "warm": _largest(_values(fresh), ends),
         "updates": trainer.updates}))
 
 

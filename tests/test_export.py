@@ -7,7 +7,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from trainer_module import export, model as model_lib
+from trainer_module import export, model as model_lib, table_stack
 from trainer_module.settings import TrainerConfig
 
 
@@ -91,7 +91,7 @@ def test_the_built_in_models_shape_is_the_configs_alone():
     head = model.get_layer("ensemble")
     assert (head.members, head.hidden_units) == (defaults.ensemble_members,
                                                   defaults.hidden_units)
-    assert model.get_layer("embed_k_xf").output_dim == defaults.embedding_dim
+    assert model.get_layer(table_stack.NAME).dim == defaults.embedding_dim
     # No number of the model's shape as a default anywhere in its builder's signature.
     signature = inspect.signature(model_lib.tabular)
     assert not [p for p in signature.parameters.values()

@@ -96,7 +96,7 @@ def test_a_table_split_over_the_parameter_servers_trains_as_one_device(servers, 
     assert len(sizes) == servers and sum(sizes) == 37 and max(sizes) - min(sizes) <= 1, found
     assert [d.split("/")[1:4] for d in found["devices"]] == [
         ["job:ps", "replica:0", f"task:{i}"] for i in range(servers)], found
-    assert found["updates"] == 24 and found["moved"] > 0.05, found
+    assert found["names"] and found["updates"] == 24 and found["moved"] > 0.05, found
     assert found["difference"] <= 1e-6, found
     # The checkpoint holds the whole table (restored into the unsplit model), and the served
     # model's weights warm-start every weight of a split model, the table's parts included.

@@ -57,17 +57,23 @@ def optimizer(cfg: TrainerConfig, schedule) -> tf.keras.optimizers.Optimizer:
     return precision.wrap_optimizer(inner, cfg.precision)
 
 
-def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> tf.keras.Model:
+def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy,
+          tables_of: tf.distribute.Strategy | None = None) -> tf.keras.Model:
     """The model (the user's, checked on a small batch, or the built-in one) in trainer.precision,
     outputs in float32; call it in the strategy's scope. mixed_float16 on a TPU is refused here
-    too: `auto` may only find the TPU at run time."""
+    too: `auto` may only find the TPU at run time.
+
+    tables_of: the strategy whose split of the tables the built-in model takes (default:
+    `strategy`'s): a process's own copy of a parameter-server model, built outside it, has a
+    table of its own for each table split over the servers, whole, and its weights in the same
+    places (`set_weights` from `sharded_embedding.whole_weights`)."""
     cfg = inputs.config
     if cfg.precision == MIXED_FLOAT16 and strategy_lib.is_tpu(strategy):
         raise strategy_lib.StrategyError(FLOAT16_ON_TPU)
     with precision.policy(cfg.precision):
         if not cfg.model:
             built = model_lib.tabular(inputs.numeric, inputs.categorical, inputs.outputs,
-                                      inputs.task, cfg, **_split(inputs, strategy))
+                                      inputs.task, cfg, **_split(inputs, tables_of or strategy))
         else:
             built = hooks.load(MODEL_KEY, cfg.model, 1)(inputs)
             hooks.check_model(built, inputs)

@@ -21,7 +21,7 @@ import os
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import autograph_rules, features, settings, sharded_embedding
+from trainer_module import autograph_rules, features, settings, sharded_embedding, table_stack
 
 autograph_rules.install()  # tf_keras unconverted in the traced signatures
 
@@ -68,9 +68,14 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
 
 
 def write_weights(model: tf.keras.Model, model_dir: str) -> None:
-    """The model's weights by name, as `warm_start` reads them, under model_dir's WEIGHTS."""
-    tf.train.Checkpoint(**{_key(v.name): v for v in model.weights}).write(
-        os.path.join(model_dir, WEIGHTS))
+    """The model's weights by name, as `warm_start` reads them, under model_dir's WEIGHTS: each
+    stacked table under its own name (trainer_module/table_stack.py), as a model of one
+    Embedding per feature names it."""
+    named = table_stack.by_table(model, [(v.name, v) for v in model.weights])
+    with tf.init_scope():
+        values = {_key(name): (tf.Variable(v.numpy()) if isinstance(v, table_stack.TableSlice)
+                               else v) for name, v in named}
+    tf.train.Checkpoint(**values).write(os.path.join(model_dir, WEIGHTS))
 
 
 def label_scaling(tf_transform_output: tft.TFTransformOutput, label_key: str,
@@ -130,7 +135,7 @@ def warm_start(model: tf.keras.Model, base_model: str, tables: dict | None = Non
         reader = tf.train.load_checkpoint(weights)
         shapes = reader.get_variable_to_shape_map()
         source = {}
-        for name, _ in sharded_embedding.whole_variables(model):
+        for name, _ in sharded_embedding.named_weights(model):
             key = f"{_key(name)}/.ATTRIBUTES/VARIABLE_VALUE"
             if key in shapes:
                 source[name] = reader.get_tensor(key)
@@ -142,16 +147,17 @@ def warm_start(model: tf.keras.Model, base_model: str, tables: dict | None = Non
                 matched += 1
         return matched + _assign(model, source)
     else:
-        source = {v.name: v.numpy() for v in
-                  tf.keras.models.load_model(base_model, compile=False).weights}
+        loaded = tf.keras.models.load_model(base_model, compile=False)
+        source = {name: v.numpy() for name, v in
+                  table_stack.by_table(loaded, [(v.name, v) for v in loaded.weights])}
     return _assign(model, source)
 
 
 def _assign(model: tf.keras.Model, source: dict) -> int:
-    """Each weight (a table split over the parameter servers whole) given a value of its name
-    and shape in `source`; how many were."""
+    """Each weight (a table split over the parameter servers whole, each stacked table its own)
+    given a value of its name and shape in `source`; how many were."""
     matched = 0
-    for name, var in sharded_embedding.whole_variables(model):
+    for name, var in sharded_embedding.named_weights(model):
         other = source.get(name)
         if other is not None and tuple(other.shape) == tuple(var.shape):
             var.assign(other)

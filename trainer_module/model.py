@@ -7,7 +7,9 @@ the tabular deep-learning literature that matches gradient boosting with an MLP:
   is clip(position - t, 0, 1)), with its softly clipped z-score and its missing flag, then a
   linear map of its own and a ReLU: a column whose values name things (a flight's distance, an
   hour) gets a step where a tree would split, not one slope;
-- text columns as embeddings of their vocabulary index;
+- text and code columns as embeddings of their vocabulary index, the whole tables stacked in one
+  variable (trainer_module/table_stack.py: one lookup and one optimizer update for all of them,
+  weight for weight the model of one Embedding per feature);
 - a TabM-mini ensemble head (Gorishniy et al., ICLR 2025): k members share the backbone (dense
   layers with dropout), each scales the backbone's input by its own vector (initialized to random
   signs) and has its own output layer. In training the model returns every member's outputs,
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from trainer_module import features, settings, sharded_embedding
+from trainer_module import features, settings, sharded_embedding, table_stack
 from trainer_module.autograph_rules import plain
 
 CLIP = 3.0  # a z-score's soft clip: z / sqrt(1 + (z / CLIP)^2), about z inside +-CLIP
@@ -182,18 +184,13 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
             if key in sharded:
                 x[key] = sharded_embedding.ShardedEmbedding(
                     size, cfg.embedding_dim, sharded[key],
-                    _table_initializer(cfg.embedding_dim, cfg.seed, i),
+                    table_stack.table_initializer(cfg.embedding_dim, cfg.seed, i),
                     name=f"embed_{key}")(inputs[key])
         return tf.keras.Model(inputs, core(x))
     return _tabular(numeric, categorical, outputs, task, cfg, server_blocks=server_blocks)
 
 
 CORE = "tabular_core"
-
-
-def _table_initializer(dim: int, seed: int, i: int):
-    """The i-th categorical feature's table's initializer, split or whole: N(0, 1/dim)."""
-    return tf.keras.initializers.RandomNormal(stddev=dim ** -0.5, seed=seed + 300 + i)
 
 
 def sharded_parts(model: tf.keras.Model):
@@ -239,13 +236,15 @@ class _Given(tf.keras.initializers.Initializer):
 
 def logical_weights(model: tf.keras.Model) -> list:
     """The variables of `unsharded(model)` (each split table whole), by name and, among those of
-    one name, by place: the same list for the same model however its tables are split, and
-    whatever order its layers were built in."""
+    one name, by place: the same list for the same model however its tables are split or
+    stacked (each stacked table a `table_stack.TableSlice` of its name), and whatever order its
+    layers were built in."""
     seen: dict[str, int] = {}
     keyed = []
-    for weight in unsharded(model).weights:
-        seen[weight.name] = seen.get(weight.name, -1) + 1
-        keyed.append(((weight.name, seen[weight.name]), weight))
+    whole = unsharded(model)
+    for name, weight in table_stack.by_table(whole, [(w.name, w) for w in whole.weights]):
+        seen[name] = seen.get(name, -1) + 1
+        keyed.append(((name, seen[name]), weight))
     return [weight for _, weight in sorted(keyed, key=lambda pair: pair[0])]
 
 
@@ -282,17 +281,30 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, g
                                       name="numeric_embedding", dtype="float32")(stacked))
     if plain:
         parts.append(tf.stack([inputs[key] for key in plain], axis=1))
-    for i, (key, size) in enumerate(sorted(categorical.items())):
-        if key in given:
-            inputs[key] = tf.keras.Input(shape=(embedding_dim,), name=key, dtype=tf.float32)
-            parts.append(inputs[key])
-            continue
-        inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.int64)
-        # Built here (a functional call): under ParameterServerStrategy, split over the servers.
-        with sharded_embedding.SERVER_SPLIT.splitting(server_blocks.get(key, 1)):
-            parts.append(tf.keras.layers.Embedding(
-                size, embedding_dim, name=f"embed_{key}",
-                embeddings_initializer=_table_initializer(embedding_dim, seed, i))(inputs[key]))
+    order = sorted(categorical)
+    if order:
+        rows = {}  # the features whose rows come in, or from a table of their own
+        for i, key in enumerate(order):
+            if key in given:
+                inputs[key] = rows[key] = tf.keras.Input(shape=(embedding_dim,), name=key,
+                                                         dtype=tf.float32)
+                continue
+            inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.int64)
+            if server_blocks.get(key, 1) > 1:
+                # Built here (a functional call): under ParameterServerStrategy, split over
+                # the servers, a table of its own.
+                with sharded_embedding.SERVER_SPLIT.splitting(server_blocks[key]):
+                    rows[key] = tf.keras.layers.Embedding(
+                        categorical[key], embedding_dim, name=f"embed_{key}",
+                        embeddings_initializer=table_stack.table_initializer(
+                            embedding_dim, seed, i))(inputs[key])
+        stacked = [[key, categorical[key], i] for i, key in enumerate(order) if key not in rows]
+        if stacked:
+            parts.append(table_stack.TableStack(stacked, embedding_dim, order, seed,
+                                                name=table_stack.NAME)(
+                {key: rows.get(key, inputs[key]) for key in order}))
+        else:
+            parts.extend(rows[key] for key in order)
     x = parts[0] if len(parts) == 1 else tf.keras.layers.Concatenate()(parts)
     out = EnsembleHead(max(cfg.ensemble_members, 1), cfg.hidden_units, outputs, task,
                        cfg.dropout, cfg.l2, seed=seed, name="ensemble")(x)

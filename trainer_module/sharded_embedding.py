@@ -49,7 +49,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-from trainer_module import strategy as strategy_lib, table_plan, tf_internals
+from trainer_module import strategy as strategy_lib, table_plan, table_stack, tf_internals
 from trainer_module.autograph_rules import plain
 
 class ServerSplit(threading.local):
@@ -97,6 +97,21 @@ def whole_variables(model: tf.keras.Model) -> list[tuple[str, object]]:
             seen.add(id(variable))
             named.append((name, variable))
     return named
+
+
+def named_weights(model: tf.keras.Model) -> list[tuple[str, object]]:
+    """[(name, weight)] as one device's model of one Embedding per feature has them, whatever
+    the layout: a table split over the parameter servers whole (`whole_variables`), each
+    stacked table a weight of its own (trainer_module/table_stack.py, `by_table`). Each
+    weight's value: `weight_value`."""
+    return table_stack.by_table(model, whole_variables(model))
+
+
+def weight_value(weight) -> np.ndarray:
+    """A weight of `named_weights`, read whole."""
+    if isinstance(weight, tf_internals.sharded_variable_type()):
+        return tf.convert_to_tensor(weight).numpy()
+    return np.asarray(weight.numpy())
 
 
 def whole_weights(model: tf.keras.Model) -> list[np.ndarray]:

@@ -152,9 +152,9 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         if chief:
             resume.mark(job)
         raw_spec = build.raw_spec(tf_transform_output, job.label)
+        scorer = _local_copy(model, inputs, strategy) if asynchronous and validating else None
         stopping = _early_stopping(job, plan, rows, model, loss, best, raw_spec, transform,
-                                   scorer=_local_copy(model, inputs) if asynchronous else None
-                                   ) if validating else None
+                                   scorer=scorer) if validating else None
         controller = controller_lib.Controller(
             model, optimizer, restore_from=restore_from, strategy=strategy,
             # Every worker saves (the all-reduce needs them all); only the chief's copy is kept.
@@ -174,7 +174,7 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
                            transform, start)
         logs, train_seconds = _train_to_end(controller, steps, job, chief)
         tables = _sharded_tables(model)  # before an asynchronous run's copy, its tables whole
-        model = _local_copy(model, inputs) if asynchronous else model  # not the servers' weights
+        model = _local_copy(model, inputs, strategy) if asynchronous else model  # off the servers
         eval_metrics = _evaluate_and_export(
             model, job, plan, raw_spec, tf_transform_output, transform,
             job.serving_model_dir if chief else scratch.mkdir("export"))
@@ -341,9 +341,10 @@ def _step_loop(job: TrainJob, strategy, plan: scaling.Plan, model, optimizer, lo
                         accumulation_steps=plan.accumulation_steps)
 
 
-def _local_copy(model: tf.keras.Model, inputs) -> tf.keras.Model:
-    """The model built again on this process's own device, with the trained weights."""
-    copy = build.model(inputs, tf.distribute.get_strategy())
+def _local_copy(model: tf.keras.Model, inputs, strategy) -> tf.keras.Model:
+    """The model built again on this process's own device, with the trained weights (its tables
+    as `strategy` splits them, each whole here)."""
+    copy = build.model(inputs, tf.distribute.get_strategy(), tables_of=strategy)
     copy.set_weights(sharded_embedding.whole_weights(model))
     return copy
 

@@ -1,0 +1,104 @@
+"""The built-in model's whole tables stacked in one variable (trainer_module/table_stack.py) are
+the model of one Keras Embedding per feature: the same initial weights, the same weights after 24
+AdamW steps with ids repeated within a batch (every table stacked, or some of them tables of
+their own in between), each table its own weight in the weights file, so a warm start copies the
+tables that still fit and a table whose vocabulary grew starts afresh alone."""
+
+import numpy as np
+import tensorflow as tf
+
+from trainer_module import export, model as model_lib, settings, table_stack
+
+NUMERIC = [f"{c}_{s}" for c in ("a", "b") for s in ("missing", "q", "xf")] + ["c_xf"]
+TABLES = {"city_xf": 40, "k_code": 6, "m_xf": 3, "user_xf": 97}
+CFG = settings.TrainerConfig(hidden_units=[16, 16], embedding_dim=4, ensemble_members=3, seed=7)
+STEPS, BATCH = 24, 32
+
+
+def _model(own=(), tables=None):
+    """The built-in model; the features in `own` each a Keras Embedding of its own (the
+    separate tables a model gets outside a stack; on one device, server_blocks builds plain
+    Embeddings)."""
+    return model_lib.tabular(NUMERIC, tables or TABLES, 3, settings.CLASSIFICATION, CFG,
+                             server_blocks={key: 2 for key in own})
+
+
+def _batches():
+    rng = np.random.default_rng(0)
+    n = STEPS * BATCH
+    x = {key: rng.normal(size=n).astype("float32") for key in NUMERIC}
+    for key in ("a_q", "b_q"):
+        x[key] = rng.uniform(0, 48, n).astype("float32")
+    # A power law: the same few ids many times in each batch.
+    x.update({key: np.minimum(rng.zipf(1.4, n) - 1, rows - 1).astype("int64")
+              for key, rows in TABLES.items()})
+    y = ((x["a_xf"] > 0) + (x["user_xf"] % 2)).astype("int64")
+    return x, y
+
+
+def _logical(model):
+    return {w.name: np.array(w.numpy()) for w in model_lib.logical_weights(model)}
+
+
+def _train(model):
+    model.compile(optimizer=tf.keras.optimizers.AdamW(0.01, weight_decay=3e-4),
+                  loss=lambda y, out: tf.reduce_mean(model_lib.builtin_loss(
+                      settings.CLASSIFICATION)(y, out)))
+    x, y = _batches()
+    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+    return _logical(model)
+
+
+def test_stacked_tables_train_as_one_embedding_per_feature():
+    stacked = _model()
+    assert [layer.name for layer in table_stack.stacks(stacked)] == [table_stack.NAME]
+    assert not [layer for layer in stacked.layers if isinstance(layer, tf.keras.layers.Embedding)]
+    initial = _logical(stacked)
+    trained = {}
+    for own in ((), tuple(TABLES), ("k_code", "user_xf")):
+        model = _model(own)
+        embeddings = sorted(layer.name for layer in model.layers
+                            if isinstance(layer, tf.keras.layers.Embedding))
+        assert embeddings == sorted(f"embed_{key}" for key in own)
+        start = _logical(model)
+        assert sorted(start) == sorted(initial)
+        for name in initial:  # drawn alike, stacked or not
+            np.testing.assert_array_equal(start[name], initial[name], err_msg=name)
+        trained[own] = _train(model)
+    separate = trained[tuple(TABLES)]
+    moved = max(np.abs(separate[n] - initial[n]).max() for n in initial)
+    assert moved > 0.05
+    for own in ((), ("k_code", "user_xf")):
+        worst = max(np.abs(trained[own][n] - separate[n]).max() for n in separate)
+        assert worst <= 1e-6, (own, worst)
+
+
+def test_the_stack_rebuilds_from_its_config_with_the_same_answers():
+    model = _model(("k_code",))
+    x, _ = _batches()
+    x = {k: v[:BATCH] for k, v in x.items()}
+    again = tf.keras.Model.from_config(model.get_config())
+    again.set_weights(model.get_weights())
+    np.testing.assert_array_equal(model(x, training=False).numpy(),
+                                  again(x, training=False).numpy())
+
+
+def test_a_warm_start_copies_each_table_that_still_fits(tmp_path):
+    base = _model()
+    _train(base)
+    export.write_weights(base, str(tmp_path / "served"))
+    reader = tf.train.load_checkpoint(str(tmp_path / "served" / export.WEIGHTS))
+    keys = {key.split("/")[0] for key in reader.get_variable_to_shape_map()}
+    assert {f"embed_{key}__embeddings_0" for key in TABLES} <= keys
+    assert not [key for key in keys if key.startswith(table_stack.NAME)]
+    grown = {**TABLES, "city_xf": 45}  # a vocabulary that grew
+    for target in (_model(tables=grown), _model(("user_xf",), tables=grown)):
+        before = _logical(target)
+        matched = export.warm_start(target, str(tmp_path / "served"))
+        after, want = _logical(target), _logical(base)
+        assert matched == len(after) - 1
+        np.testing.assert_array_equal(after["embed_city_xf/embeddings:0"],
+                                      before["embed_city_xf/embeddings:0"])
+        for name in after:
+            if name != "embed_city_xf/embeddings:0":
+                np.testing.assert_array_equal(after[name], want[name], err_msg=name)
