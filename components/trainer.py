@@ -40,7 +40,8 @@ class Executor(tfx_compat.FnArgsHook, trainer_executor.GenericExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         serving_check.training_begins()  # its import beside the training, if a runner asked
         try:
-            with tft_compat.outputs_sourced_once():  # the transform graph's load: compat/tft.py
+            # The transform graph's load and its applications: components/compat/tft.py.
+            with tft_compat.outputs_sourced_once(), tft_compat.transforms_pruned_once():
                 return super().Do(input_dict, output_dict, exec_properties)
         finally:
             release_free_memory()

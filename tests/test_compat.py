@@ -153,6 +153,8 @@ def test_the_rebinds_hold_inside_the_block_only():
 
     _rebound(WALL["tft"].outputs_sourced_once(), saved_transform_io_v2,
              "_get_output_to_inputs_map")
+    _rebound(WALL["tft"].transforms_pruned_once(), saved_transform_io_v2.SavedModelLoader,
+             "_apply_v1_transform_model_in_v2")
 
 
 def test_a_transform_graphs_outputs_have_the_sources_tf_transform_finds():

@@ -119,3 +119,41 @@ def test_a_job_reads_its_rows_restore_point_transform_output_and_label_scaling_o
                      transform_graph_path="t", model_run_dir="m", serving_model_dir="s")
     fn_args = trainer_component.Executor().fn_args(fn_args, {"train_steps": 7})
     assert run_fn.job_from_fn_args(fn_args).trainer.train_steps == 7 and decoded["spec"] == 1
+
+
+def test_a_transform_graph_is_pruned_once_for_each_set_of_inputs(penguins_run, tmp_path):
+    """components/compat/tft.py `transforms_pruned_once` (the Trainer's Do): the run's TF1
+    transform graph applied three times to the raw spec (the train input, the served model's
+    transform of the labels, the label's scaling) and once without the label (the served
+    signature) is pruned twice, not four times, and transforms as tf.Transform's own does."""
+    import tensorflow_transform as tft
+
+    from components.compat import tft as tft_compat
+
+    job = penguins_job(penguins_run, tmp_path)
+    records = [r.numpy() for r in tf.data.TFRecordDataset(
+        tf.io.gfile.glob(job.eval_files[0]), compression_type="GZIP").take(16)]
+
+    def applied(output, spec):
+        layer = output.transform_features_layer()
+        return tf.function(lambda x: layer(tf.io.parse_example(x, spec)))(tf.constant(records))
+
+    def dense(outputs):
+        return {k: tf.sparse.to_dense(v).numpy() if isinstance(v, tf.SparseTensor) else v.numpy()
+                for k, v in outputs.items()}
+
+    theirs = tft.TFTransformOutput(job.transform_dir)
+    raw = theirs.raw_feature_spec()
+    serving = {k: v for k, v in raw.items() if k != "species"}
+    want, want_served = dense(applied(theirs, raw)), dense(applied(theirs, serving))
+    with tft_compat.transforms_pruned_once() as prunes:
+        ours = tft.TFTransformOutput(job.transform_dir)
+        got = [dense(applied(ours, raw)) for _ in range(3)]
+        served = dense(applied(ours, serving))
+    assert prunes.count == 2
+    for outputs, expected in [*((g, want) for g in got), (served, want_served)]:
+        assert sorted(outputs) == sorted(expected)
+        for name in expected:
+            np.testing.assert_array_equal(outputs[name], expected[name], err_msg=name)
+    # Outside the block, tf.Transform's own again: each application prunes.
+    assert dense(applied(ours, raw)).keys() == want.keys() and prunes.count == 2

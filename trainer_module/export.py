@@ -32,7 +32,12 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
     """scaling: the label's (shift, scale), `label_scaling`, read once by the caller."""
     model.tft_layer = tf_transform_output.transform_features_layer()
     raw_spec = tf_transform_output.raw_feature_spec()
-    serving_spec = {k: v for k, v in raw_spec.items() if k != label_key}
+    # A request without the label parses with the raw spec where the label is a VarLenFeature
+    # (an empty one, as an unlabeled example's in `transform_features`): the transform graph is
+    # then pruned for one set of inputs for both signatures and the input (components/compat/
+    # tft.py, transforms_pruned_once). A required label is left out of the request's spec.
+    serving_spec = raw_spec if isinstance(raw_spec.get(label_key), tf.io.VarLenFeature) else {
+        k: v for k, v in raw_spec.items() if k != label_key}
     input_names = list(model.input_names)
     label_out = features.transformed_name(label_key)
     class_names = None
