@@ -23,7 +23,7 @@ K8S_VERSION := 1.33.0
 setup:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	$(UV) sync --frozen
-	@$(UV) run --frozen --no-sync python -m compileall -q pipeline components trainer_module
+	@$(UV) run --frozen --no-sync python -m compileall -q pipeline components trainer_module runtime
 
 run: setup
 	$(UV) run --frozen lockstep run $(ARGS)

@@ -1,5 +1,5 @@
 """What a lockstep process pays to import its libraries, plainly beside inside
-trainer_module/processes.py's `imports_uncollected` (the cycle collector off through the imports,
+runtime/processes.py's `imports_uncollected` (the cycle collector off through the imports,
 what they made frozen after), alternated.
 
 Each round imports the module in a fresh interpreter, pinned to one core (os.sched_setaffinity),
@@ -31,7 +31,7 @@ WAYS = ("plain", "uncollected")
 # The child: imports the module one way, and prints its figures as one JSON line.
 _CHILD = """
 import gc, json, resource, sys, time
-from trainer_module import processes
+from runtime import processes
 
 full = []
 def count(phase, info, started=[0.0]):

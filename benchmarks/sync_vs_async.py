@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness import REPO
 from trainer_module.job import TrainJob
 from trainer_module.parameter_server import TRAINER_PROCESS_ENV
-from trainer_module.processes import free_ports
+from runtime.processes import free_ports
 from trainer_module.settings import CLASSIFICATION, TrainerConfig
 from trainer_module.custom_config import TrainSpec
 

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from components import fs
-from trainer_module import exit_status
+from runtime import exit_status
 
 INT, FLOAT, STRING = "int", "float", "string"
 # Cells that mean "missing" unless data.missing_values says otherwise (the penguins source: NA).

@@ -32,7 +32,7 @@ tfx.scripts.run_executor's arguments (`--inputs-base64` ...) instead of a KFP ex
 RUN_EXECUTOR_FLAG tells them apart.
 
 A Trainer task stopped by SIGTERM while it trains (its pod evicted, its node preempted) saves a
-checkpoint first (trainer_module/termination.py) and exits with PREEMPTED_STATUS and one line;
+checkpoint first (runtime/termination.py) and exits with PREEMPTED_STATUS and one line;
 KFP's retry runs the same executor input, so the same ModelRun directory, and resumes there. Any
 task stopped by SIGTERM at another instant (its imports, its executor, the publishing of its
 outputs) exits with the same status and one line naming its executor, within seconds, rather than
@@ -144,7 +144,7 @@ def beam_worker_args(argv: list[str]) -> bool:
 
 def _run_executor(argv: list[str]) -> None:
     """The lean imports, then TFX's entrypoint (or, in a Vertex job, run_executor's)."""
-    from trainer_module import processes
+    from runtime import processes
 
     with processes.imports_uncollected():
         prepare(argv[1:])
@@ -183,7 +183,7 @@ def main() -> None:
     if refused:
         print(refused, file=sys.stderr, flush=True)
         sys.exit(UNWRITABLE_STATUS)
-    from trainer_module import processes, termination
+    from runtime import processes, termination
 
     executor = (_executor_class_path(sys.argv[1:]) or "the task").rsplit(".Executor", 1)[0]
     stopped = (f"stopped by SIGTERM while {executor} ran; nothing it wrote is published: a retry "

@@ -11,7 +11,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 
-from trainer_module import exit_status
+from runtime import exit_status
 
 
 class AnomaliesFound(RuntimeError):

@@ -47,7 +47,7 @@ def objects_frozen():
 
     Afterwards the objects are collectable again, unless something was frozen before the body
     started: Python thaws all or nothing, and in a process of a run the imports are frozen
-    (trainer_module/processes.py: `imports_uncollected`, and a fork's parent), so a thaw would
+    (runtime/processes.py: `imports_uncollected`, and a fork's parent), so a thaw would
     hand the 900k objects of TensorFlow, TFX and Beam back to every later collection, the one
     here first (0.3 to 0.5 s of each run). There what was alive as the body started stays frozen
     until the process ends or thaws everything (a test module's end, tests/conftest.py)."""

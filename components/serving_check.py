@@ -21,8 +21,8 @@ nothing: no process is started for nothing). Then `prewarm` starts a process wit
 and the next `start` in this process hands them to it. It is still a process that has loaded no
 model but the one it checks.
 
-Where this process may fork (trainer_module/processes.may_fork: a `lockstep run` process once its
-runner's imports are done, before any node runs), the runner forks the prewarmed process instead
+Where this process may fork (trainer_module/fork_safety.may_fork: a `lockstep run` process once
+its runner's imports are done, before any node runs), the runner forks the prewarmed process instead
 (`prewarm_by_fork`, pipeline/orchestrators/local_dag.py): no interpreter starts and nothing is
 imported again (about 3 CPU-seconds a run), and whichever check the run makes uses it (the
 Evaluator's, or the Pusher's when it runs in this process), cached Trainer or not.
@@ -45,7 +45,7 @@ import tempfile
 import time
 import typing
 
-from trainer_module import processes
+from runtime import processes
 
 EXAMPLES = 8
 TIMEOUT_SECONDS = 300
@@ -104,7 +104,7 @@ def prewarm() -> None:
 
 def prewarm_by_fork() -> None:
     """The prewarmed check is this process forked, waiting for the next `start`'s arguments.
-    Only where `processes.may_fork()`; call it after forking any other process that must not
+    Only where `fork_safety.may_fork()`; call it after forking any other process that must not
     hold this one (the worker lane's: its `start` would otherwise find it)."""
     discard_prewarmed()
     output = tempfile.TemporaryFile(mode="w+")

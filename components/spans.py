@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable
 
-from trainer_module import exit_status
+from runtime import exit_status
 
 SPAN = "{SPAN}"
 

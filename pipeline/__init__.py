@@ -1,4 +1,4 @@
 """The lockstep pipeline: definition, config, runners and CLI."""
 
-import trainer_module  # noqa: F401  (chooses legacy Keras before anything imports TensorFlow)
+import runtime  # noqa: F401  (chooses legacy Keras before anything imports TensorFlow)
 import components  # noqa: F401  (defers TFX's component catalogue: components/compat/deferred.py)

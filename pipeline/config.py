@@ -16,7 +16,8 @@ from typing import Any
 from components import row_split
 from components.csv_format import DEFAULT_MISSING_VALUES
 from components.fs import is_uri
-from trainer_module import exit_status, hook_paths, hooks
+from runtime import exit_status
+from trainer_module import hook_paths, hooks
 from trainer_module.features import MAX_VOCABULARY, MIN_COUNT
 from trainer_module.settings import TASKS, TrainerConfig, TrainerConfigError, coerce
 

@@ -14,7 +14,7 @@ from pipeline.column_roles import CONSTANT, FEATURE, HASHED, ID, TIMESTAMP, UNIQ
 from trainer_module.settings import REGRESSION
 from trainer_module.custom_config import TransformSpec
 from trainer_module.features import MAX_VOCABULARY, MIN_COUNT, YMD, hashed_vocab_name, vocab_name
-from trainer_module import exit_status
+from runtime import exit_status
 from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY, PREPROCESSING_KEY, HookError
 
 
@@ -129,12 +129,12 @@ def _load_tensorflow_quietly() -> None:
     cuFFT factory ...", logged as errors, so TF_CPP_MIN_LOG_LEVEL=2 lets them through) would
     otherwise come before lockstep's own lines, and before a one-line error about the user's
     code. A user who asks for TensorFlow's logs (TF_CPP_MIN_LOG_LEVEL 0 or 1) gets them. It imports
-    without the cycle collector (trainer_module/processes.py, `imports_uncollected`): this is the
+    without the cycle collector (runtime/processes.py, `imports_uncollected`): this is the
     start of a process that checks the user's code (`lockstep run`, `lockstep verify`)."""
     import os
     import sys
 
-    from trainer_module import processes
+    from runtime import processes
 
     if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") in ("0", "1"):
         return

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from components import csv_format, row_split
 from pipeline.column_roles import CONSTANT, FEATURE
-from trainer_module import exit_status
+from runtime import exit_status
 from trainer_module.settings import CLASSIFICATION
 
 VALUES_COUNTED = 1000  # a text column with more values is not measured (an id, free text)

@@ -18,7 +18,7 @@ import re
 import shutil
 
 from components import fs
-from trainer_module import exit_status
+from runtime import exit_status
 
 ROOT_BYTES_PER_INPUT_BYTE = 4
 FIXED_BYTES = 64 << 20

@@ -17,7 +17,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest
 
 import trainer_module  # noqa: F401  (legacy Keras, one OpenBLAS thread: lockstep's settings)
-from trainer_module import processes
+from runtime import processes
 
 REPO = Path(__file__).resolve().parent.parent
 UNIT = Path(__file__).resolve().parent / "unit"
@@ -116,7 +116,7 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_make_collect_report(collector):
     """A test module is imported as it is collected: outside tests/unit, TensorFlow with its
     replicas first; under it, TensorFlow must not come in. Its imports pay no cycle collection
-    (trainer_module/processes.py, `imports_uncollected`: 1.6 of a collection's 8.8 CPU-s)."""
+    (runtime/processes.py, `imports_uncollected`: 1.6 of a collection's 8.8 CPU-s)."""
     module, unit = isinstance(collector, pytest.Module), _in_unit(collector.path)
     if module and not unit:
         emulate_replicas()

@@ -17,7 +17,8 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 from absl import logging
 
-from trainer_module import termination, train
+from runtime import termination
+from trainer_module import train
 from trainer_module.job import TrainJob
 
 logging.set_verbosity(logging.INFO)

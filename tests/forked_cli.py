@@ -13,7 +13,7 @@ argv, sys.path and `console()`, the test's working directory and environment, st
 /dev/null, stdout and stderr to files the caller reads (buffered as a fresh interpreter's, or
 not with PYTHONUNBUFFERED), Python's default signal handlers, its exit status (or the signal
 that ended it) reported as subprocess's returncode. It forks its own worker lane as a fresh run
-does (trainer_module/processes.may_fork). What it does not have: the server's imports happened
+does (trainer_module/fork_safety.may_fork). What it does not have: the server's imports happened
 before its environment was set, so a variable read as a module is imported (AT_IMPORT) must
 have the server's value: `Server.serves` sends the rest to a fresh interpreter.
 
@@ -228,11 +228,12 @@ class _Following:
 def _serve() -> None:
     """The server: imports what `lockstep run` imports, then forks a child for each request and
     reports each child's end. It runs no TensorFlow, and says so: a child may fork its worker
-    lane as a fresh run does (trainer_module/processes.may_fork)."""
+    lane as a fresh run does (trainer_module/fork_safety.may_fork)."""
     import gc
 
     sys.path[0] = str(REPO)  # not this script's directory: lockstep's root (the child's PYTHONPATH)
-    from trainer_module import processes
+    from runtime import processes
+    from trainer_module import fork_safety
 
     processes.die_with_parent()
     answers = os.dup(1)
@@ -247,7 +248,7 @@ def _serve() -> None:
         from pipeline.use_cases import local_run  # noqa: F401
 
     pipeline.cli.build_parser()
-    processes.tensorflow_imported_only()  # and none of it runs here
+    fork_safety.tensorflow_imported_only()  # and none of it runs here
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)

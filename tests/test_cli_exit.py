@@ -59,7 +59,7 @@ def test_an_error_or_a_stop_exits_though_an_interrupted_library_left_a_thread_ru
         print(time.monotonic(), flush=True)
         cli.exit_now(int(sys.argv[1]))
     """)
-    from trainer_module.processes import STRAGGLER_SECONDS
+    from runtime.processes import STRAGGLER_SECONDS
 
     done = subprocess.run([sys.executable, "-W", "ignore", "-c", script, "5"], cwd=REPO, text=True,
                           capture_output=True, timeout=60)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer_module import actions, controller as controller_lib, loop, progress, termination
+from runtime import progress, termination
+from trainer_module import actions, controller as controller_lib, loop
 
 GLOBAL_BATCH = 8
 CHUNK_ENDS = [3, 5, 8, 10, 13, 15, 18, 20]  # 20 steps, steps_per_execution 3, checkpoint_every 5
@@ -216,7 +217,7 @@ def test_sigterm_after_the_last_look_at_the_flag_goes_on_to_the_handler_before(t
     local runner's, which stops the run, naming the Trainer), not dropped."""
     import signal
 
-    from trainer_module import termination
+    from runtime import termination
 
     def late(step, logs):
         if step == 20:
@@ -263,7 +264,7 @@ def test_once_sigterm_arrived_a_stop_block_ends_with_stopped_whatever_else_it_en
     the other error as its cause; without a SIGTERM, errors and returns are untouched."""
     import signal
 
-    from trainer_module import termination
+    from runtime import termination
 
     with pytest.raises(termination.Stopped, match="^stopped by SIGTERM while A ran$") as raised:
         with termination.stop_on_sigterm(lambda: "stopped by SIGTERM while A ran"):

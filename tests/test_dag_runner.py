@@ -246,7 +246,7 @@ def test_a_stop_swallowed_inside_a_long_node_comes_again_until_the_run_stops(tmp
 
     from ml_metadata.proto import metadata_store_pb2
 
-    from trainer_module import termination
+    from runtime import termination
 
     ir, _ = dag_runner.compile_run(_pipeline(tmp_path, swallow="A", seconds=30.0))
     threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()

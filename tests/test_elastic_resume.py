@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from conftest import REPO, penguins_job, python_started
 from trainer_module import resume, scaling, strategy as strategy_lib, train
-from trainer_module.processes import free_ports
+from runtime.processes import free_ports
 from trainer_module.summary import TrainingSummary
 
 pytestmark = pytest.mark.slow

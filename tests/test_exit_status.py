@@ -1,4 +1,4 @@
-"""Each of the project's errors declares its exit status (trainer_module/exit_status.py);
+"""Each of the project's errors declares its exit status (runtime/exit_status.py);
 pipeline/errors.py maps an error to it without importing the modules that define them."""
 
 import ast
@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 from conftest import REPO
-from trainer_module import exit_status
+from runtime import exit_status
 
 # Every error class a user can meet, and the status the README's table gives it.
 DECLARED = {
@@ -16,8 +16,8 @@ DECLARED = {
     "components.spans.SpanError": 2, "pipeline.storage.StorageError": 2,
     "trainer_module.settings.TrainerConfigError": 2, "trainer_module.scaling.ScalingError": 2,
     "trainer_module.slices.SliceError": 2, "pipeline.local.schedule.ScheduleError": 2,
-    "pipeline.local.run_lock.Locked": 3, "trainer_module.termination.Preempted": 5,
-    "trainer_module.termination.Stopped": 5, "pipeline.errors.PipelineFailed": 1,
+    "pipeline.local.run_lock.Locked": 3, "runtime.termination.Preempted": 5,
+    "runtime.termination.Stopped": 5, "pipeline.errors.PipelineFailed": 1,
     "pipeline.kubeflow.client.KfpError": 1, "pipeline.local.kfp_local.KfpLocalError": 1,
     "components.example_validator.AnomaliesFound": 1,
 }
@@ -45,4 +45,4 @@ def test_errors_py_imports_nothing_of_the_project_but_the_statuses():
     imported = {node.module if isinstance(node, ast.ImportFrom) else alias.name
                 for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
                 for alias in node.names}
-    assert imported - {"__future__"} == {"trainer_module"}
+    assert imported - {"__future__"} == {"runtime"}

@@ -311,7 +311,7 @@ def test_a_kubeflow_task_stopped_by_sigterm_outside_training_says_so_with_status
 
     from components import entrypoint
     from conftest import REPO
-    from trainer_module import termination
+    from runtime import termination
 
     executor_input = {"inputs": {"parameterValues": {"serving_dir": str(tmp_path / "serving")}},
                       "outputs": {"artifacts": {"pushed_model": {"artifacts": [

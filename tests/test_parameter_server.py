@@ -16,7 +16,7 @@ from conftest import REPO, PipelineRun, penguins_job, python_started, serving_ac
 from test_benchmarks import TABLES, smoke
 from trainer_module import scaling
 from trainer_module.settings import TrainerConfig, TrainerConfigError
-from trainer_module.processes import free_ports
+from runtime.processes import free_ports
 
 ENV = dict(os.environ, PYTHONPATH=str(REPO), TF_USE_LEGACY_KERAS="1")
 

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO, penguins_job, python_started
-from trainer_module.processes import free_ports
+from runtime.processes import free_ports
 
 pytestmark = pytest.mark.slow
 

@@ -249,7 +249,7 @@ def test_the_console_shows_components_and_progress_and_logs_everything_else(tmp_
     import logging
 
     from pipeline.local.console import Console
-    from trainer_module.progress import PROGRESS_LOGGER, Progress
+    from runtime.progress import PROGRESS_LOGGER, Progress
 
     log = tmp_path / "logs" / "run.log"
     with Console(str(log)):

@@ -31,7 +31,7 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from json_http import JsonHandler
-from trainer_module.processes import free_ports
+from runtime.processes import free_ports
 
 PREFIX = "/v1/"
 PREEMPTED = {"code": 14, "message": "The replica workerpool1-0 was preempted"}

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Sequence
 from absl import logging
 import tensorflow as tf
 
-from trainer_module.progress import PROGRESS_LOGGER, Progress
+from runtime.progress import PROGRESS_LOGGER, Progress
 
 Logs = dict
 Action = Callable[[int, Logs], None]

@@ -2,7 +2,7 @@
 
 AutoGraph converts every function a `tf.function` calls unless its module is on TensorFlow's
 do-not-convert list. That list names `keras`, but TensorFlow 2.16 does not name `tf_keras`, the
-legacy Keras this project runs (trainer_module/__init__.py): so each trace of a train step,
+legacy Keras this project runs (runtime/__init__.py): so each trace of a train step,
 an eval step or the serving signature rewrote Keras' own `Layer.__call__`, input checks and
 optimizer internals through the AST, once per layer call. On a model with a hundred inputs
 that was most of the Trainer's time, in tracing alone. Later TensorFlow releases add the same

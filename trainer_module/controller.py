@@ -12,7 +12,7 @@ Everything else after a chunk (summaries, log lines, progress, validation, a tes
 action (trainer_module/actions.py), run after that chunk's checkpoint is on disk; an action that
 sets logs[STOP_TRAINING] (early stopping) ends training there, with a checkpoint.
 
-SIGTERM (trainer_module/termination.py) only raises a flag; after each chunk the workers agree on
+SIGTERM (runtime/termination.py) only raises a flag; after each chunk the workers agree on
 it (`Agreement`: alone, the flag itself; under MultiWorkerMirroredStrategy, one small all-reduce
 of every worker's flag, so a SIGTERM to one machine is seen by all at the same step). Then every
 worker saves a checkpoint at that step and raises termination.Preempted, naming the workers the
@@ -34,7 +34,8 @@ from typing import Sequence
 from absl import logging
 import tensorflow as tf
 
-from trainer_module import actions as actions_lib, strategy as strategy_lib, termination
+from runtime import termination
+from trainer_module import actions as actions_lib, strategy as strategy_lib
 from trainer_module import tf_internals
 
 # Beside the checkpoint a SIGTERM saved (the chief's): {"step": S, "signalled": [names]}.

@@ -42,9 +42,10 @@ import sys
 from absl import logging
 import tensorflow as tf
 
-from trainer_module import loop, processes, sharded_embedding, strategy as strategy_lib
+from runtime import processes
+from trainer_module import loop, sharded_embedding, strategy as strategy_lib
 from trainer_module.job import TrainJob
-from trainer_module.progress import PROGRESS_LOGGER
+from runtime.progress import PROGRESS_LOGGER
 from trainer_module.summary import TrainingSummary
 
 # Set in the process that trains (run_in_subprocess): train.run trains there, not again in a child.
@@ -316,5 +317,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    processes.entry_imports_done()  # trainer_module/__init__.py: its imports made uncollected
+    processes.entry_imports_done()  # runtime/__init__.py: its imports made uncollected
     sys.exit(main())

@@ -8,7 +8,7 @@ an uninterrupted run ends with.
 
 - A retried Kubeflow task runs with the same executor input, so the same ModelRun directory: its
   own checkpoints are there.
-- A run stopped by SIGTERM (trainer_module/termination.py) parks its checkpoints beside the ModelRun
+- A run stopped by SIGTERM (runtime/termination.py) parks its checkpoints beside the ModelRun
   directories (`<parent>/.interrupted/<job key>`) before it exits, because TFX's local launcher
   removes a failed execution's outputs; the next run's Trainer, a new execution with a new ModelRun
   directory, resumes from there and removes them once it has trained to the end.

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from trainer_module import exit_status
+from runtime import exit_status
 from trainer_module.settings import PARAMETER_SERVER
 
 

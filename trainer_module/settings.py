@@ -20,7 +20,8 @@ import dataclasses
 import os
 from typing import Any
 
-from trainer_module import exit_status, hook_paths, slices
+from runtime import exit_status
+from trainer_module import hook_paths, slices
 
 CLASSIFICATION, REGRESSION = "classification", "regression"
 TASKS = (CLASSIFICATION, REGRESSION)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainer_module import exit_status
+from runtime import exit_status
 
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"

@@ -14,7 +14,7 @@ import dataclasses
 import math
 from typing import Any
 
-from trainer_module import termination
+from runtime import termination
 from trainer_module.scaling import Plan
 from trainer_module.table_plan import Table
 

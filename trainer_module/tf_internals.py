@@ -5,7 +5,7 @@ it rebinds, here only, each in a function that says why. Outside this module no 
 (tools/private_names.py, `make lint`). SYMBOLS names each one; tests/test_compat.py resolves them
 against the installed TensorFlow, so an upgrade that moves one is named with its version.
 
-Each import is made where it is used: a module that imports this one (trainer_module/processes.py)
+Each import is made where it is used: a module that imports this one (runtime/processes.py)
 may not load TensorFlow, and the Kubeflow compile imports some with TensorFlow's stand-ins.
 """
 
@@ -210,7 +210,7 @@ def write_checkpoint_state(directory: str, latest: str, paths: list[str], timest
         last_preserved_timestamp=last_preserved_timestamp)
 
 
-# --- processes (trainer_module/processes.py) ----------------------------------------------------
+# --- processes (runtime/processes.py) ----------------------------------------------------
 
 def eager_context_made() -> bool:
     """Whether TensorFlow's eager context exists in this process (its thread pools with it)."""

@@ -23,9 +23,11 @@ import tensorflow_transform as tft
 from trainer_module import actions as actions_lib, build, controller as controller_lib
 from trainer_module import early_stopping, eval_split, model as model_lib
 from trainer_module import export, input_pipeline, loop, parameter_server, verify_process
-from trainer_module import processes, resume, scaling, sharded_embedding, slices
+from runtime import processes
+from trainer_module import resume, scaling, sharded_embedding, slices
 from trainer_module import strategy as strategy_lib
-from trainer_module import table_plan, termination
+from runtime import termination
+from trainer_module import table_plan
 from trainer_module.job import TrainJob
 from trainer_module.settings import CLASSIFICATION, GLOBAL, PARAMETER_SERVER, TrainerConfig
 from trainer_module.summary import Asynchronous, Elastic, TrainingSummary
@@ -383,5 +385,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    processes.entry_imports_done()  # trainer_module/__init__.py: its imports made uncollected
+    processes.entry_imports_done()  # runtime/__init__.py: its imports made uncollected
     sys.exit(main(sys.argv))

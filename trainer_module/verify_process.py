@@ -23,7 +23,8 @@ import time
 
 import tensorflow as tf
 
-from trainer_module import processes, scaling, strategy as strategy_lib
+from runtime import processes
+from trainer_module import scaling, strategy as strategy_lib
 from trainer_module.equivalence import OPTIMIZERS, SGD, VerifyError, check
 from trainer_module.job import TrainJob
 from trainer_module.summary import Verification
@@ -143,5 +144,5 @@ def _wait(children: list, timeout: float, what: str) -> list[str]:
 
 
 if __name__ == "__main__":
-    processes.entry_imports_done()  # trainer_module/__init__.py: its imports made uncollected
+    processes.entry_imports_done()  # runtime/__init__.py: its imports made uncollected
     sys.exit(main())

@@ -6,7 +6,7 @@ modules lockstep uses. TFX's component catalogue, `tfx/components/__init__.py`, 
 standard component so that `from tfx.components import Trainer` works: the Tuner brings
 KerasTuner and with it Keras 3, the InfraValidator the Kubernetes and Docker clients. So
 `from tfx.components.trainer import executor` paid for all of it: 1,600 modules, 0.4 CPU-s in a
-`lockstep run`'s runner (its imports run with the collector off: trainer_module/processes.py) and
+`lockstep run`'s runner (its imports run with the collector off: runtime/processes.py) and
 1.1 CPU-s in a process that imports with it on.
 
 Deferred, the package sits in `sys.modules` unrun, its `__path__` set, so its modules import as

@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from trainer_module.processes import exit_now
+from runtime.processes import exit_now
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no C++ info logs
 
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def console() -> None:
     """The `lockstep` command and `python -m pipeline.cli`: main(), then `exit_now` (Python's
-    exit without the interpreter's teardown: trainer_module/processes.py)."""
+    exit without the interpreter's teardown: runtime/processes.py)."""
     exit_now(main())
 
 

@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any, Callable
 
-from trainer_module import exit_status
+from runtime import exit_status
 
 TOKEN_ENV = ("KF_PIPELINES_TOKEN", "KFP_TOKEN")
 TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"  # kfp's own: a projected service-account token file

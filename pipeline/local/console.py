@@ -19,7 +19,7 @@ import re
 import sys
 import time
 
-from trainer_module.progress import PROGRESS_LOGGER, Progress  # the Trainer's progress records
+from runtime.progress import PROGRESS_LOGGER, Progress  # the Trainer's progress records
 
 _RUNNING = re.compile(r"Component (\S+) is running\.")
 _FINISHED = re.compile(r"Component (\S+) is finished\.")

@@ -13,7 +13,7 @@ Trainer runs in this process (its progress lines, emulated replicas). Until the 
 this process takes every node: a cached run never waits for it. On one core there is one lane.
 
 SIGTERM (a `kill`, a scheduler ending the job) stops a run cleanly: while the Trainer trains, it
-saves a checkpoint at the step it reached first (trainer_module/termination.py) and the next run
+saves a checkpoint at the step it reached first (runtime/termination.py) and the next run
 resumes there (trainer_module/resume.py); at any other time the run raises Stopped, naming the
 nodes that ran, whichever lane they ran in, and their executions are recorded as failed in ML
 Metadata. A stop is never lost: a raise that a node's code swallows is raised again at the next
@@ -34,7 +34,7 @@ from pipeline import definition
 from pipeline.config import Config
 from pipeline.local import node_worker
 from pipeline.reporting import metadata_store, run_report
-from trainer_module import termination
+from runtime import termination
 
 _log = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ def run_ir(ir, worker: node_worker.Worker | None) -> None:
 
 def _stopped_by_sigterm(schedule: "_Schedule", worker: node_worker.Worker | None):
     """While the run lasts, SIGTERM raises Stopped in this (the main) thread, naming what ran
-    (trainer_module/termination.py); the Trainer's training swaps in its own handler, which
+    (runtime/termination.py); the Trainer's training swaps in its own handler, which
     saves a checkpoint first. Yields the check made at each hand-over.
 
     As the signal arrives, no lane takes another node and the worker is killed (from a thread of

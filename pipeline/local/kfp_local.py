@@ -46,7 +46,7 @@ from typing import Iterator
 from components.entrypoint import START_MARKER
 from components.fs import is_uri as fs_is_uri
 from pipeline.reporting import run_report
-from trainer_module import exit_status
+from runtime import exit_status
 
 TASK_LOG = "task.log"
 TASK_COMMAND = "command.json"  # the task's resolved command: run it again by hand with this

@@ -29,7 +29,7 @@ import sys
 import traceback
 from dataclasses import dataclass
 
-from trainer_module import processes
+from runtime import processes
 
 _READY = "ready"  # the worker's first answer: its imports are done
 

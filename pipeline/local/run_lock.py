@@ -19,7 +19,7 @@ import os
 import socket
 import time
 
-from trainer_module import exit_status
+from runtime import exit_status
 
 LOCK_FILE = "run.lock"
 

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 
 from pipeline import entry_point
-from trainer_module import exit_status
+from runtime import exit_status
 
 MARKER = "# lockstep-schedule:"
 

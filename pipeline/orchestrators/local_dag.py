@@ -26,15 +26,16 @@ NEVER_CACHED = (BASELINE_NODE,)
 
 def run(prepared, console: Console) -> RunReport:
     """The whole pipeline. In a process where no TensorFlow op can have run (a `lockstep run`
-    process, TensorFlow not imported yet: trainer_module/processes.may_fork), the second lane's
+    process, TensorFlow not imported yet: trainer_module/fork_safety.may_fork), the second lane's
     worker and the serving check's process are this process, forked once the runner's imports
     are done (pipeline/local/node_worker.py, components/serving_check.py); elsewhere (a test's
     process, a notebook) fresh interpreters, the worker's started beside this one's imports."""
     from components import serving_check
     from pipeline.local import node_worker
-    from trainer_module import processes
+    from runtime import processes
+    from trainer_module import fork_safety
 
-    fresh = processes.may_fork()
+    fresh = fork_safety.may_fork()
     worker = None if fresh else node_worker.Worker.if_useful()  # its imports beside ours
     try:  # TFX's imports here; run_dag uses them
         with processes.imports_uncollected():

@@ -21,7 +21,7 @@ from pipeline import errors, orchestrators
 from pipeline.config import Config, ConfigError
 from pipeline.orchestrators import LOCAL, Orchestrator
 from pipeline.use_cases import Say, preparing, quiet, run_history
-from trainer_module import termination
+from runtime import termination
 
 if TYPE_CHECKING:
     from pipeline.local.console import Console

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import REPO
 
-PACKAGES = ("pipeline", "components", "trainer_module")
+PACKAGES = ("pipeline", "components", "trainer_module", "runtime")
 
 
 def _module_name(path: Path) -> str:

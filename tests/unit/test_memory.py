@@ -85,7 +85,7 @@ def test_cyclic_garbage_is_collected_promptly_while_objects_are_frozen():
 
 
 def test_where_the_imports_were_frozen_they_stay_frozen_and_the_garbage_is_still_collected():
-    """A run's process froze its imports (trainer_module/processes.py): objects_frozen does not
+    """A run's process froze its imports (runtime/processes.py): objects_frozen does not
     thaw them as it ends (a thaw is all or nothing), so the collection as it ends and every later
     one walk only what is not frozen; the dropped batches are collected all the same."""
     peak, left, frozen_after, walked = _peak_batches_alive(frozen=True, prefrozen=True)

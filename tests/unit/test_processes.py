@@ -1,11 +1,11 @@
-"""trainer_module/processes.py: a child Python process's environment imports what this one does;
+"""runtime/processes.py: a child Python process's environment imports what this one does;
 a fork seen as a Popen; imports that pay no cycle collection."""
 
 import os
 import subprocess
 import sys
 
-from trainer_module import processes
+from runtime import processes
 
 
 def test_pythonpath_keeps_the_users_entries_first_then_the_paths_then_lockstep_once(
@@ -24,7 +24,7 @@ def test_a_child_started_elsewhere_imports_lockstep_and_the_users_code(monkeypat
     (tmp_path / "hooks" / "my_hooks.py").write_text("VALUE = 7\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "hooks"))
     out = subprocess.run(
-        [sys.executable, "-c", "import my_hooks, trainer_module.processes; print(my_hooks.VALUE)"],
+        [sys.executable, "-c", "import my_hooks, runtime.processes; print(my_hooks.VALUE)"],
         env=processes.python_env(), cwd=tmp_path, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "7"
 
@@ -108,7 +108,7 @@ del cycle
 # run meanwhile, then prints what it saw as JSON.
 _IMPORTER = """
 import gc, json, sys
-from trainer_module import processes
+from runtime import processes
 if sys.argv[2] == "off":
     gc.disable()
 full = []
@@ -162,7 +162,7 @@ def test_a_collector_that_was_off_stays_off_and_a_failed_import_leaves_it_on(tmp
 
 
 def test_a_lockstep_process_starts_one_openblas_thread_unless_told_otherwise(tmp_path):
-    """trainer_module/__init__.py: numpy's OpenBLAS threads only spun in lockstep's processes
+    """runtime/__init__.py: numpy's OpenBLAS threads only spun in lockstep's processes
     (1.0 CPU-s a run); a count the environment names is kept."""
     script = ("import components, numpy, threadpoolctl; print(sorted(i['num_threads'] for i in "
               "threadpoolctl.threadpool_info() if i['internal_api'] == 'openblas'))")
@@ -190,7 +190,7 @@ atexit.register(said)
 
 
 def test_an_entry_started_with_python_m_imports_uncollected_then_collects():
-    """`python -m trainer_module.parameter_server` (one of trainer_module.ENTRIES): its imports
+    """`python -m trainer_module.parameter_server` (one of runtime.ENTRIES): its imports
     (TensorFlow's among them) pay no full collection and are frozen; by the time it runs, the
     collector is on. Imported any other way, the same module leaves the collector alone."""
     import json
@@ -216,15 +216,15 @@ def test_an_entry_started_with_python_m_imports_uncollected_then_collects():
 
 
 def test_every_entry_turns_the_collector_on_once_its_imports_are_made():
-    """A process started as an entry imports with the collector off (trainer_module/__init__.py):
+    """A process started as an entry imports with the collector off (runtime/__init__.py):
     each entry's `__main__` block must call processes.entry_imports_done() before its main, or
     the process would run without one."""
     import ast
     import importlib.util
 
-    import trainer_module
+    import runtime
 
-    for entry in trainer_module.ENTRIES:
+    for entry in runtime.ENTRIES:
         tree = ast.parse(open(importlib.util.find_spec(entry).origin).read())
         [block] = [node for node in tree.body if isinstance(node, ast.If)
                    and ast.unparse(node.test) == "__name__ == '__main__'"]

@@ -30,7 +30,7 @@ import signal
 import threading
 from typing import Callable, Iterator
 
-from trainer_module import exit_status
+from runtime import exit_status
 
 # The exit status of a process stopped by SIGTERM after saving: distinct from a failure (1), so a
 # runner or a person can tell "run again to resume" from "something is wrong".

@@ -1,8 +1,8 @@
 """What a child process of lockstep needs from its parent: an environment in which it imports
 what the parent imports (the worker lane, the serving check, the equivalence check's and the
 parameter-server trainer's processes), free ports on loopback for a cluster of them, an end
-with its parent (`die_with_parent`), whether a fork of this process can run TensorFlow
-(`may_fork`), such a fork seen as the subprocess.Popen a fresh interpreter would be
+with its parent (`die_with_parent`), a fork seen as the subprocess.Popen a fresh interpreter
+would be (where trainer_module/fork_safety.py's `may_fork` says TensorFlow survives one)
 (`Forked`), imports that pay no cycle collection (`imports_uncollected`: a process's start), and
 the end of a lockstep process (`exit_now`: the CLI's and a pipeline task's)."""
 
@@ -77,43 +77,15 @@ def imports_uncollected():
 
 
 def entry_imports_done() -> None:
-    """Where this process was started as one of trainer_module's ENTRIES (`python -m
-    trainer_module.train`, ...: trainer_module/__init__.py turned the cycle collector off for its
+    """Where this process was started as one of runtime's ENTRIES (`python -m
+    trainer_module.train`, ...: runtime/__init__.py turned the cycle collector off for its
     imports), what they made is frozen and the collector is on again; elsewhere, nothing. Each
     entry calls it as `__main__`, its imports made."""
-    import trainer_module
+    import runtime
 
-    if trainer_module.IMPORTS_UNCOLLECTED and not gc.isenabled():
+    if runtime.IMPORTS_UNCOLLECTED and not gc.isenabled():
         gc.freeze()
         gc.enable()
-
-
-_IMPORTED_ONLY: list[bool] = []  # this process said: TensorFlow imported, none of it run
-
-
-def may_fork() -> bool:
-    """Whether a fork of this process can run TensorFlow: none of TensorFlow's thread pools
-    (which do not survive a fork) can exist here. True where TensorFlow is not even imported (a
-    `lockstep run` process before its runner's imports); or where this process, or the one it
-    was forked from, said it only imported it (`tensorflow_imported_only`) and TensorFlow's eager
-    context has not been made since. False elsewhere (a test's process, a notebook): an op may
-    have run there, and a graph Session's leaves no mark a check could read."""
-    if "tensorflow" not in sys.modules:
-        return True
-    if not _IMPORTED_ONLY:
-        return False
-    from trainer_module import tf_internals
-
-    return not tf_internals.eager_context_made()
-
-
-def tensorflow_imported_only() -> None:
-    """Said by a process that has imported TensorFlow and runs none of it: a fork server that
-    imports what `lockstep run` imports and forks a run for each request (tests/forked_cli.py).
-    Its forks inherit the word; a fork that goes on to run an eager op (a user's loss checked
-    before the run) makes TensorFlow's context, and `may_fork` is False again. Say it only where
-    no graph Session runs before a fork checks `may_fork`."""
-    _IMPORTED_ONLY[:] = [True]
 
 
 def free_ports(n: int) -> list[int]:
@@ -132,8 +104,8 @@ class Forked:
     pid, poll, kill, wait): the child runs `child(requests_fd, answers_fd)`, the other ends of the
     two pipes that are `stdin` and `stdout` here, and exits with what it returns (1 if it raises,
     the traceback on its stderr), never running this process's atexit handlers or buffers. It
-    dies with this process. Fork only where `may_fork()`; the child starts as `as_a_fresh_child`
-    leaves it only if it calls that."""
+    dies with this process. Fork only where trainer_module/fork_safety.py's `may_fork()`; the
+    child starts as `as_a_fresh_child` leaves it only if it calls that."""
 
     def __init__(self, child: Callable[[int, int], int], text: bool = False):
         requests, self_requests = os.pipe()
