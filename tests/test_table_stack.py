@@ -102,3 +102,16 @@ def test_a_warm_start_copies_each_table_that_still_fits(tmp_path):
         for name in after:
             if name != "embed_city_xf/embeddings:0":
                 np.testing.assert_array_equal(after[name], want[name], err_msg=name)
+
+
+def test_a_model_of_one_embedding_per_feature_warm_starts_the_stacked_one(tmp_path):
+    """The weights file of a model exported before the stack (one Embedding per feature: the
+    same names) warm-starts every weight of the stacked model, each table into its rows."""
+    before = _model(tuple(TABLES))  # on one device: a plain Embedding per feature
+    _train(before)
+    export.write_weights(before, str(tmp_path / "served"))
+    stacked = _model()
+    assert export.warm_start(stacked, str(tmp_path / "served")) == len(_logical(stacked))
+    want = _logical(before)
+    for name, value in _logical(stacked).items():
+        np.testing.assert_array_equal(value, want[name], err_msg=name)
