@@ -185,7 +185,7 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
                 x[key] = sharded_embedding.ShardedEmbedding(
                     size, cfg.embedding_dim, sharded[key],
                     table_stack.table_initializer(cfg.embedding_dim, cfg.seed, i),
-                    name=f"embed_{key}")(inputs[key])
+                    name=table_stack.layer_name(key))(inputs[key])
         return tf.keras.Model(inputs, core(x))
     return _tabular(numeric, categorical, outputs, task, cfg, server_blocks=server_blocks)
 
@@ -196,7 +196,7 @@ CORE = "tabular_core"
 def sharded_parts(model: tf.keras.Model):
     """(the model a training step differentiates, {feature: its ShardedEmbedding}): a model
     with sharded tables gives its CORE and its tables; any other, itself and {}."""
-    tables = {layer.name[len("embed_"):]: layer for layer in model.layers
+    tables = {table_stack.feature_of(layer.name): layer for layer in model.layers
               if isinstance(layer, sharded_embedding.ShardedEmbedding)}
     if not tables:
         return model, {}
@@ -295,7 +295,7 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, g
                 # the servers, a table of its own.
                 with sharded_embedding.SERVER_SPLIT.splitting(server_blocks[key]):
                     rows[key] = tf.keras.layers.Embedding(
-                        categorical[key], embedding_dim, name=f"embed_{key}",
+                        categorical[key], embedding_dim, name=table_stack.layer_name(key),
                         embeddings_initializer=table_stack.table_initializer(
                             embedding_dim, seed, i))(inputs[key])
         stacked = [[key, categorical[key], i] for i, key in enumerate(order) if key not in rows]

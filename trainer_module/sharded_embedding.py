@@ -117,9 +117,7 @@ def weight_value(weight) -> np.ndarray:
 def whole_weights(model: tf.keras.Model) -> list[np.ndarray]:
     """model.get_weights(), with each table split over the parameter servers whole (where
     get_weights gives its parts)."""
-    split = tf_internals.sharded_variable_type()
-    return [tf.convert_to_tensor(v).numpy() if isinstance(v, split) else v.numpy()
-            for _, v in whole_variables(model)]
+    return [weight_value(v) for _, v in whole_variables(model)]
 
 
 class _Blocks(tf_internals.trackable_base()):

@@ -32,9 +32,23 @@ def table_initializer(dim: int, seed: int, i: int):
     return tf.keras.initializers.RandomNormal(stddev=dim ** -0.5, seed=seed + 300 + i)
 
 
+PREFIX = "embed_"  # a table's layer is "embed_<feature>", stacked, split or alone
+
+
+def layer_name(feature: str) -> str:
+    """The name of a feature's table's layer (its Keras Embedding, ShardedEmbedding or split
+    Embedding)."""
+    return PREFIX + feature
+
+
+def feature_of(layer: str) -> str:
+    """The feature a table's layer (`layer_name`) is named for."""
+    return layer[len(PREFIX):]
+
+
 def weight_name(feature: str) -> str:
     """A feature's table's name as a weight: its Keras Embedding's."""
-    return f"embed_{feature}/embeddings:0"
+    return f"{layer_name(feature)}/embeddings:0"
 
 
 @tf.keras.utils.register_keras_serializable(package="lockstep")

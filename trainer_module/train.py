@@ -27,7 +27,7 @@ from runtime import processes
 from trainer_module import resume, scaling, sharded_embedding, slices
 from trainer_module import strategy as strategy_lib
 from runtime import termination
-from trainer_module import table_plan
+from trainer_module import table_plan, table_stack
 from trainer_module.job import TrainJob
 from trainer_module.settings import CLASSIFICATION, GLOBAL, PARAMETER_SERVER, TrainerConfig
 from trainer_module.summary import Asynchronous, Elastic, TrainingSummary
@@ -247,7 +247,7 @@ def _sharded_tables(model: tf.keras.Model) -> tuple[table_plan.Table, ...]:
                   for key in sorted(tables))
     served = sharded_embedding.server_split(model)
     return split + tuple(
-        table_plan.Table(name[len("embed_"):], *served[name].shape.as_list(),
+        table_plan.Table(table_stack.feature_of(name), *served[name].shape.as_list(),
                          len(served[name].variables), holders="parameter servers")
         for name in sorted(served))
 
