@@ -82,18 +82,19 @@ def _elastic_runs(penguins_run, tmp_path, was: int, now: list[int], **trainer):
     return uninterrupted, whole, runs
 
 
-@pytest.mark.parametrize("split", [False, True])
 def test_stopped_on_8_replicas_resumed_on_4_and_2_ends_with_the_8_replica_weights(
-        penguins_run, tmp_path, split):
-    """split: every embedding table split by rows over the replicas
-    (trainer_module/sharded_embedding.py), its blocks and slots checkpointed as slices of one
-    table: 8 blocks (a table of fewer rows, one a row) read back as 4 and 2."""
+        penguins_run, tmp_path):
+    """Every embedding table split by rows over the replicas (trainer_module/sharded_embedding.py),
+    its blocks and slots checkpointed as slices of one table: 8 blocks (a table of fewer rows,
+    one a row) read back as 4 and 2; the dense layers mirrored, as every table is by default
+    (the mirrored tables' resume on another replica count: the 2 -> 8 test below, and the
+    worker processes' in tests/test_gpu_machines.py)."""
     uninterrupted, whole, runs = _elastic_runs(penguins_run, tmp_path, 8, [4, 2],
-                                               shard_embeddings_over=0 if split else -1)
+                                               shard_embeddings_over=0)
     want = _weights(whole)
     # The tables are in the checkpoint whole, as one tensor each (the blocks' slices).
-    assert any("/blocks/.ATTRIBUTES/rows" in key for key in want) == split
-    assert len(uninterrupted.sharded_tables) == (5 if split else 0)
+    assert any("/blocks/.ATTRIBUTES/rows" in key for key in want)
+    assert len(uninterrupted.sharded_tables) == 5
     assert all(t.blocks == min(8, t.rows) for t in uninterrupted.sharded_tables)
     moved = _max_difference(runs["stopped"], want)  # from the stop to the end
     plan = uninterrupted.plan
@@ -176,35 +177,31 @@ def _workers(job, out_dir, workers: int, *extra, status: int | None = None,
     return results
 
 
-@pytest.mark.parametrize("split", [False, True])
 def test_sigterm_to_one_machine_every_worker_saves_and_2_resume_with_the_same_weights(
-        penguins_run, tmp_path, split):
-    """MultiWorkerMirroredStrategy, one replica a process, trainer.input_order = "global": 4
-    workers stop at step 8, 2 resume with accumulation 2 and end with the weights of an
-    uninterrupted run of 4 workers. Not split: the stop is a SIGTERM to worker 2 alone once it
-    has trained 8 steps; the workers agree on it after the next chunk (controller.Agreement),
-    every one saves at step 12 and exits with status 5, and the resumed job's summary says
-    why. split: every table split by rows over the worker processes, each holding its own
-    blocks; a checkpoint holds each table whole (gathered from every worker), and each resumed
-    worker reads its blocks back from it."""
-    settings = {**SETTINGS, "input_order": "global", "shard_embeddings_over": 0 if split else -1}
+        penguins_run, tmp_path):
+    """MultiWorkerMirroredStrategy, one replica a process, trainer.input_order = "global", every
+    table split by rows over the worker processes (each holding its own blocks): 4 workers
+    stop, 2 resume with accumulation 2 and end with the weights of an uninterrupted run of 4
+    workers. The stop is a SIGTERM to worker 2 alone once it has trained 8 steps; the workers
+    agree on it after the next chunk (controller.Agreement), every one saves at step 12 and
+    exits with status 5, and the resumed job's summary says why. The checkpoint holds each table
+    whole (gathered from every worker), and each resumed worker reads its 2 blocks back from it
+    (of 4 when written). Mirrored tables through the same stop: tests/test_gpu_machines.py's
+    SIGTERM test, the Vertex path of the same 4 processes."""
+    settings = {**SETTINGS, "input_order": "global", "shard_embeddings_over": 0}
     whole = _job(penguins_run, tmp_path / "whole", **settings)
     uninterrupted = TrainingSummary.from_dict(_workers(whole, tmp_path / "whole-workers", 4)[0])
+    assert [t.blocks for t in uninterrupted.sharded_tables] == [4] * 5
     cut = _job(penguins_run, tmp_path / "cut", **settings)
-    stop_at = STOP_AT
-    if split:
-        _workers(cut, tmp_path / "cut-workers", 4, "--stop-at", str(STOP_AT))
-        saved = resume.checkpoint_dir(cut)
-    else:
-        results = _workers(cut, tmp_path / "cut-workers", 4, "--sigterm-at", str(STOP_AT),
-                           status=5, only=2)
-        stop_at = STOP_AT + SETTINGS["steps_per_execution"]  # the chunk after the signal
-        assert [r["step"] for r in results] == [stop_at] * 4
-        assert all(r["signalled"] == ["worker 2"] for r in results)
-        assert results[0]["message"].startswith(
-            f"stopped by SIGTERM to worker 2 at step {stop_at}: every worker saved a checkpoint "
-            "there"), results[0]["message"]
-        saved = resume.parked_dir(cut)  # the chief parked its checkpoints for the next attempt
+    results = _workers(cut, tmp_path / "cut-workers", 4, "--sigterm-at", str(STOP_AT),
+                       status=5, only=2)
+    stop_at = STOP_AT + SETTINGS["steps_per_execution"]  # the chunk after the signal
+    assert [r["step"] for r in results] == [stop_at] * 4
+    assert all(r["signalled"] == ["worker 2"] for r in results)
+    assert results[0]["message"].startswith(
+        f"stopped by SIGTERM to worker 2 at step {stop_at}: every worker saved a checkpoint "
+        "there"), results[0]["message"]
+    saved = resume.parked_dir(cut)  # the chief parked its checkpoints for the next attempt
     assert tf.train.latest_checkpoint(saved).endswith(f"-{stop_at}")
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(saved))
     stopped = {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
@@ -219,12 +216,12 @@ def test_sigterm_to_one_machine_every_worker_saves_and_2_resume_with_the_same_we
     summary = TrainingSummary.from_dict(chief)
     assert (summary.strategy, summary.replicas, summary.plan.hosts) == (
         "MultiWorkerMirroredStrategy", 2, 2)
-    assert any("/blocks/.ATTRIBUTES/rows" in key for key in _weights(cut)) == split
-    assert [t.blocks for t in summary.sharded_tables] == ([2] * 5 if split else [])
+    assert any("/blocks/.ATTRIBUTES/rows" in key for key in _weights(cut))
+    assert [t.blocks for t in summary.sharded_tables] == [2] * 5
     assert summary.plan.learning_rate == uninterrupted.plan.learning_rate
-    why = "" if split else f" (every worker saved at {stop_at} after a SIGTERM to worker 2)"
-    assert summary.resume_words() == (f"resumed at step {stop_at}{why} on 2 replicas (was 4): "
-                                      "accumulation 2 keeps global batch 128")
+    assert summary.resume_words() == (
+        f"resumed at step {stop_at} (every worker saved at {stop_at} after a SIGTERM to worker "
+        "2) on 2 replicas (was 4): accumulation 2 keeps global batch 128")
     assert other["chief"] is False
 
 
