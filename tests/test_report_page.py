@@ -83,7 +83,7 @@ def test_the_report_of_a_run_shows_what_the_summary_says(penguins_run, tmp_path)
     steps = re.search(r"(\d+) steps of global batch (\d+)", out)
     assert f'data-plan="steps">{steps.group(1)}<' in dom
     assert f'data-plan="global batch">{steps.group(2)}<' in dom
-    # Every section is there, with its plots (matplotlib's inline SVG).
+    # Every section is there, with its plots (inline SVG).
     for section in ("components", "data", "schema", "anomalies", "training", "evaluation"):
         assert f'id="{section}"' in dom, section
     assert dom.count("<svg") >= 8 + 1 + 1 + 1  # histograms, the curve, the slices, confusion

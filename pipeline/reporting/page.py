@@ -18,8 +18,8 @@ It reads the run's own artifacts, found through the RunReport (either runner):
   label) or a confusion matrix and per-class recall (more classes), the thresholds from TFMA's
   own eval config, the baseline model, blessed or why not, and where the model went.
 
-Plots are matplotlib's, embedded as inline SVG: the page loads nothing, and opens offline. The
-page is cut in four: what it reads from the artifacts (run_artifacts.py), its figures (plots.py),
+Plots are inline SVG (plots.py, drawn by svg_chart.py): the page loads nothing, and opens offline.
+The page is cut in four: what it reads from the artifacts (run_artifacts.py), its figures (plots.py),
 its data sections (data_sections.py) and the rest of the page here; markup.py escapes its text.
 """
 

@@ -30,7 +30,7 @@ def write_page(report: RunReport, config: Config, log_file: str = os.devnull,
     """The run's HTML report page, with the trend over past local runs.
 
     Args:
-      log_file: where matplotlib's and TensorFlow's chatter goes.
+      log_file: where TensorFlow's and TFMA's chatter goes.
       history: the runs for the trend (default: the newest TREND_RUNS in ML Metadata).
       directory: where to write it (default: report_directory(config)).
     Returns:
@@ -39,7 +39,7 @@ def write_page(report: RunReport, config: Config, log_file: str = os.devnull,
     from pipeline.local.console import Console
 
     try:
-        with Console(log_file):  # matplotlib's and TensorFlow's chatter, to the run's log
+        with Console(log_file):  # TensorFlow's and TFMA's chatter, to the run's log
             from pipeline.reporting import metadata_store  # noqa: F401  its imports' chatter here
             from pipeline.reporting import page
 
