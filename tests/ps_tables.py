@@ -8,7 +8,12 @@ usage: ps_tables.py SERVERS STEPS CHECKPOINT_DIR
 One worker applies its updates one after another, as one device does: the weights after STEPS
 AdamW steps are one device's (the largest difference is printed), the table split or not. The
 checkpoint written there (the servers' parts) restores into the one-device model whole, and the
-whole weights warm-start a fresh split model through the served model's weights file.
+whole weights warm-start a fresh split model through the served model's weights file. With 3
+servers, the job stopped halfway with the table split over 2 resumes from its checkpoint (the
+weights, Adam's slots, early stopping's best weights) split over 3, and the other way round, and
+each ends with one device's weights. (A table whole on one server is a block of the stacked small
+tables, trainer_module/table_stack.py: a model of another layout, which its checkpoint does not
+restore into.)
 """
 
 import json
@@ -20,7 +25,7 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 import numpy as np
 import tensorflow as tf
 
-from trainer_module import build, export, model as model_lib, parameter_server
+from trainer_module import build, early_stopping, export, model as model_lib, parameter_server
 from trainer_module import sharded_embedding
 from trainer_module.settings import CLASSIFICATION, TrainerConfig
 
@@ -56,6 +61,47 @@ def _largest(a: dict, b: dict) -> float:
 
 def _optimizer():
     return tf.keras.optimizers.AdamW(learning_rate=0.01, weight_decay=0.004)
+
+
+def _resumed(strategy, loss, blocks: tuple[int, int], steps: int, directory: str, start: dict,
+             ends: dict) -> dict:
+    """Half the steps with the table in blocks[0] blocks, a checkpoint, and the rest with it in
+    blocks[1] from that checkpoint: how far the end is from one device's (`ends`), the parts
+    each leg had, and how far the best weights kept came back from what was kept."""
+    def built(blocks):
+        with strategy.scope():
+            model = _built({"user": blocks})
+            optimizer, best = _optimizer(), early_stopping.BestWeights(model)
+        return model, optimizer, best
+
+    def tracked(model, optimizer, best):
+        return tf.train.Checkpoint(model=model, optimizer=optimizer, best=best)
+
+    def parts(model):
+        return [list(p.shape) for p in sharded_embedding.server_split(model)["embed_user"].variables]
+
+    half = steps // 2
+    first, first_optimizer, first_best = built(blocks[0])
+    for name, weight in sharded_embedding.named_weights(first):
+        weight.assign(start[name])
+    parameter_server.AsynchronousLoop(strategy, first, first_optimizer, loss, BATCH, _dataset,
+                                      steps_per_closure=4).train(half)
+    first_best.keep(first, half, 0.5)
+    path = tracked(first, first_optimizer, first_best).write(
+        os.path.join(directory, f"half-{blocks[0]}", "ckpt"))
+    second, second_optimizer, second_best = built(blocks[1])
+    with strategy.scope():
+        second_optimizer.build(second.trainable_variables)
+    tracked(second, second_optimizer, second_best).read(path).assert_existing_objects_matched()
+    rest = parameter_server.AsynchronousLoop(
+        strategy, second, second_optimizer, loss, BATCH, lambda _=None: _dataset().skip(half),
+        steps_per_closure=4)
+    rest.train(steps - half)
+    kept = [sharded_embedding.weight_value(w) for w in second_best.weights]
+    wanted = [sharded_embedding.weight_value(w) for w in first_best.weights]
+    return {"difference": _largest(_values(second), ends), "parts": [parts(first), parts(second)],
+            "steps": int(second_optimizer.iterations.numpy()),
+            "best_restored": max(float(np.abs(a - b).max()) for a, b in zip(kept, wanted))}
 
 
 def main(servers: int, steps: int, directory: str) -> None:
@@ -99,7 +145,9 @@ def main(servers: int, steps: int, directory: str) -> None:
         "restored": _largest(_values(restored), trained),
         "warm_matched": matched, "weights": len(ends),
         "warm": _largest(_values(fresh), ends),
-        "updates": trainer.updates}))
+        "updates": trainer.updates,
+        "resumed": [_resumed(strategy, loss, blocks, steps, directory, start, ends)
+                    for blocks in ([(2, 3), (3, 2)] if servers == 3 else [])]}))
 
 
 if __name__ == "__main__":

@@ -85,7 +85,8 @@ def test_staleness_is_none_alone_and_the_other_workers_updates_when_steps_overla
 def test_a_table_split_over_the_parameter_servers_trains_as_one_device(servers, tmp_path):
     """tests/ps_tables.py: one worker, the built-in model's id table split over the servers by
     the strategy's partitioner, 24 AdamW steps (ids repeated in a batch); the same model on one
-    device with Keras, on the same batches."""
+    device with Keras, on the same batches; with 3 servers, the job stopped at step 12 with the
+    table over 2 resumed over 3, and over 3 resumed over 2."""
     child = python_started(REPO / "tests" / "ps_tables.py", servers, 24, tmp_path, env=ENV)
     out, _ = child.communicate(timeout=300)
     assert child.returncode == 0, out[-3000:]
@@ -102,6 +103,14 @@ def test_a_table_split_over_the_parameter_servers_trains_as_one_device(servers, 
     # model's weights warm-start every weight of a split model, the table's parts included.
     assert found["restored"] == 0.0, found
     assert found["warm_matched"] == found["weights"] and found["warm"] == 0.0, found
+    # Resumed on another number of servers: the checkpoint's table, Adam's slots and early
+    # stopping's best weights read back into the new split; one device's weights at the end.
+    resumed = found["resumed"]
+    assert [[len(p) for p in r["parts"]] for r in resumed] == (
+        [[2, 3], [3, 2]] if servers == 3 else []), found
+    for leg in resumed:
+        assert leg["steps"] == 24 and leg["best_restored"] == 0.0, found
+        assert leg["difference"] <= 1e-6, found
 
 
 def _servers(cluster: dict, tmp_path, servers: int = 1) -> dict:

@@ -50,6 +50,10 @@ def test_an_attempt_resumes_from_the_furthest_earlier_attempt_at_the_same_job(tm
     slice_fallback = job.with_trainer(dataclasses.replace(  # v5e-16 -> v5e-8, accumulation 2
         job.trainer, tpu_slice="v5e-8", fallback_slices=["v5e-8"], accumulation_steps=2))
     assert resume.job_key(slice_fallback) == resume.job_key(job)
+    servers = job.with_trainer(dataclasses.replace(job.trainer, ps_servers=3))
+    assert resume.job_key(servers) == resume.job_key(job)  # the tables restore on any number
+    assert resume.job_key(job.with_trainer(dataclasses.replace(
+        job.trainer, ps_workers=4))) != resume.job_key(job)  # asynchronous: other updates
     assert resume.job_key(job.with_trainer(dataclasses.replace(
         job.trainer, per_replica_batch=64))) != resume.job_key(job)
     # What an attempt stopped by SIGTERM parked comes before the siblings (TFX removes a failed

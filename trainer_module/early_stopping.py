@@ -52,8 +52,12 @@ class BestWeights(tf.Module):
 
     def __init__(self, model: tf.keras.Model):
         super().__init__(name="best_weights")
-        self.weights = [tf.Variable(v, trainable=False, name=f"best_{i}")
-                        for i, v in enumerate(model.weights)]
+        # A table split over the parameter servers is kept split as it is, its copy saved whole
+        # in the checkpoint as the table is: a job resumes with it on another number of servers.
+        self.weights = [sharded_embedding.server_copy(v, f"best_{i}")
+                        if sharded_embedding.is_server_split(v) else
+                        tf.Variable(v, trainable=False, name=f"best_{i}")
+                        for i, (_, v) in enumerate(sharded_embedding.whole_variables(model))]
         # A table split over the replicas (not among the Keras weights): its blocks, each kept
         # on its replica's device.
         self.tables = [table.kept_copy() for table in _tables(model)]
@@ -63,8 +67,8 @@ class BestWeights(tf.Module):
         self.scored = tf.Variable(-1, trainable=False, dtype=tf.int64, name="last_scored")
 
     def keep(self, model: tf.keras.Model, step: int, loss: float) -> None:
-        for kept, current in zip(self.weights, model.weights):
-            kept.assign(current)
+        for kept, (_, current) in zip(self.weights, sharded_embedding.whole_variables(model)):
+            sharded_embedding.assign_parts(kept, current)
         for kept, table in zip(self.tables, _tables(model)):
             table.keep(kept)
         self.loss.assign(loss)
@@ -72,8 +76,8 @@ class BestWeights(tf.Module):
         self.since.assign(0)
 
     def restore_into(self, model: tf.keras.Model) -> None:
-        for current, kept in zip(model.weights, self.weights):
-            current.assign(kept)
+        for (_, current), kept in zip(sharded_embedding.whole_variables(model), self.weights):
+            sharded_embedding.assign_parts(current, kept)
         for kept, table in zip(self.tables, _tables(model)):
             table.restore(kept)
 

@@ -50,11 +50,14 @@ def checkpoint_dir(job: TrainJob) -> str:
 # (its global batch kept from the checkpoint, scaling.make_plan's `keep`). accumulation_steps too:
 # it is how a topology makes the global batch (replicas x per-replica batch x accumulation), and a
 # fallback to fewer machines or a smaller slice raises it to keep the batch; a resumed job keeps
-# its checkpoint's global batch whatever it says.
+# its checkpoint's global batch whatever it says. ps_servers too: a table split over the
+# parameter servers is checkpointed whole, early stopping's copy of it too, and restores on any
+# number of them (tests/ps_tables.py); the workers stay in the key (asynchronous updates depend
+# on how many workers send them).
 TOPOLOGY_SETTINGS = ("emulate_replicas", "tpu", "tpu_zone", "tpu_project", "tpu_slice",
                      "allow_fallback", "fallback_slices", "gpu_machines", "gpu_machine_type",
                      "gpu_accelerator", "gpus_per_machine", "fallback_gpu_machines",
-                     "accumulation_steps")
+                     "accumulation_steps", "ps_servers")
 
 
 def job_key(job: TrainJob) -> str:

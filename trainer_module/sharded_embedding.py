@@ -107,6 +107,36 @@ def named_weights(model: tf.keras.Model) -> list[tuple[str, object]]:
     return table_stack.by_table(model, whole_variables(model))
 
 
+def is_server_split(variable) -> bool:
+    """Whether `variable` is a table split over the parameter servers (a ShardedVariable)."""
+    return isinstance(variable, tf_internals.sharded_variable_type())
+
+
+def server_copy(table, name: str):
+    """A zero variable split over the parameter servers as `table` is (in the strategy's scope),
+    saved whole as the table is: early stopping's copy restores on any number of servers."""
+    shape, dtype = table.shape, table.dtype
+
+    def zeros(partition_shape=None, partition_offset=None):
+        del partition_offset
+        return tf.zeros(partition_shape or shape, dtype)
+
+    with SERVER_SPLIT.splitting(len(table.variables)):
+        copy = tf.Variable(zeros, shape=shape, dtype=dtype, trainable=False, name=name)
+    if [part.shape for part in copy.variables] != [part.shape for part in table.variables]:
+        raise ValueError(f"{name}: not split as {table.name} is")
+    return copy
+
+
+def assign_parts(target, source) -> None:
+    """target = source: split over the parameter servers alike, part by part; else whole."""
+    if is_server_split(target):
+        for into, part in zip(target.variables, source.variables):
+            into.assign(part)
+    else:
+        target.assign(source)
+
+
 def weight_value(weight) -> np.ndarray:
     """A weight of `named_weights`, read whole."""
     if isinstance(weight, tf_internals.sharded_variable_type()):
