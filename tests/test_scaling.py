@@ -60,6 +60,15 @@ def test_default_budget_is_epochs_over_the_training_rows():
         scaling.make_plan(cfg(), 1)
 
 
+def test_a_large_table_plans_to_the_ceiling_and_says_the_validation_rows_decide():
+    plan = scaling.make_plan(cfg(), 1, train_rows=3_000_000)
+    assert plan.examples == plan.train_steps * plan.global_batch >= 2_000_000
+    assert plan.budget == ("trainer.max_train_examples, a ceiling; 20 epochs over 3000000 training "
+                           "rows would be more; the validation rows decide when to stop within it")
+    unvalidated = scaling.make_plan(cfg(validation_share=0.0), 1, train_rows=3_000_000)
+    assert unvalidated.budget.endswith("would be more")
+
+
 def test_fixed_train_steps_win_over_budget():
     assert scaling.make_plan(cfg(train_steps=7, train_examples=10**6), 2).train_steps == 7
 
@@ -74,6 +83,21 @@ def test_the_last_steps_decay_linearly_to_a_small_last_rate():
     schedule = warmup.WarmupSchedule(1.0, 2, total_steps=10, decay_steps=4)
     values = [float(schedule(tf.constant(s))) for s in range(10)]
     assert values == pytest.approx([0.5, 1, 1, 1, 1, 1, 1, 0.75, 0.5, 0.25])
+
+
+def test_a_horizon_moves_the_decay_to_a_cooldown_and_is_the_plans_until_then():
+    horizon = warmup.Horizon(total_steps=10, decay_steps=4)
+    schedule = warmup.WarmupSchedule(1.0, 2, total_steps=10, decay_steps=4, horizon=horizon)
+    planned = [float(schedule(tf.constant(s))) for s in range(10)]
+    assert planned == pytest.approx([0.5, 1, 1, 1, 1, 1, 1, 0.75, 0.5, 0.25])
+    assert not horizon.cooling
+    horizon.cool_down(3, 2)  # validation stopped improving at step 3: two steps of decay
+    assert horizon.cooling
+    values = [float(schedule(tf.constant(s))) for s in range(7)]
+    assert values == pytest.approx([0.5, 1, 1, 1, 0.5, 0, 0])
+    # No decay planned (trainer.decay_share = 0): no horizon, flat to the end.
+    flat = warmup.WarmupSchedule(1.0, 1, total_steps=10, decay_steps=0, horizon=horizon)
+    assert flat.horizon is None and float(flat(tf.constant(9))) == 1.0
 
 
 @pytest.mark.parametrize("share, steps, decay", [(0.2, 1000, 200), (0.0, 1000, 0), (0.5, 30, 10)])

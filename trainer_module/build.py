@@ -40,10 +40,13 @@ def loss(cfg: TrainerConfig, task: str, outputs: int):
     return user_loss if cfg.model else model_lib.per_member(user_loss)
 
 
-def schedule(plan: scaling.Plan) -> warmup.WarmupSchedule:
-    """The run's learning rate by step: the plan's warmup, flat, then decay."""
+def schedule(plan: scaling.Plan, cooldown: bool = False) -> warmup.WarmupSchedule:
+    """The run's learning rate by step: the plan's warmup, flat, then decay; with `cooldown`
+    (make it in the strategy's scope), the decay ends where its `horizon` says, which early
+    stopping's cooldown moves (None where the plan has no decay)."""
+    horizon = warmup.Horizon(plan.train_steps, plan.decay_steps) if cooldown else None
     return warmup.WarmupSchedule(plan.learning_rate, plan.warmup_steps, plan.train_steps,
-                                 plan.decay_steps)
+                                 plan.decay_steps, horizon)
 
 
 def optimizer(cfg: TrainerConfig, schedule) -> tf.keras.optimizers.Optimizer:

