@@ -25,7 +25,8 @@ MAX_CATEGORIES values, an ordinal number otherwise; a value unseen in train is m
 
 Rows come from the ExampleGen's columnar copy of each TFRecord file
 (components/columnar_examples.py): no record is decoded, no Python runs per row. Past ROW_CAP
-labeled train rows it fits a random sample of them (the figures say so), on one thread (THREADS):
+labeled train rows it fits a sample of them chosen by what the rows hold (the figures say so;
+components/row_sample.py), on one thread (THREADS):
 beside the Trainer it takes one core at most (two OpenMP threads on two busy cores spin: 44 s
 for a 2.7 s fit).
 
@@ -49,7 +50,7 @@ from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
-from components import columnar_examples, fs, generalization
+from components import columnar_examples, fit_check, fs, generalization, row_sample
 from trainer_module.settings import REGRESSION
 from trainer_module.custom_config import TransformSpec
 
@@ -194,65 +195,67 @@ def _classes(labels: pa.ChunkedArray) -> pa.Array:
     """The label's values in the train rows, most frequent first, as the label vocabulary orders
     them (a binary label's index 1, the positive class, is the rarer one)."""
     counts = pc.value_counts(labels.drop_null())
-    order = np.argsort(-counts.field("counts").to_numpy(), kind="stable")
-    return pc.take(counts.field("values"), pa.array(order))
+    values = counts.field("values")
+    ranks = np.argsort(np.asarray(pc.array_sort_indices(values)))  # a tie goes by the value
+    order = np.lexsort((ranks, -counts.field("counts").to_numpy()))
+    return pc.take(values, pa.array(order))
 
 
-def _canonical(table: pa.Table) -> pa.Table:
-    """The rows sorted by every column: an order that does not depend on the file of the split
-    each row is in (the ExampleGen's shards differ from run to run), so the same rows give the
-    same sample, the same early-stopping rows and the same figures."""
-    cells = pa.table({name: _cells(table.column(name)) for name in table.column_names})
-    keys = [(name, "ascending") for name in cells.column_names]
-    return table.take(pc.sort_indices(cells, sort_keys=keys))
-
-
-def _sample(labeled: np.ndarray, rows: int) -> np.ndarray:
-    if len(labeled) <= rows:
-        return labeled
-    return np.sort(np.random.default_rng(SEED).choice(labeled, rows, replace=False))
+def _sample(train: pa.Table, labeled: np.ndarray, rows: int) -> np.ndarray:
+    """At most `rows` of the labeled rows, chosen by what they hold (components/row_sample.py),
+    in an order by every column: neither depends on the file of the split each row is in (the
+    ExampleGen's shards differ from run to run), so the same rows give the same sample and the
+    same figures."""
+    if len(labeled) > rows:
+        columns = ((name, _cells(train.column(name))) for name in train.column_names)
+        hashes = row_sample.row_hashes(columns, train.num_rows)
+        labeled = row_sample.smallest(labeled, hashes[labeled], rows)
+    kept = train.take(pa.array(labeled))
+    cells = {name: _cells(kept.column(name)) for name in kept.column_names}
+    return labeled[row_sample.canonical_order(cells)]
 
 
 def measure(train: pa.Table, evaluation: pa.Table, label: str, task: str, metric: str,
-            excluded=(), rows: int = ROW_CAP, threads: int = THREADS) -> Reference:
-    """Fits LightGBM (defaults, random_state 0) on the labeled train rows (a random
-    sample of `rows` past that many) and scores it on the labeled eval rows.
+            excluded=(), rows: int = ROW_CAP, threads: int = THREADS,
+            labels: pa.ChunkedArray | None = None) -> Reference:
+    """Fits LightGBM (defaults, random_state 0) on the labeled train rows (a sample of `rows`
+    past that many, by the rows' hashes) and scores it on the labeled eval rows.
 
     Args:
       train, evaluation: the splits' columns (the columnar copy's one-value lists, or flat).
       label, task: the run's; metric: its gating metric (pipeline/evaluation.py's name).
       excluded: the columns the run leaves out (ids, constants).
+      labels: every train row's label where `train` is a sample already (read_sample).
     Returns:
       the Reference; not measured (with the reason) where the data allows no fit or no score.
     """
     try:
-        return _measure(train, evaluation, label, task, metric, excluded, rows, threads)
+        return _measure(train, evaluation, label, task, metric, excluded, rows, threads, labels)
     except NotMeasured as why:
         return Reference(metric, {}, not_measured=str(why), library=library())
 
 
-def _measure(train, evaluation, label, task, metric, excluded, rows, threads) -> Reference:
+def _measure(train, evaluation, label, task, metric, excluded, rows, threads, labels) -> Reference:
     from threadpoolctl import threadpool_limits
 
     if label not in train.column_names:
         raise NotMeasured(f"no label column '{label}' in the train split")
     regression = task == REGRESSION
-    train = _canonical(train)
-    truth = _cells(train.column(label))
+    truth, every = _cells(train.column(label)), _cells(labels if labels is not None
+                                                      else train.column(label))
     if regression:
-        if _is_text(truth):
+        if _is_text(every):
             raise NotMeasured(f"the label '{label}' holds text")
         y = _numbers(truth)
-        labeled = np.flatnonzero(np.isfinite(y))
     else:
-        classes = _classes(truth)
+        classes = _classes(every)
         if len(classes) < 2:
             raise NotMeasured(f"{len(classes)} class(es) in the train split's labels")
         y = _numbers(pc.index_in(truth, value_set=classes))
-        labeled = np.flatnonzero(np.isfinite(y))
+    labeled, labeled_total = np.flatnonzero(np.isfinite(y)), int(_labeled(every, regression).sum())
     if not len(labeled):
         raise NotMeasured("no labeled train rows")
-    fitted = _sample(labeled, rows)
+    fitted = _sample(train, labeled, rows)
     train = train.take(pa.array(fitted))
     y = y[fitted]
     if not regression and len(np.unique(y)) < 2:
@@ -271,7 +274,7 @@ def _measure(train, evaluation, label, task, metric, excluded, rows, threads) ->
     x_eval, eval_y = x_eval[scored], eval_y[scored]
     with threadpool_limits(limits=threads, user_api="openmp"):
         model, losses, seconds = _fit(x_train, y, categorical, regression, threads)
-        failed = _failed_fit(losses, y, regression)
+        failed = fit_check.failed(losses, y, regression)
         if failed:
             raise NotMeasured(f"{library()}'s default fit {failed}")
         if regression:
@@ -281,7 +284,7 @@ def _measure(train, evaluation, label, task, metric, excluded, rows, threads) ->
             probabilities[:, model.classes_.astype(np.int64)] = model.predict_proba(x_eval)
             outputs = {"probabilities": probabilities}
     figures = generalization.metrics({**outputs, "label": eval_y, "weight": np.ones(len(eval_y))})
-    return Reference(metric, figures, len(fitted), len(labeled), len(eval_y), round(seconds, 3),
+    return Reference(metric, figures, len(fitted), labeled_total, len(eval_y), round(seconds, 3),
                      library=library())
 
 
@@ -302,49 +305,37 @@ def _fit(x_train: np.ndarray, y: np.ndarray, categorical: np.ndarray, regression
     return model, np.asarray(losses, np.float64), seconds
 
 
-# A train loss within this share of the naive baseline's is no better than it (a fit that made no
-# split predicts the train mean, whose l2 LightGBM and numpy round apart).
-NAIVE_TOLERANCE = 1e-6
-# A train loss that ends above this many times its lowest (and RISE_MIN above it) is a fit that
-# diverged: boosting's train loss falls tree by tree where the fit is sound.
-RISE_RATIO, RISE_MIN = 2.0, 0.01
-
-
-def _failed_fit(losses: np.ndarray, y: np.ndarray, regression: bool) -> str:
-    """Why the fit is no reference ("" where it is sound): its train loss rose (the fit
-    diverged), or ended no lower than the naive baseline's on the same rows (the label's mean,
-    or its classes' train shares)."""
-    name = "l2" if regression else "log-loss"
-    last, lowest = float(losses[-1]), float(losses.min())
-    if not np.isfinite(last):
-        return f"diverged: its train {name} became {last}"
-    if last > RISE_RATIO * lowest and last - lowest > RISE_MIN:
-        return (f"diverged: its train {name} fell to {lowest:.4g} at tree "
-                f"{int(losses.argmin()) + 1}, then rose to {last:.4g} at tree {len(losses)}")
+def _labeled(labels: pa.ChunkedArray, regression: bool) -> np.ndarray:
+    """Which rows have a label (a number, for a regression)."""
     if regression:
-        naive = float(np.mean((y - y.mean()) ** 2))
-    else:
-        shares = np.bincount(y.astype(np.int64)) / len(y)
-        naive = float(-np.sum(shares[shares > 0] * np.log(shares[shares > 0])))
-    if last >= naive * (1 - NAIVE_TOLERANCE):
-        return (f"is no better than the naive baseline on its train rows: train {name} "
-                f"{last:.4g}, the naive {naive:.4g}")
-    return ""
+        return np.isfinite(_numbers(labels)) if not _is_text(labels) else np.zeros(len(labels), bool)
+    return np.asarray(labels.is_valid())
 
 
-def read_split(examples, split: str) -> pa.Table:
-    """The split's rows from the columnar copies of its files. Raises NotMeasured where a file
-    has none (examples written before the ExampleGen wrote copies)."""
-    directory = artifact_utils.get_split_uri([examples], split)
-    tables = []
-    for record in sorted(fs.glob(f"{directory}/*")):
+def _tables(examples, split: str):
+    """The split's files' rows, a table a file, from their columnar copies. Raises NotMeasured
+    where a file has none (examples written before the ExampleGen wrote copies)."""
+    records = sorted(fs.glob(f"{artifact_utils.get_split_uri([examples], split)}/*"))
+    if not records:
+        raise NotMeasured(f"the {split} split has no file")
+    for record in records:
         found = columnar_examples.table(record)
         if found is None:
             raise NotMeasured(f"{record} has no columnar copy")
-        tables.append(found)
-    if not tables:
-        raise NotMeasured(f"the {split} split has no file")
-    return pa.concat_tables(tables, promote=True)
+        yield found
+
+
+def read_split(examples, split: str) -> pa.Table:
+    """The split's rows from the columnar copies of its files (NotMeasured: _tables)."""
+    return pa.concat_tables(list(_tables(examples, split)), promote=True)
+
+
+def read_sample(examples, label: str, task: str) -> tuple[pa.Table, pa.ChunkedArray]:
+    """(ROW_CAP of the train split's labeled rows, by their hashes; every train row's label),
+    read a file at a time (components/row_sample.py)."""
+    return row_sample.sample_files(lambda: _tables(examples, "train"), label,
+                                   lambda labels: _labeled(labels, task == REGRESSION), ROW_CAP,
+                                   _cells)
 
 
 class GradientBoostingReferenceSpec(ComponentSpec):
@@ -366,8 +357,9 @@ class Executor(base_executor.BaseExecutor):
         spec = TransformSpec.from_custom_config(json.loads(exec_properties["columns"]))
         metric = exec_properties["metric"]
         try:
-            train, evaluation = read_split(examples, "train"), read_split(examples, "eval")
-            found = measure(train, evaluation, spec.label, spec.task, metric, spec.excluded)
+            train, labels = read_sample(examples, spec.label, spec.task)
+            found = measure(train, read_split(examples, "eval"), spec.label, spec.task, metric,
+                            spec.excluded, labels=labels)
         except NotMeasured as why:
             found = Reference(metric, {}, not_measured=str(why), library=library())
         except Exception as err:  # noqa: BLE001  it informs: a failure to measure is recorded

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from components import csv_format, generalization
-from components import gradient_boosting
+from components import fit_check, gradient_boosting, row_sample
 from components.gradient_boosting import MAX_CATEGORIES, Reference, measure
 
 MISSING = csv_format.missing_tokens(["", "NA"])
@@ -118,6 +118,16 @@ def test_past_the_row_cap_it_fits_a_sample_and_says_so():
     shuffled = train.take(pa.array(np.random.default_rng(5).permutation(train.num_rows)))
     again = measure(shuffled, evaluation, "label", "classification", "auc", rows=300)
     assert again.metrics == found.metrics, (again, found)
+    # Read a file at a time (the component's way: row_sample.sample_files), in files of other
+    # sizes and another order: the same sample, the same figures.
+    files = [shuffled.slice(start, 450) for start in range(0, shuffled.num_rows, 450)]
+    sample, labels = row_sample.sample_files(
+        lambda: iter(files[::-1]), "label", lambda cells: np.asarray(cells.is_valid()), 300,
+        gradient_boosting._cells)  # noqa: SLF001
+    assert sample.num_rows == 300 and len(labels) == train.num_rows
+    streamed = measure(sample, evaluation, "label", "classification", "auc", rows=300,
+                       labels=labels)
+    assert streamed.metrics == found.metrics and streamed.labeled_train_rows == found.labeled_train_rows
 
 
 def test_multiclass_text_codes_categorical_and_ordinal():
@@ -195,17 +205,17 @@ def test_a_fit_whose_train_loss_rose_is_not_measured_and_says_where():
     record says so with the figures, and holds no metric a gate or a reader could take."""
     losses = np.concatenate([np.linspace(1.1, 0.07, 22), np.linspace(0.5, 23.5, 78)])
     y = np.arange(700) % 7
-    why = gradient_boosting._failed_fit(losses, y, regression=False)  # noqa: SLF001
+    why = fit_check.failed(losses, y, regression=False)
     assert why == ("diverged: its train log-loss fell to 0.07 at tree 22, then rose to 23.5 at "
                    "tree 100")
     # A sound fit's train loss falls (small wobbles are no divergence), and ends below the
     # naive baseline's.
     falling = np.linspace(1.0, 0.05, 100)
-    assert gradient_boosting._failed_fit(falling, y, regression=False) == ""  # noqa: SLF001
+    assert fit_check.failed(falling, y, regression=False) == ""
     wobble = falling.copy()
     wobble[-1] = wobble[-2] + 0.005
-    assert gradient_boosting._failed_fit(wobble, y, regression=False) == ""  # noqa: SLF001
-    assert "became nan" in gradient_boosting._failed_fit(  # noqa: SLF001
+    assert fit_check.failed(wobble, y, regression=False) == ""
+    assert "became nan" in fit_check.failed(
         np.array([1.0, np.nan]), y, regression=False)
 
 
