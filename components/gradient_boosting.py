@@ -201,18 +201,13 @@ def _classes(labels: pa.ChunkedArray) -> pa.Array:
     return pc.take(values, pa.array(order))
 
 
-def _sample(train: pa.Table, labeled: np.ndarray, rows: int) -> np.ndarray:
-    """At most `rows` of the labeled rows, chosen by what they hold (components/row_sample.py),
-    in an order by every column: neither depends on the file of the split each row is in (the
-    ExampleGen's shards differ from run to run), so the same rows give the same sample and the
-    same figures."""
-    if len(labeled) > rows:
-        columns = ((name, _cells(train.column(name))) for name in train.column_names)
-        hashes = row_sample.row_hashes(columns, train.num_rows)
-        labeled = row_sample.smallest(labeled, hashes[labeled], rows)
-    kept = train.take(pa.array(labeled))
-    cells = {name: _cells(kept.column(name)) for name in kept.column_names}
-    return labeled[row_sample.canonical_order(cells)]
+def _in_order(train: pa.Table, rows: np.ndarray) -> np.ndarray:
+    """The rows in an order by every column (components/row_sample.py): like the sample, it does
+    not depend on the file of the split each row is in (the ExampleGen's shards differ from run
+    to run), so the same rows give the same fit and the same figures."""
+    kept = train.take(pa.array(rows))
+    return rows[row_sample.canonical_order({name: _cells(kept.column(name))
+                                            for name in kept.column_names})]
 
 
 def measure(train: pa.Table, evaluation: pa.Table, label: str, task: str, metric: str,
@@ -241,8 +236,11 @@ def _measure(train, evaluation, label, task, metric, excluded, rows, threads, la
     if label not in train.column_names:
         raise NotMeasured(f"no label column '{label}' in the train split")
     regression = task == REGRESSION
-    truth, every = _cells(train.column(label)), _cells(labels if labels is not None
-                                                      else train.column(label))
+    if labels is None:  # the whole split: sampled here as the component samples its files
+        whole = train
+        train, labels = row_sample.sample_files(
+            lambda: iter([whole]), label, lambda cells: _labeled(cells, regression), rows, _cells)
+    truth, every = _cells(train.column(label)), _cells(labels)
     if regression:
         if _is_text(every):
             raise NotMeasured(f"the label '{label}' holds text")
@@ -255,7 +253,7 @@ def _measure(train, evaluation, label, task, metric, excluded, rows, threads, la
     labeled, labeled_total = np.flatnonzero(np.isfinite(y)), int(_labeled(every, regression).sum())
     if not len(labeled):
         raise NotMeasured("no labeled train rows")
-    fitted = _sample(train, labeled, rows)
+    fitted = _in_order(train, labeled)
     train = train.take(pa.array(fitted))
     y = y[fitted]
     if not regression and len(np.unique(y)) < 2:

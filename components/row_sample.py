@@ -100,11 +100,6 @@ def with_copies(hashes: np.ndarray) -> np.ndarray:
     return mixed
 
 
-def row_hashes(columns, rows: int) -> np.ndarray:
-    """content_hashes, with_copies."""
-    return with_copies(content_hashes(columns, rows))
-
-
 def smallest(candidates: np.ndarray, hashes: np.ndarray, rows: int) -> np.ndarray:
     """The `rows` candidates (row positions) of the smallest hashes (hashes by candidate), in
     position order; all of them where there are no more."""

@@ -21,8 +21,8 @@ def _table(rows: int, seed: int = 0) -> dict[str, pa.ChunkedArray]:
 
 
 def _hashes(cells: dict[str, pa.ChunkedArray], rows: int) -> np.ndarray:
-    return row_sample.row_hashes(((name, cells[name]) for name in ("text", "number", "count")),
-                                 rows)
+    return row_sample.with_copies(row_sample.content_hashes(
+        ((name, cells[name]) for name in ("text", "number", "count")), rows))
 
 
 def test_a_rows_hash_is_its_cells_whatever_its_place_and_chunks():
