@@ -42,18 +42,18 @@ def _run(tmp_path, values, *, kill_at=None, patience=3, every=2, total=20, decay
     def build(extra=()):
         with tf.distribute.get_strategy().scope():
             model, optimizer = tiny_model()
-            best = early_stopping.BestWeights(model)
             horizon = warmup.Horizon(total, decay) if decay else None
+            best = early_stopping.BestWeights(model, horizon)
             schedule = warmup.WarmupSchedule(0.05, 1, total, decay, horizon) if decay else None
             if schedule:
                 optimizer = tf.keras.optimizers.Adam(schedule)
         scores = Scores(model, optimizer, values, every)
         stopping = early_stopping.EarlyStopping(model, best, scores, every, patience,
-                                                horizon=horizon, cooldown_share=0.5, chunk=1)
+                                                cooldown_share=0.5, chunk=1)
         controller = controller_lib.Controller(
             model, optimizer, directory=str(tmp_path), total_steps=total, steps_per_execution=3,
             checkpoint_every=5, actions=[stopping, *extra], max_to_keep=None,
-            tracked={"best": best, **({"horizon": horizon} if horizon else {})})
+            tracked={"best": best})
         xent = tf.keras.losses.SparseCategoricalCrossentropy(
             from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
         trainer = loop.SynchronousLoop(tf.distribute.get_strategy(), model, optimizer, xent,

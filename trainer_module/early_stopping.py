@@ -85,7 +85,7 @@ def cooldown_steps(step: int, share: float, chunk: int) -> int:
     and the cooldown (trainer.decay_share, as the planned decay is of the planned steps), in
     whole chunks."""
     steps = math.ceil(step * share / (1.0 - share)) if 0 < share < 1 else 0
-    return max(math.ceil(steps / chunk), 1) * chunk if steps else 0
+    return math.ceil(steps / chunk) * chunk
 
 
 class BestWeights(tf.Module):
@@ -180,23 +180,23 @@ class EarlyStopping:
     """The action: every `every` steps, score; keep the best; stop after `patience` scores
     without one; at the end, put the best weights back (logs: best_step, validation_loss).
 
-    With a `horizon` (warmup.Horizon: the learning rate's decay reads it), patience that runs out
-    before the planned decay begins starts a cooldown instead of stopping: the best weights are put
-    back and the rate decays from there to zero over cooldown_steps (the `cooldown_share` of the
-    best step's run and the cooldown), still scored and kept at its best, and training stops where it ends (a
-    cooldown from the weights patience ended on, past the best: MplsStops' AUC 0.8982, from the
-    best 0.8994). Its steps are in the checkpoint (the horizon's variables)."""
+    Where `best` has a horizon (warmup.Horizon: the learning rate's decay reads it), patience that
+    runs out before the planned decay begins starts a cooldown instead of stopping: the best
+    weights are put back and the rate decays from there to zero over cooldown_steps (the
+    `cooldown_share` of the best step's run and the cooldown), still scored and kept at its best,
+    and training stops where it ends. (A cooldown from the weights patience ended on, past the
+    best, gave MplsStops AUC 0.8982; from the best, 0.8994.) Its steps are in the checkpoint (the
+    horizon's variables, with the best weights)."""
 
     before_checkpoint = True  # its state is in the checkpoint of the step it scored at
 
     def __init__(self, model: tf.keras.Model, best: BestWeights, score, every_steps: int,
-                 patience: int, steps_per_epoch: int = 0, horizon=None,
-                 cooldown_share: float = 0.0, chunk: int = 1, train_rows: int = 0,
-                 global_batch: int = 0):
+                 patience: int, steps_per_epoch: int = 0, cooldown_share: float = 0.0,
+                 chunk: int = 1, train_rows: int = 0, global_batch: int = 0):
         self.model, self.best, self.score = model, best, score
         self.every, self.patience = max(every_steps, 1), patience
         self.steps_per_epoch = steps_per_epoch
-        self.horizon, self.cooldown_share, self.chunk = horizon, cooldown_share, max(chunk, 1)
+        self.horizon, self.cooldown_share, self.chunk = best.horizon, cooldown_share, max(chunk, 1)
         self.train_rows, self.global_batch = train_rows, global_batch
         self.scores = 0  # scores taken in this process
         self.stopped_early = False

@@ -314,7 +314,7 @@ def _early_stopping(job: TrainJob, plan: scaling.Plan, rows: int | None, model, 
         score = early_stopping.on_copy(model, scorer, score)
     return early_stopping.EarlyStopping(
         model, best, score, early_stopping.every(plan.train_steps, per_epoch, plan.global_batch),
-        cfg.patience, steps_per_epoch=per_epoch, horizon=best.horizon, cooldown_share=cfg.decay_share,
+        cfg.patience, steps_per_epoch=per_epoch, cooldown_share=cfg.decay_share,
         chunk=_chunk(cfg, plan), train_rows=rows or 0, global_batch=plan.global_batch)
 
 
