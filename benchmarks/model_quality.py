@@ -26,6 +26,8 @@ measure one part of the model at a time. --smoke: the bundled penguins only, qui
 from __future__ import annotations
 
 import argparse
+import csv as csv_module  # `csv` names a table's path here
+import io
 import json
 import os
 import re
@@ -60,23 +62,25 @@ def split_table(csv: Path, out: Path, seed: int = 0,
     test = frame.iloc[order[cut:]]
     path = out / "train" / "data.csv"
     path.parent.mkdir(parents=True)
-    # Re-read the raw text rows so lockstep sees the cells exactly as written.
-    lines = csv.read_text().splitlines()
-    if dropped:  # cells kept as written, the dropped columns' taken out
-        import csv as csv_module
-        import io
-
-        rows = list(csv_module.reader(io.StringIO(csv.read_text())))
-        keep = [i for i, name in enumerate(rows[0]) if name not in dropped]
-        lines = []
-        for row in rows:
-            text = io.StringIO()
-            csv_module.writer(text, lineterminator="").writerow([row[i] for i in keep])
-            lines.append(text.getvalue())
+    # Re-read the raw text rows so lockstep sees the cells exactly as written (the dropped
+    # columns' taken out).
+    lines = _without(csv.read_text(), dropped) if dropped else csv.read_text().splitlines()
     with open(path, "w") as handle:
         handle.write(lines[0] + "\n")
         handle.writelines(lines[1 + i] + "\n" for i in order[:cut])
     return path, test
+
+
+def _without(text: str, dropped: tuple[str, ...]) -> list[str]:
+    """The CSV text's lines without the `dropped` columns, each other cell as written."""
+    rows = list(csv_module.reader(io.StringIO(text)))
+    keep = [i for i, name in enumerate(rows[0]) if name not in dropped]
+    lines = []
+    for row in rows:
+        line = io.StringIO()
+        csv_module.writer(line, lineterminator="").writerow([row[i] for i in keep])
+        lines.append(line.getvalue())
+    return lines
 
 
 def run_lockstep(train_csv: Path, label: str, work: Path, settings: list[str]) -> dict:
@@ -196,12 +200,13 @@ def boosting(train: pd.DataFrame, test: pd.DataFrame, label: str, task: str,
     train = train[train[label].notna()]
     test = test[test[label].notna()]
     x_train, x_test = train.drop(columns=[label]), test.drop(columns=[label])
-    text = []  # CatBoost's categorical features: every value, a missing cell one of them
+    native = make is _catboost  # text as its categorical features, not as codes
+    text = []  # those features: every value, a missing cell one of them
     for name in list(x_train):
         column = x_train[name]
         if column.nunique() >= 0.99 * len(column) and column.dtype.kind in "iOU":
             x_train, x_test = x_train.drop(columns=[name]), x_test.drop(columns=[name])
-        elif column.dtype == object and make is _catboost:
+        elif column.dtype == object and native:
             text.append(name)
             x_train[name] = column.fillna("").astype(str)
             x_test[name] = x_test[name].fillna("").astype(str)
@@ -218,7 +223,7 @@ def boosting(train: pd.DataFrame, test: pd.DataFrame, label: str, task: str,
                     pd.CategoricalDtype(x_train[name].cat.categories))
     tic = time.perf_counter()
     model = make(task)
-    fit = {"cat_features": text} if make is _catboost else {}
+    fit = {"cat_features": text} if native else {}
     if task == "regression":
         model.fit(x_train, train[label].astype(float), **fit)
         prediction = model.predict(x_test)
@@ -299,7 +304,8 @@ def main() -> int:
           f"{'CatBoost':>9} {'fit s':>6} {'- best':>8}  rmse (lockstep / boosting)")
     for (name, key, ours, theirs, wall, trainer, fit, rmse, their_rmse, _, light, lfit,
          cat, cfit) in rows:
-        extra = f"  {rmse:,.1f} / {their_rmse:,.1f}" if rmse is not None else ""
+        extra = (f"  {rmse:,.1f} / {their_rmse:,.1f}"  # HGB's: none when --boosters leaves it out
+                 if rmse is not None and their_rmse is not None else "")
         best = np.nanmax([theirs, light, cat])  # every headline metric: higher is better
         print(f"{name:<11} {key:<8} {ours:>9.4f} {theirs:>9.4f} {ours - theirs:>+8.4f} "
               f"{wall:>6.1f} {trainer:>7.1f} {fit:>6.1f} {light:>9.4f} {lfit:>6.1f} "
