@@ -1,0 +1,64 @@
+"""benchmarks/model_quality.py's two sides' data: a table's DROPPED columns leave both (the file
+lockstep reads keeps every other cell as written, quotes included), and CatBoost gets the text
+columns as its categorical features, every value, where HGB and LightGBM get codes."""
+
+import importlib
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def model_quality():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        yield importlib.import_module("model_quality")
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+
+def test_a_dropped_column_leaves_both_sides_and_every_other_cell_is_as_written(model_quality,
+                                                                              tmp_path):
+    rows = [f'{i},"{i}, a",{"A" if i % 2 else "B"}{i % 5},{i * 1.5:.1f}' for i in range(50)]
+    source = tmp_path / "table.csv"
+    source.write_text("id,note,sub_grade,rate\n" + "\n".join(rows) + "\n")
+    train_csv, test = model_quality.split_table(source, tmp_path / "out", dropped=("sub_grade",))
+    lines = train_csv.read_text().splitlines()
+    assert lines[0] == "id,note,rate"
+    assert "sub_grade" not in test.columns and list(test.columns) == ["id", "note", "rate"]
+    expected = {f'{i},"{i}, a",{i * 1.5:.1f}' for i in range(50)}
+    assert set(lines[1:]) <= expected  # the note's quotes and comma as written
+    assert len(lines) - 1 == 40 and len(test) == 10
+    assert set(test["id"]) | {int(line.split(",")[0]) for line in lines[1:]} == set(range(50))
+    # Without a dropped column the raw lines are copied as they were.
+    plain, _ = model_quality.split_table(source, tmp_path / "plain")
+    assert set(plain.read_text().splitlines()[1:]) <= set(rows)
+
+
+def test_catboost_learns_from_text_it_gets_as_categories(model_quality, monkeypatch):
+    import catboost
+
+    given = []
+    fit = catboost.CatBoostClassifier.fit
+
+    def recorded(self, x, y, **kwargs):
+        given.append((kwargs.get("cat_features"), x["colour"].tolist()))
+        return fit(self, x, y, **kwargs)
+
+    monkeypatch.setattr(catboost.CatBoostClassifier, "fit", recorded)
+    rng = np.random.default_rng(0)
+    colour = rng.choice(["red", "green", "blue", None], size=400)
+    frame = pd.DataFrame({"colour": colour, "noise": rng.normal(size=400),
+                          "label": np.where(colour == "red", "yes", "no")})
+    train, test = frame.iloc[:300], frame.iloc[300:]
+    figures = model_quality.boosting(train, test, "label", "classification",
+                                     model_quality.BOOSTERS["CatBoost"])
+    assert figures["accuracy"] == 1.0 and figures["auc"] == 1.0
+    assert figures["seconds"] > 0
+    (categorical, cells), = given  # the text itself, a missing cell one more value
+    assert categorical == ["colour"]
+    assert set(cells) == {"red", "green", "blue", ""}
