@@ -15,15 +15,22 @@ into parts (trainer_module/preprocessing.py), and `data.columns` overrides any o
   says so. `data.columns = {col = "timestamp:dmy"}` names the order (ymd, mdy, dmy), and
   "timestamp:epoch" reads a numeric column as seconds since 1970.
 
+- **coded float** (a feature): a float column of at most features.CODE_TOP_K distinct values,
+  each seen in CODED_ROWS_PER_VALUE rows or more on average (a rate on a grid, a size in steps):
+  besides its number, each value is embedded as a code, as an integer column's is (its values
+  are levels a model should tell apart exactly, where the number's piecewise-linear encoding
+  blurs neighbours: loans' interest rate names its grade). `data.columns = {col = "feature"}`
+  keeps it a number only.
 - **large categorical** (a feature): a text or integer column with more than
   features.VOCABULARY_TOP_K distinct values that repeat (user or item ids): it keeps every value
   seen at least data.min_count times, up to data.max_vocabulary, its rare values in hash buckets
   (trainer_module/preprocessing.py); the run says how many of each.
 
 The profile reads the same cleaned Arrow batches as the data check (no Python per row). It
-counts each value of the text and integer columns exactly, over all batches (`_Counts`: each
-batch's value counts, merged into the column's whenever they outgrow them), so a distinct count
-is never a sum over batches; a column stops being counted at its first decimal number.
+counts each value of the text and integer columns exactly, over all batches
+(pipeline/value_counts.py), so a distinct count is never a sum over batches; a float column's
+values (as written) are counted while they are at most features.CODE_TOP_K, and no longer once
+they are more.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from components.csv_format import FLOAT, INT, STRING
+from pipeline.value_counts import ValueCounts
 from trainer_module.features import (CODE_TOP_K, DATE_FORMS, DMY, EPOCH, HASH_BUCKETS,
                                      HASHED_TOP_K, MAX_VOCABULARY, MDY, MIN_COUNT, OOV_BUCKETS,
                                      ORDERS, TIMESTAMP_PATTERN, VOCABULARY_TOP_K, YMD, code_name,
@@ -56,6 +64,10 @@ HASHED_DISTINCT_SHARE = 0.5
 # (trainer_module/settings.py).
 FEATURE, ID, CONSTANT, HASHED, TIMESTAMP = "feature", "id", "constant", "hashed", "timestamp"
 ROLES = (FEATURE, ID, CONSTANT, HASHED, TIMESTAMP)  # what data.columns may name
+# A float column of at most CODE_TOP_K values, seen this many times each on average, is also a
+# code (a coded float). Measured on benchmarks/model_quality.py: loans' interest_rate (58 values,
+# 172 rows each) 0.9950 -> 0.9995; Wage's logwage (508 values, 6 rows each) coded costs 0.0014.
+CODED_ROWS_PER_VALUE = 50
 UNIQUE_TEXT = "near-unique text"  # found, never named
 
 
@@ -72,44 +84,8 @@ class Role:
     # up to data.max_vocabulary), and its rarer ones, which share the hash buckets.
     kept: int = 0
     rare: int = 0
-
-
-# Value counts pending in a column's list are merged into its counts once they hold this many
-# entries, or as many as the counts do (so each entry is merged a few times at most).
-MERGE_AT = 1 << 16
-
-
-class _Counts:
-    """Each value's count in one column over every batch, exact."""
-
-    def __init__(self):
-        self.merged: pa.Table | None = None
-        self.pending: list[pa.Table] = []
-        self.pending_entries = 0
-
-    def add(self, present: pa.Array) -> None:
-        counts = pc.value_counts(present)
-        self.pending.append(pa.table({"values": counts.field("values"),
-                                      "counts": counts.field("counts")}))
-        self.pending_entries += len(counts)
-        if self.pending_entries >= max(MERGE_AT, self.merged.num_rows if self.merged else 0):
-            self._merge()
-
-    def _merge(self) -> None:
-        parts = ([self.merged] if self.merged is not None else []) + self.pending
-        if len(parts) > 1:
-            summed = pa.concat_tables(parts).group_by("values").aggregate([("counts", "sum")])
-            self.merged = pa.table({"values": summed["values"], "counts": summed["counts_sum"]})
-        elif parts:
-            self.merged = parts[0]
-        self.pending, self.pending_entries = [], 0
-
-    def counts(self) -> pa.Array:
-        """Each distinct value's count."""
-        self._merge()
-        if self.merged is None:
-            return pa.array([], pa.int64())
-        return self.merged["counts"].combine_chunks()
+    # A coded float's distinct values (each embedded as a code besides the number).
+    codes: int = 0
 
 
 def parse_override(name: str, value: str) -> tuple[str, str]:
@@ -134,19 +110,22 @@ class _Column:
         self.id_candidate = True
         self.within_batch_distinct = 0
         self.distinct: list[pa.Array] = []  # each batch's distinct values, while a candidate
-        self.values: _Counts | None = _Counts()  # each value's count; None once a float is seen
+        # Each value's count; None once a float column has more than CODE_TOP_K values.
+        self.values: ValueCounts | None = ValueCounts()
 
     def add(self, values: pa.Array, floats: bool = False) -> None:
         """floats: the column has held a decimal number so far (it is then no categorical
-        column, and its values are no longer counted)."""
+        column, and its values are counted only while they are at most CODE_TOP_K: a coded
+        float's)."""
         present = values.drop_null() if values.null_count else values
         if not len(present):
             return
         self.present += len(present)
         unique = pc.unique(present)
-        if floats:
+        if floats and self.values is not None and (
+                len(unique) > CODE_TOP_K or self.values.more_than(CODE_TOP_K)):
             self.values = None
-        elif self.values is not None:
+        if self.values is not None:
             self.values.add(present)
         if self.constant:
             if len(unique) > 1 or (self.first is not None and unique[0].as_py() != self.first):
@@ -184,7 +163,8 @@ class _Column:
             if written:
                 return written
         feature = (lambda: self._hashed(kind)  # noqa: E731 - evaluated only where no role was written
-                   or self._large(kind, min_count, max_vocabulary) or Role(FEATURE, ""))
+                   or self._large(kind, min_count, max_vocabulary) or self._coded(kind)
+                   or Role(FEATURE, ""))
         if kind == FLOAT or not self.id_candidate or self.present < ID_MIN_VALUES:
             return feature()
         values = pa.chunked_array(self.distinct, pa.string())
@@ -219,6 +199,18 @@ class _Column:
                                  "them by heart; data.columns = {column = \"hashed\"} keeps it, "
                                  f"its {HASHED_TOP_K} most frequent values and the rest hashed "
                                  f"into {HASH_BUCKETS} buckets")
+
+    def _coded(self, kind: str) -> Role | None:
+        """A float column of at most CODE_TOP_K values, CODED_ROWS_PER_VALUE rows each or more
+        on average: its values are also embedded as codes."""
+        if kind != FLOAT or self.values is None:
+            return None
+        distinct = len(self.values.counts())
+        if distinct > CODE_TOP_K or self.present < CODED_ROWS_PER_VALUE * distinct:
+            return None
+        return Role(FEATURE, f"{distinct:,} values, {self.present / distinct:,.0f} rows each on "
+                             "average; data.columns = {column = \"feature\"} keeps it a number "
+                             "only", codes=distinct)
 
     def _large(self, kind: str, min_count: int, max_vocabulary: int) -> Role | None:
         """A text or integer column of more than VOCABULARY_TOP_K distinct values whose values
@@ -315,11 +307,16 @@ class Profile:
         preprocessing will size them (trainer_module/preprocessing.py): a text column's values
         (a missing cell one more), at most VOCABULARY_TOP_K, and its OOV bucket; an integer
         column's code, at most CODE_TOP_K; a hashed column's HASHED_TOP_K and its hash buckets;
-        a large one's kept values and its hash buckets; every one at most max_vocabulary."""
+        a large one's kept values and its hash buckets; a coded float's values (a missing cell
+        one more) and its OOV bucket; every one at most max_vocabulary."""
         rows = {}
         for name, column in zip(self.header, self.columns):
             role = roles.get(name)
             kind = types.get(name)
+            if role is not None and role.codes:
+                rows[code_name(name)] = (min(role.codes + int(column.present < self.rows),
+                                             max_vocabulary) + OOV_BUCKETS)
+                continue
             if role is None or role.role not in (FEATURE, HASHED) or kind not in (STRING, INT):
                 continue
             feature = transformed_name(name) if kind == STRING else code_name(name)
@@ -343,6 +340,11 @@ def excluded(roles: dict[str, Role]) -> list[str]:
 def large(roles: dict[str, Role]) -> list[str]:
     """The large categorical columns (each value seen often enough kept, the rest hashed)."""
     return sorted(name for name, r in roles.items() if r.role == FEATURE and r.kept)
+
+
+def coded(roles: dict[str, Role]) -> list[str]:
+    """The coded floats (each value also embedded as a code)."""
+    return sorted(name for name, r in roles.items() if r.role == FEATURE and r.codes)
 
 
 def timestamps(roles: dict[str, Role]) -> list[str]:

@@ -33,6 +33,7 @@ class Decisions:
                              timestamp_orders=column_roles.timestamp_orders(self.roles),
                              hashed=tuple(column_roles.hashed(self.roles)),
                              large=tuple(column_roles.large(self.roles)),
+                             coded=tuple(column_roles.coded(self.roles)),
                              min_count=self.min_count, max_vocabulary=self.max_vocabulary)
 
     def column_lines(self) -> list[str]:
@@ -47,6 +48,9 @@ class Decisions:
         large = [f"'{name}': {self.roles[name].why}" for name in column_roles.large(self.roles)]
         if large:
             lines.append(f"lockstep: large categorical columns: {'; '.join(large)}")
+        coded = [f"'{name}' ({self.roles[name].why})" for name in column_roles.coded(self.roles)]
+        if coded:
+            lines.append(f"lockstep: float columns also embedded as codes: {'; '.join(coded)}")
         features = sum(r.role in (FEATURE, HASHED, TIMESTAMP) for r in self.roles.values())
         if lines:
             lines.append(f"lockstep: {features} of {len(self.roles)} columns are features "
@@ -155,7 +159,8 @@ def _builtin_inputs(config: Config, decisions: Decisions, data, outputs: int):
 
     features = {name: kind for name, kind in data.columns.items()
                 if name != config.data.label and name not in column_roles.excluded(decisions.roles)}
-    spec = preprocessing.builtin_feature_spec(features, column_roles.timestamps(decisions.roles))
+    spec = preprocessing.builtin_feature_spec(features, column_roles.timestamps(decisions.roles),
+                                              column_roles.coded(decisions.roles))
     hashed = column_roles.hashed(decisions.roles) + column_roles.large(decisions.roles)
     vocabularies = {(hashed_vocab_name(name) if name in hashed else vocab_name(name)): 1
                     for name, kind in features.items() if kind == "string"}

@@ -73,6 +73,36 @@ def test_quantile_positions_and_integer_codes():
     assert features.code_name("x") not in rows[0]  # floats are measured, not named
 
 
+def test_a_coded_float_is_also_a_code_named_by_its_value(tmp_path):
+    """A coded float (TransformSpec.coded: few values, each in many rows) is a number as every
+    float is, and a code as an integer is: one index per value, exact (14.07 and 14.08 apart,
+    -0.5 and 0.5 apart), a missing cell its own; the transform a server applies names a raw
+    value as training did. A float not coded has no code."""
+    import tensorflow_transform as tft
+
+    rates = [14.07, 14.08, 14.07, None, -0.5, 0.5, 14.08, 14.07]
+    rows = [{"rate": [] if r is None else [r], "other": [float(i)], "y": [i % 2]}
+            for i, r in enumerate(rates)]
+    spec = {"rate": tf.io.VarLenFeature(tf.float32), "other": tf.io.VarLenFeature(tf.float32),
+            "y": tf.io.VarLenFeature(tf.int64)}
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(spec))
+    config = TransformSpec("y", CLASSIFICATION, coded=("rate",)).to_custom_config()
+    with tft_beam.Context(temp_dir=str(tmp_path / "tmp")):
+        (out, _), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
+            lambda inputs: preprocessing.preprocessing_fn(inputs, config))
+        _ = transform_fn | tft_beam.WriteTransformFn(str(tmp_path / "fn"))
+    codes = [r[features.code_name("rate")] for r in out]
+    assert codes[0] == codes[2] == codes[7] and codes[1] == codes[6]
+    assert len({codes[0], codes[1], codes[3], codes[4], codes[5]}) == 5
+    assert codes[0] == 0 and codes[1] == 1  # the most frequent value first
+    assert features.code_name("other") not in out[0]
+    assert [r[features.missing_flag_name("rate")] for r in out][3] == 1.0  # a number still
+    served = tft.TFTransformOutput(str(tmp_path / "fn")).transform_raw_features(
+        {"rate": tf.sparse.from_dense(tf.constant([[14.08], [14.07], [0.5]])),
+         "other": tf.sparse.from_dense(tf.constant([[1.0], [2.0], [3.0]]))})
+    assert served[features.code_name("rate")].numpy().tolist() == [codes[1], codes[0], codes[5]]
+
+
 def test_label_by_task():
     classes = [r["y_xf"] for r in _transform(CLASSIFICATION)]
     assert classes[0] == classes[2] != classes[1] and classes[3] == -1  # missing: -1, no class

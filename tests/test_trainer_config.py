@@ -72,9 +72,9 @@ def test_transform_spec_is_strict_too():
     written = {"label": "y", "task": REGRESSION, "excluded": ["id"], "timestamps": ["t"],
                "preprocessing_fn": "mine.prep:fn", "code_fingerprint": "abc",
                "timestamp_orders": {"t": "dmy"}, "hashed": ["note"], "large": ["user"],
-               "min_count": 3, "max_vocabulary": 1000}
+               "min_count": 3, "max_vocabulary": 1000, "coded": ["rate"]}
     spec = TransformSpec("y", REGRESSION, ("id",), ("t",), "mine.prep:fn", "abc", {"t": "dmy"},
-                         ("note",), ("user",), 3, 1000)
+                         ("note",), ("user",), 3, 1000, ("rate",))
     assert TransformSpec.from_custom_config(written) == spec
     assert spec.to_custom_config() == written
     with pytest.raises(TrainerConfigError, match="missing key"):
@@ -84,6 +84,8 @@ def test_transform_spec_is_strict_too():
         TransformSpec.from_custom_config({**written, "timestamp_orders": {"t": "ydm"}})
     with pytest.raises(TrainerConfigError, match="min_count must be a whole number of at least 1"):
         TransformSpec.from_custom_config({**written, "min_count": 0})
+    with pytest.raises(TrainerConfigError, match="coded must be a list of column names"):
+        TransformSpec.from_custom_config({**written, "coded": "rate"})
 
 
 def test_the_task_rule_for_a_label_column():

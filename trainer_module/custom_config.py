@@ -24,6 +24,8 @@ TRAIN_SPEC = "lockstep_train_spec"
 LABEL_KEY, TASK_KEY, TRAINER_KEY = "label", "task", "trainer"
 EXCLUDED_KEY, TIMESTAMPS_KEY, ORDERS_KEY = "excluded", "timestamps", "timestamp_orders"
 HASHED_KEY = "hashed"
+# The float columns whose values are also codes (pipeline/column_roles.py, coded floats).
+CODED_KEY = "coded"
 # The large categorical columns, and how many times a value is seen to keep its own row, and the
 # most values a column keeps (features.py: MIN_COUNT, MAX_VOCABULARY).
 LARGE_KEY, MIN_COUNT_KEY, MAX_VOCABULARY_KEY = "large", "min_count", "max_vocabulary"
@@ -56,7 +58,8 @@ class TransformSpec:
     each is read in when not ISO's (features.ORDERS: {column: "mdy"}), the near-unique text
     columns hashed into buckets, the large categorical columns (each value seen `min_count` times
     kept, up to `max_vocabulary`, the rest hashed; every column keeps at most max_vocabulary),
-    and the user's own preprocessing_fn with its code's fingerprint."""
+    the float columns whose values are also codes (`coded`), and the user's own preprocessing_fn
+    with its code's fingerprint."""
 
     label: str
     task: str
@@ -69,6 +72,7 @@ class TransformSpec:
     large: tuple[str, ...] = ()
     min_count: int = MIN_COUNT
     max_vocabulary: int = MAX_VOCABULARY
+    coded: tuple[str, ...] = ()
 
     def to_custom_config(self) -> dict[str, Any]:
         return {LABEL_KEY: self.label, TASK_KEY: check_task(self.task),
@@ -76,13 +80,14 @@ class TransformSpec:
                 PREPROCESSING_FN_KEY: self.preprocessing_fn, CODE_KEY: self.code_fingerprint,
                 ORDERS_KEY: dict(sorted(self.timestamp_orders.items())),
                 HASHED_KEY: sorted(self.hashed), LARGE_KEY: sorted(self.large),
-                MIN_COUNT_KEY: self.min_count, MAX_VOCABULARY_KEY: self.max_vocabulary}
+                MIN_COUNT_KEY: self.min_count, MAX_VOCABULARY_KEY: self.max_vocabulary,
+                CODED_KEY: sorted(self.coded)}
 
     @classmethod
     def from_custom_config(cls, values: dict[str, Any]) -> "TransformSpec":
         _check_keys(values, (LABEL_KEY, TASK_KEY, EXCLUDED_KEY, TIMESTAMPS_KEY,
                              PREPROCESSING_FN_KEY, CODE_KEY, ORDERS_KEY, HASHED_KEY, LARGE_KEY,
-                             MIN_COUNT_KEY, MAX_VOCABULARY_KEY), "Transform")
+                             MIN_COUNT_KEY, MAX_VOCABULARY_KEY, CODED_KEY), "Transform")
         for key in (MIN_COUNT_KEY, MAX_VOCABULARY_KEY):
             if not isinstance(values[key], int) or isinstance(values[key], bool) or values[key] < 1:
                 raise TrainerConfigError(f"Transform custom_config: {key} must be a whole "
@@ -98,7 +103,8 @@ class TransformSpec:
                    _text(values[PREPROCESSING_FN_KEY], PREPROCESSING_FN_KEY),
                    _text(values[CODE_KEY], CODE_KEY), dict(orders),
                    _names(values[HASHED_KEY], HASHED_KEY), _names(values[LARGE_KEY], LARGE_KEY),
-                   values[MIN_COUNT_KEY], values[MAX_VOCABULARY_KEY])
+                   values[MIN_COUNT_KEY], values[MAX_VOCABULARY_KEY],
+                   _names(values[CODED_KEY], CODED_KEY))
 
 
 def _text(value: Any, what: str) -> str:

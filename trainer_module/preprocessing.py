@@ -9,6 +9,9 @@
 - integer feature i: as a numeric feature, and `i_code`, the index of its value among the
   column's features.CODE_TOP_K most frequent ones (a flight number, or a distance, names a
   route: a code the model embeds as it embeds text);
+- coded float f (TransformSpec.coded: at most CODE_TOP_K values, each in many rows,
+  pipeline/column_roles.py): as a numeric feature, and `f_code` as an integer's, each value
+  named by its float32 bits (exact: 14.07 is one code, 14.08 another);
 - string feature s: `s_xf` = vocabulary index with OOV buckets, missing mapped to its own token;
   a near-unique one (hashed): its 1,000 most frequent values, every other value in one of 1,000
   hash buckets;
@@ -155,7 +158,8 @@ def preprocessing_fn(inputs, custom_config):
         outputs = _user_features(spec.preprocessing_fn, columns)
     else:
         outputs = builtin_features(columns, spec.timestamps, spec.timestamp_orders, spec.hashed,
-                                   Vocabularies(spec.large, spec.min_count, spec.max_vocabulary))
+                                   Vocabularies(spec.large, spec.min_count, spec.max_vocabulary),
+                                   spec.coded)
     label_out = features.transformed_name(label)
     if label_out in outputs:
         raise ValueError(f"{PREPROCESSING_KEY}: it returns '{label_out}', the label's "
@@ -197,12 +201,25 @@ class Vocabularies:
             num_oov_buckets=features.HASH_BUCKETS, vocab_filename=vocab_filename)
 
 
+def _code_text(x):
+    """[batch] text naming each cell's value, for a code's vocabulary: an integer's digits, a
+    float's float32 bits (exact, and the same wherever the graph runs); a missing cell
+    features.MISSING_TOKEN (a dense column has none)."""
+    name = (lambda v: tf.strings.as_string(  # noqa: E731 - applied to dense and sparse values
+        tf.bitcast(v, tf.int32) if v.dtype == tf.float32 else v))
+    if isinstance(x, tf.SparseTensor):
+        return _dense(tf.SparseTensor(x.indices, name(x.values), x.dense_shape),
+                      features.MISSING_TOKEN)
+    return name(_dense(x, 0))
+
+
 def builtin_features(columns: dict, timestamps=(), orders: dict | None = None,
-                     hashed=(), vocabularies: Vocabularies | None = None) -> dict:
+                     hashed=(), vocabularies: Vocabularies | None = None, coded=()) -> dict:
     """The built-in rules over the raw columns (the module's docstring): z-scored numerics with
     missing flags, vocabulary indices for text (`hashed` ones: the most frequent values, the rest
     in hash buckets), timestamps in parts (each read in its order, `orders` {column:
-    features.ORDERS}, ISO's by default); `vocabularies`: how many values each column keeps."""
+    features.ORDERS}, ISO's by default), integers and the `coded` floats also as codes;
+    `vocabularies`: how many values each column keeps."""
     vocabularies = vocabularies or Vocabularies()
     outputs = {}
     plain = {k: x for k, x in columns.items() if k not in timestamps and x.dtype != tf.string}
@@ -219,10 +236,9 @@ def builtin_features(columns: dict, timestamps=(), orders: dict | None = None,
                     _dense(x, features.MISSING_TOKEN), top_k=features.HASHED_TOP_K,
                     num_oov_buckets=features.HASH_BUCKETS,
                     vocab_filename=features.hashed_vocab_name(key)))
-        elif x.dtype == tf.int64:  # numeric (above), and a code: a value that names a thing
-            text = (tf.strings.as_string(_dense(x, 0)) if not isinstance(x, tf.SparseTensor)
-                    else _dense(tf.SparseTensor(x.indices, tf.strings.as_string(x.values),
-                                                x.dense_shape), features.MISSING_TOKEN))
+        elif x.dtype == tf.int64 or (x.dtype == tf.float32 and key in coded):
+            # numeric (above), and a code: a value that names a thing
+            text = _code_text(x)
             outputs[features.code_name(key)] = (
                 vocabularies.kept(text, features.kept_codes_name(key))
                 if key in vocabularies.large else
@@ -318,10 +334,11 @@ def _numeric_matrix(columns: dict) -> tuple[list[str], list, list]:
     return list(sparse) + list(dense), values, present
 
 
-def builtin_feature_spec(columns: dict[str, str], timestamps=()) -> dict:
+def builtin_feature_spec(columns: dict[str, str], timestamps=(), coded=()) -> dict:
     """The transformed features `builtin_features` makes from raw columns of these kinds
-    ({column: int | float | string}): their names and tf.io specs, without running Transform
-    (the check of a user's model before a run, trainer_module/hooks.py)."""
+    ({column: int | float | string}; `coded`: the floats also coded): their names and tf.io
+    specs, without running Transform (the check of a user's model before a run,
+    trainer_module/hooks.py)."""
     spec = {}
     fixed = lambda dtype: tf.io.FixedLenFeature([], dtype)  # noqa: E731 - a short name
     for column, kind in columns.items():
@@ -334,7 +351,7 @@ def builtin_feature_spec(columns: dict[str, str], timestamps=()) -> dict:
             spec[features.transformed_name(name)] = fixed(tf.float32)
             spec[features.missing_flag_name(name)] = fixed(tf.float32)
             spec[features.position_name(name)] = fixed(tf.float32)
-        if kind == "int" and column not in timestamps:
+        if (kind == "int" or column in coded) and column not in timestamps:
             spec[features.code_name(column)] = fixed(tf.int64)
     return spec
 

@@ -184,3 +184,64 @@ def test_text_whose_values_repeat_is_no_near_unique_text(tmp_path, monkeypatch):
     _repeated_ids(tmp_path / "d.csv", 6_000, 2)
     data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))
     assert data.roles["user"] == Role(FEATURE, "")
+
+
+def test_a_float_of_few_values_each_in_many_rows_is_also_a_code(tmp_path, monkeypatch):
+    """A float column of at most CODE_TOP_K values, CODED_ROWS_PER_VALUE rows each or more
+    (loans' interest rate: a grid of rates) is coded, counted exactly over many of the check's
+    batches, and its code has a table row per value (a missing cell one more) and the OOV bucket;
+    a float of as many values seen fewer times (Wage's logwage), or of more than CODE_TOP_K
+    values (whose counting stops: no float is counted past them), is a number only, and
+    data.columns = {col = "feature"} keeps a coded one a number only."""
+    from components import csv_format
+    from pipeline import column_roles
+    from trainer_module.features import CODE_TOP_K, OOV_BUCKETS, code_name
+
+    monkeypatch.setattr(csv_format, "BLOCK_BYTES", 16 << 10)  # ~500 rows a batch
+    rng = np.random.default_rng(0)
+    rows = 12_000
+    grid = np.round(5 + 0.25 * rng.integers(0, 60, rows), 2)  # 60 rates, ~200 rows each
+    sparse = np.round(rng.integers(0, 300, rows) / 7, 3)  # 300 values, 40 rows each
+    wide = rng.normal(0, 1, rows)  # a measurement: every row its own value
+    lines = ["rate,sparse,wide,y"] + [
+        f"{'' if i % 100 == 0 else g},{s},{w:.6f},{'ab'[i % 2]}"
+        for i, (g, s, w) in enumerate(zip(grid, sparse, wide))]
+    (tmp_path / "d.csv").write_text("\n".join(lines) + "\n")
+    data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))
+    assert data.roles["rate"].role == FEATURE and data.roles["rate"].codes == 60
+    assert data.roles["rate"].why == ("60 values, 198 rows each on average; data.columns = "
+                                      "{column = \"feature\"} keeps it a number only")
+    assert column_roles.coded(data.roles) == ["rate"]
+    from pipeline import config as config_lib, preflight
+
+    config = config_lib.load(None, {"data.path": str(tmp_path / "d.csv"), "data.label": "y"})
+    decisions = preflight.decide(config, data)
+    assert decisions.transform_spec("y").coded == ("rate",)
+    assert ("lockstep: float columns also embedded as codes: 'rate' (60 values, 198 rows each "
+            "on average; data.columns = {column = \"feature\"} keeps it a number only)"
+            in decisions.column_lines())
+    assert data.roles["sparse"] == data.roles["wide"] == Role(FEATURE, "")
+    assert data.table_rows[code_name("rate")] == 60 + 1 + OOV_BUCKETS
+    assert code_name("sparse") not in data.table_rows
+    assert data.roles["rate"].codes <= CODE_TOP_K
+    overridden = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""],
+                                             columns={"rate": "feature"}))
+    assert column_roles.coded(overridden.roles) == []
+
+
+def test_a_float_column_is_counted_only_while_it_could_be_coded():
+    """Batches of few values each, but more than CODE_TOP_K over them all: the counts are
+    dropped once the merged ones pass CODE_TOP_K (a float column's memory stays bounded), and
+    never for a batch stream that stays within it."""
+    import pyarrow as pa
+
+    from pipeline.column_roles import _Column
+    from trainer_module.features import CODE_TOP_K
+
+    column, kept = _Column(), _Column()
+    for batch in range(40):
+        column.add(pa.array([f"{batch}.{i}" for i in range(100)] * 3), floats=True)
+        kept.add(pa.array([f"0.{i}" for i in range(100)] * 3), floats=True)
+    assert column.values is None and 40 * 100 > CODE_TOP_K
+    assert kept.values is not None and len(kept.values.counts()) == 100
+    assert kept.role("float").codes == 100
