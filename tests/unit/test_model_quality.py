@@ -62,3 +62,33 @@ def test_catboost_learns_from_text_it_gets_as_categories(model_quality, monkeypa
     (categorical, cells), = given  # the text itself, a missing cell one more value
     assert categorical == ["colour"]
     assert set(cells) == {"red", "green", "blue", ""}
+
+
+@pytest.mark.parametrize("booster", ["CatBoost", "LightGBM", "HGB"])
+def test_declared_ids_reach_each_booster_as_its_users_declare_them(model_quality, monkeypatch,
+                                                                   booster):
+    """IDS: an integer column of 300 raters, whose label is the rater's own (a parity no split on
+    the integer finds in a few trees): CatBoost gets it as a categorical feature, LightGBM as a
+    category column (every value), HGB as the integers it is (over its 255 categories)."""
+    model_class = type(model_quality.BOOSTERS[booster]("classification"))
+    given = []
+    fit = model_class.fit
+
+    def recorded(self, x, y, **kwargs):
+        given.append((str(x["rater"].dtype), kwargs.get("cat_features")))
+        return fit(self, x, y, **kwargs)
+
+    monkeypatch.setattr(model_class, "fit", recorded)
+    rng = np.random.default_rng(0)
+    rater = rng.integers(0, 300, size=6000)
+    frame = pd.DataFrame({"rater": rater, "noise": rng.normal(size=6000),
+                          "label": np.where(rater % 2 == 0, "even", "odd")})
+    train, test = frame.iloc[:5000], frame.iloc[5000:]
+    figures = model_quality.boosting(train, test, "label", "classification",
+                                     model_quality.BOOSTERS[booster], ids=("rater",))
+    (dtype, categorical), = given
+    expected = {"CatBoost": ("object", ["rater"]), "LightGBM": ("category", None),
+                "HGB": ("int64", None)}[booster]
+    assert (dtype, categorical) == expected
+    if booster != "HGB":  # each rater's own label, learned from its category
+        assert figures["accuracy"] > 0.99
