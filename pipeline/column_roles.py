@@ -209,8 +209,7 @@ class _Column:
         if distinct > CODE_TOP_K or self.present < CODED_ROWS_PER_VALUE * distinct:
             return None
         return Role(FEATURE, f"{distinct:,} values, {self.present / distinct:,.0f} rows each on "
-                             "average; data.columns = {column = \"feature\"} keeps it a number "
-                             "only", codes=distinct)
+                             "average", codes=distinct)
 
     def _large(self, kind: str, min_count: int, max_vocabulary: int) -> Role | None:
         """A text or integer column of more than VOCABULARY_TOP_K distinct values whose values

@@ -50,7 +50,8 @@ class Decisions:
             lines.append(f"lockstep: large categorical columns: {'; '.join(large)}")
         coded = [f"'{name}' ({self.roles[name].why})" for name in column_roles.coded(self.roles)]
         if coded:
-            lines.append(f"lockstep: float columns also embedded as codes: {'; '.join(coded)}")
+            lines.append("lockstep: float columns also embedded as codes (data.columns = {column = "
+                         f"\"feature\"}} keeps one a number only): {'; '.join(coded)}")
         features = sum(r.role in (FEATURE, HASHED, TIMESTAMP) for r in self.roles.values())
         if lines:
             lines.append(f"lockstep: {features} of {len(self.roles)} columns are features "

@@ -209,16 +209,15 @@ def test_a_float_of_few_values_each_in_many_rows_is_also_a_code(tmp_path, monkey
     (tmp_path / "d.csv").write_text("\n".join(lines) + "\n")
     data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))
     assert data.roles["rate"].role == FEATURE and data.roles["rate"].codes == 60
-    assert data.roles["rate"].why == ("60 values, 198 rows each on average; data.columns = "
-                                      "{column = \"feature\"} keeps it a number only")
+    assert data.roles["rate"].why == "60 values, 198 rows each on average"
     assert column_roles.coded(data.roles) == ["rate"]
     from pipeline import config as config_lib, preflight
 
     config = config_lib.load(None, {"data.path": str(tmp_path / "d.csv"), "data.label": "y"})
     decisions = preflight.decide(config, data)
     assert decisions.transform_spec("y").coded == ("rate",)
-    assert ("lockstep: float columns also embedded as codes: 'rate' (60 values, 198 rows each "
-            "on average; data.columns = {column = \"feature\"} keeps it a number only)"
+    assert ("lockstep: float columns also embedded as codes (data.columns = {column = "
+            "\"feature\"} keeps one a number only): 'rate' (60 values, 198 rows each on average)"
             in decisions.column_lines())
     assert data.roles["sparse"] == data.roles["wide"] == Role(FEATURE, "")
     assert data.table_rows[code_name("rate")] == 60 + 1 + OOV_BUCKETS
