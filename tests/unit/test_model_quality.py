@@ -92,3 +92,33 @@ def test_declared_ids_reach_each_booster_as_its_users_declare_them(model_quality
     assert (dtype, categorical) == expected
     if booster != "HGB":  # each rater's own label, learned from its category
         assert figures["accuracy"] > 0.99
+
+
+def test_seeds_run_lockstep_once_each_on_the_same_split_and_give_the_mean(model_quality,
+                                                                        monkeypatch, tmp_path):
+    """--seeds: one lockstep run per trainer.seed, each in its own directory, on the one split;
+    the figures are their mean (and each seed's kept); without seeds, one run as before."""
+    calls = []
+
+    def run(train_csv, label, work, settings):
+        calls.append((work, settings))
+        return {"wall": 10.0 + len(calls), "trainer": 1.0, "stdout": "", "epochs": ""}
+
+    def score(work, test, label):
+        seed = int(work.name.split("-")[1]) if work.name.startswith("seed-") else 7
+        return {"auc": 0.5 + seed / 100}
+
+    monkeypatch.setattr(model_quality, "run_lockstep", run)
+    monkeypatch.setattr(model_quality, "score_lockstep", score)
+    ours, first, each = model_quality.lockstep_side(tmp_path / "train.csv", None, "y", tmp_path,
+                                                    ["trainer.epochs=2"], [0, 1, 5])
+    assert [(w.name, s) for w, s in calls] == [
+        ("seed-0", ["trainer.epochs=2", "trainer.seed=0"]),
+        ("seed-1", ["trainer.epochs=2", "trainer.seed=1"]),
+        ("seed-5", ["trainer.epochs=2", "trainer.seed=5"])]
+    assert ours["auc"] == pytest.approx(0.52) and [f["auc"] for f in each] == [0.5, 0.51, 0.55]
+    assert first["wall"] == pytest.approx(12.0)  # the runs' mean
+    calls.clear()
+    ours, _, each = model_quality.lockstep_side(tmp_path / "train.csv", None, "y", tmp_path,
+                                                [], None)
+    assert [(w, s) for w, s in calls] == [(tmp_path, [])] and ours == {"auc": 0.5 + 7 / 100}
