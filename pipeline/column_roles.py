@@ -305,18 +305,15 @@ class Profile:
         """{feature: rows} of the built-in model's embedding tables, as the built-in
         preprocessing will size them (trainer_module/preprocessing.py): a text column's values
         (a missing cell one more), at most VOCABULARY_TOP_K, and its OOV bucket; an integer
-        column's code, at most CODE_TOP_K; a hashed column's HASHED_TOP_K and its hash buckets;
-        a large one's kept values and its hash buckets; a coded float's values (a missing cell
-        one more) and its OOV bucket; every one at most max_vocabulary."""
+        column's code, or a coded float's, likewise at most CODE_TOP_K; a hashed column's
+        HASHED_TOP_K and its hash buckets; a large one's kept values and its hash buckets; every
+        one at most max_vocabulary."""
         rows = {}
         for name, column in zip(self.header, self.columns):
             role = roles.get(name)
             kind = types.get(name)
-            if role is not None and role.codes:
-                rows[code_name(name)] = (min(role.codes + int(column.present < self.rows),
-                                             max_vocabulary) + OOV_BUCKETS)
-                continue
-            if role is None or role.role not in (FEATURE, HASHED) or kind not in (STRING, INT):
+            if role is None or role.role not in (FEATURE, HASHED) or (
+                    kind not in (STRING, INT) and not role.codes):
                 continue
             feature = transformed_name(name) if kind == STRING else code_name(name)
             if role.kept or role.rare:
