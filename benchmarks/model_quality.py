@@ -165,15 +165,12 @@ def lockstep_side(train_csv: Path, test: pd.DataFrame, label: str, work: Path,
                   settings: list[str], seeds: list[int] | None) -> tuple[dict, dict, list]:
     """(lockstep's figures, the first run, each seed's figures): one run, or one per seed
     (trainer.seed) in a directory of its own, the figures their mean and the seconds too."""
-    if not seeds:
-        run = run_lockstep(train_csv, label, work, settings)
-        ours = score_lockstep(work, test, label)
-        return ours, run, [ours]
+    places = [(work, settings)] if not seeds else [
+        (work / f"seed-{seed}", settings + [f"trainer.seed={seed}"]) for seed in seeds]
     runs, figures = [], []
-    for seed in seeds:
-        own = work / f"seed-{seed}"
-        own.mkdir()
-        runs.append(run_lockstep(train_csv, label, own, settings + [f"trainer.seed={seed}"]))
+    for own, own_settings in places:
+        own.mkdir(exist_ok=True)
+        runs.append(run_lockstep(train_csv, label, own, own_settings))
         figures.append(score_lockstep(own, test, label))
     mean = {key: float(np.mean([f[key] for f in figures])) for key in figures[0]}
     run = {**runs[0], "wall": float(np.mean([r["wall"] for r in runs])),
