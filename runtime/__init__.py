@@ -1,6 +1,7 @@
 """The process's runtime, below everything else: what each process of lockstep is (its child
 processes' environment, free ports, a fork seen as a Popen: `processes`), how it stops (SIGTERM
--> checkpoint -> status 5 while training, `termination`; the statuses, `exit_status`) and what
+-> checkpoint -> status 5 while training, `termination`; the statuses, `exit_status`; the line of
+an error a one-line report gives, `error_line`) and what
 it reports as it trains (`progress`). It imports nothing of lockstep's.
 
 Two settings are made here, the one place each is set, before anything imports TensorFlow or

@@ -7,6 +7,7 @@ import contextlib
 import gc
 import io
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -375,6 +376,15 @@ def _as_a_process(err, cwd, env):
         os.chdir(here)
 
 
+def failed_run(result: subprocess.CompletedProcess) -> str:
+    """A failed `lockstep run`'s stderr, then the end of the library log it names (the traceback
+    its one-line error came from): an assertion's message, what a CI log shows of a failure."""
+    found = re.search(r"library logs go to (\S+)", result.stdout or "")
+    log = Path(found.group(1)) if found else None
+    tail = log.read_text(errors="replace")[-6000:] if log and log.is_file() else "(no log)"
+    return f"{(result.stderr or '')[-3000:]}\n--- the end of {log} ---\n{tail}"
+
+
 class PipelineRun:
     def __init__(self, root: Path):
         self.root = root
@@ -434,7 +444,7 @@ def penguins_run(tmp_path_factory):
         return PipelineRun(root).run("--config", root / "slices.toml", fresh=True)
 
     root, result = shared(tmp_path_factory, "penguins", make)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, failed_run(result)
     run = PipelineRun(root)
     run.first = result
     return run

@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from conftest import REPO, PipelineRun, penguins_job, python_started, serving_accuracy
+from conftest import REPO, PipelineRun, failed_run, penguins_job, python_started, serving_accuracy
 from test_benchmarks import TABLES, smoke
 from trainer_module import scaling
 from trainer_module.settings import TrainerConfig, TrainerConfigError
@@ -195,7 +195,7 @@ def test_a_killed_worker_does_not_stop_training(ps_run, tmp_path):
 @pytest.mark.slow
 def test_a_parameter_server_run_pushes_a_model_that_serves(ps_run):
     run, result = ps_run, ps_run.result
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, failed_run(result)
     out = result.stdout
     assert "Trainer: ParameterServerStrategy on " in out, out
     assert "Asynchronous: 2 worker(s), 1 parameter server(s), " in out, out
@@ -228,7 +228,7 @@ def test_the_sync_vs_async_benchmark_prints_its_table(ps_run, tmp_path):
     """benchmarks/sync_vs_async.py's smoke (tests/test_benchmarks.py names this test for it), on
     the parameter-server run's root, whose transform graph is TF2's as the benchmark needs: a
     sync and an async cluster of processes, each with a straggler (the smoke's two runs)."""
-    assert ps_run.result.returncode == 0, ps_run.result.stderr[-3000:]
+    assert ps_run.result.returncode == 0, failed_run(ps_run.result)
     out = smoke("sync_vs_async.py", tmp_path, "--pipeline-root", ps_run.pipeline_root)[0]
     assert TABLES["sync_vs_async.py"] in out, out
     rows = re.findall(r"^(\S+)\s+\d+\s+\d+\s+\d+\s", out, re.M)

@@ -275,7 +275,7 @@ def run_in_subprocess(job: TrainJob) -> TrainingSummary:
     """Trains a TrainJob with `python -m trainer_module.train` in a fresh process (the job crosses
     as its JSON, trainer_module/job.py) and returns its summary. Its log lines pass through to this
     process's stderr; a failure is a
-    ParameterServerError with its last line."""
+    ParameterServerError with its last line (train.main's one line naming the error)."""
     import tempfile
 
     env = processes.python_env(TF_USE_LEGACY_KERAS="1", **{TRAINER_PROCESS_ENV: "1"})
@@ -300,7 +300,7 @@ def run_in_subprocess(job: TrainJob) -> TrainingSummary:
         if child.returncode != 0 or not os.path.exists(out_path):
             raise ParameterServerError(
                 f"the parameter-server trainer exited with status {child.returncode}: "
-                f"{last[0] if last else 'no output'}")
+                f"{last[0].removeprefix('train: ') if last else 'no output'}")
         with open(out_path) as handle:
             return TrainingSummary.from_dict(json.load(handle))
 

@@ -26,7 +26,7 @@ from trainer_module import export, input_pipeline, loop, parameter_server, verif
 from runtime import processes
 from trainer_module import resume, scaling, sharded_embedding, slices
 from trainer_module import strategy as strategy_lib
-from runtime import termination
+from runtime import error_line, termination
 from trainer_module import table_plan, table_stack
 from trainer_module.job import TrainJob
 from trainer_module.settings import CLASSIFICATION, GLOBAL, PARAMETER_SERVER, TrainerConfig
@@ -379,10 +379,14 @@ def _verify(job: TrainJob, hardware: str):
 
 
 def main(argv: list[str]) -> int:
+    """`python -m trainer_module.train JOB [SUMMARY]`; a failure ends as error_line.report's."""
     logging.set_verbosity(logging.INFO)
     with open(argv[1]) as handle:
         job = TrainJob.from_json(handle.read())
-    result = train_job(job)
+    try:
+        result = train_job(job)
+    except Exception as err:  # noqa: BLE001 - reported in one line, with the status it means
+        return error_line.report(err, "train")
     if len(argv) > 2:
         with open(argv[2], "w") as handle:
             json.dump(result.to_dict(), handle)

@@ -21,7 +21,7 @@ from pipeline import errors, orchestrators
 from pipeline.config import Config, ConfigError
 from pipeline.orchestrators import LOCAL, Orchestrator
 from pipeline.use_cases import Say, preparing, quiet, run_history
-from runtime import termination
+from runtime import error_line, termination
 
 if TYPE_CHECKING:
     from pipeline.local.console import Console
@@ -165,10 +165,10 @@ def _run_prepared(prepared: preparing.Prepared, orchestrator: Orchestrator, log_
 
 def failure(err: Exception, what: str, config: Config | None = None) -> errors.PipelineFailed:
     """A failure inside a run that is not one of the project's own errors, in one line: what
-    failed (in which node, for LocalDagRunner's), the error's type and its last line; a full
+    failed (in which node, for LocalDagRunner's), the error's type and the line of its message
+    that names the failure (runtime/error_line.py: its last, or TensorFlow's root error); a full
     disk says which place and what to do."""
-    lines = str(err).strip().splitlines()
-    last = lines[-1] if lines else ""
+    last = error_line.of(str(err))
     if getattr(err, "lockstep_node", ""):
         what = f"{what} in {err.lockstep_node}"
     if config is not None:
