@@ -122,9 +122,13 @@ def vertex_settings(config: Config, image: str, binding: Binding = HERE) -> dict
 
 
 def transform_spec(config: Config, decisions: Decisions) -> TransformSpec:
+    """The Transform's settings: the decisions', the user's preprocessing_fn, and the numeric
+    columns packed in one tensor for the built-in model (a user's trainer.model reads them a
+    feature each)."""
     return dataclasses.replace(decisions.transform_spec(config.data.label),
                                preprocessing_fn=config.transform.preprocessing_fn,
-                               code_fingerprint=code_fingerprint(config))
+                               code_fingerprint=code_fingerprint(config),
+                               packed=not config.trainer.model)
 
 
 def run_parameter_values(config: Config) -> dict:

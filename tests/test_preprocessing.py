@@ -12,7 +12,7 @@ import tensorflow as tf
 import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
-from trainer_module import features, preprocessing
+from trainer_module import cells, features, preprocessing
 from trainer_module.settings import CLASSIFICATION, REGRESSION
 from trainer_module.custom_config import TransformSpec
 
@@ -24,15 +24,16 @@ ROWS = [{"x": [1.0], "color": [b"red"], "n": [], "y": [3]},
         {"x": [5.0], "color": [], "n": [600], "y": []}]  # color and label missing
 
 
-def _transform(task):
-    """The rows preprocessing_fn makes of ROWS under tf.Transform, for that task: one Beam run
-    a task, shared by the tests that read them (a copy each)."""
-    return copy.deepcopy(_transformed(task))
+def _transform(task, packed=False):
+    """The rows preprocessing_fn makes of ROWS under tf.Transform, for that task (`packed`: the
+    numeric columns in one tensor): one Beam run each, shared by the tests that read them (a
+    copy each)."""
+    return copy.deepcopy(_transformed(task, packed))
 
 
 @functools.cache
-def _transformed(task):
-    spec = TransformSpec("y", task).to_custom_config()
+def _transformed(task, packed):
+    spec = TransformSpec("y", task, packed=packed).to_custom_config()
     with tempfile.TemporaryDirectory() as tmp, tft_beam.Context(temp_dir=tmp):
         metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(FEATURE_SPEC))
         (rows, _), _ = (ROWS, metadata) | tft_beam.AnalyzeAndTransformDataset(
@@ -71,6 +72,21 @@ def test_quantile_positions_and_integer_codes():
     codes = [r[features.code_name("n")] for r in rows]
     assert len(set(codes)) == 4  # 100, 200, 600 and the missing cell, each its own index
     assert features.code_name("x") not in rows[0]  # floats are measured, not named
+
+
+def test_packed_numeric_columns_are_their_features_in_the_models_order():
+    """For the built-in model (TransformSpec.packed) every numeric column's position, z-score
+    and missing flag come in one [columns, 3] tensor a row, the columns in the order of their
+    safe names (n before x, though x comes first among the inputs): the values the per-column
+    features hold, exactly; the codes and the text stay features of their own."""
+    rows, packed = _transform(CLASSIFICATION), _transform(CLASSIFICATION, packed=True)
+    for row, out in zip(rows, packed):
+        expected = [[row[features.position_name(c)], row[features.transformed_name(c)],
+                     row[features.missing_flag_name(c)]] for c in ("n", "x")]
+        assert np.asarray(out[features.NUMERIC_COLUMNS]).tolist() == expected
+        assert out[features.code_name("n")] == row[features.code_name("n")]
+        assert out[features.transformed_name("color")] == row[features.transformed_name("color")]
+        assert not {features.transformed_name("x"), features.position_name("n")} & set(out)
 
 
 def test_a_coded_float_is_also_a_code_named_by_its_value(tmp_path):
@@ -135,7 +151,7 @@ def test_string_vocabularies_are_the_files_tft_vocabulary_writes(tmp_path, monke
     def exact(inputs):
         out = {}
         for key in ("s", "t"):
-            value = preprocessing._dense(inputs[key], features.MISSING_TOKEN)
+            value = cells.dense(inputs[key], features.MISSING_TOKEN)
             out[key] = tft.compute_and_apply_vocabulary(
                 value, num_oov_buckets=features.OOV_BUCKETS, vocab_filename=features.vocab_name(key))
         return out

@@ -2,12 +2,13 @@
 the model of one Keras Embedding per feature: the same initial weights, the same weights after 24
 AdamW steps with ids repeated within a batch (every table stacked, or some of them tables of
 their own in between), each table its own weight in the weights file, so a warm start copies the
-tables that still fit and a table whose vocabulary grew starts afresh alone."""
+tables that still fit and a table whose vocabulary grew starts afresh alone. Likewise the numeric
+columns packed in one input (features.NUMERIC_COLUMNS) are the model of three inputs a column."""
 
 import numpy as np
 import tensorflow as tf
 
-from trainer_module import export, model as model_lib, settings, table_stack
+from trainer_module import export, features, model as model_lib, settings, table_stack
 
 NUMERIC = [f"{c}_{s}" for c in ("a", "b") for s in ("missing", "q", "xf")] + ["c_xf"]
 TABLES = {"city_xf": 40, "k_code": 6, "m_xf": 3, "user_xf": 97}
@@ -40,11 +41,11 @@ def _logical(model):
     return {w.name: np.array(w.numpy()) for w in model_lib.logical_weights(model)}
 
 
-def _train(model):
+def _train(model, batches=None):
     model.compile(optimizer=tf.keras.optimizers.AdamW(0.01, weight_decay=3e-4),
                   loss=lambda y, out: tf.reduce_mean(model_lib.builtin_loss(
                       settings.CLASSIFICATION)(y, out)))
-    x, y = _batches()
+    x, y = batches or _batches()
     model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
     return _logical(model)
 
@@ -71,6 +72,23 @@ def test_stacked_tables_train_as_one_embedding_per_feature():
     for own in ((), ("k_code", "user_xf")):
         worst = max(np.abs(trained[own][n] - separate[n]).max() for n in separate)
         assert worst <= 1e-6, (own, worst)
+
+
+def test_packed_numeric_columns_train_as_three_inputs_a_column():
+    """a and b packed, [batch, 2, 3] of (position, z-score, flag), c_xf a number alone: the
+    same weights as the model of a feature an input, before and after 24 AdamW steps."""
+    per_feature = _model()
+    packed = model_lib.tabular(["c_xf"], TABLES, 3, settings.CLASSIFICATION, CFG, packed=2)
+    assert features.NUMERIC_COLUMNS in packed.input and "a_q" not in packed.input
+    assert _logical(packed).keys() == _logical(per_feature).keys()
+    assert all(np.array_equal(_logical(packed)[k], v) for k, v in _logical(per_feature).items())
+    expected = _train(per_feature)
+    x, y = _batches()
+    x[features.NUMERIC_COLUMNS] = np.stack([np.stack(
+        [x.pop(f"{c}_{part}") for part in ("q", "xf", "missing")], axis=1) for c in ("a", "b")],
+        axis=1)
+    trained = _train(packed, (x, y))
+    assert all(np.array_equal(trained[k], v) for k, v in expected.items())
 
 
 def test_the_stack_rebuilds_from_its_config_with_the_same_answers():

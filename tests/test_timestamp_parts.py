@@ -12,11 +12,11 @@ def test_timestamp_parts_in_the_graph_equal_pythons_calendar():
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     import tensorflow as tf
 
-    from trainer_module import preprocessing
+    from trainer_module import timestamp_parts
 
     cells = ["2013-01-01T10:00:00Z", "1969-12-31", "2024/02/29 23:59", "1900-01-01",
              "2000-03-01 05:15:30.25+02:00", "not a date", ""]
-    parts, present = preprocessing._timestamp_parts(tf.constant([[c] for c in cells]))
+    parts, present = timestamp_parts.parts(tf.constant([[c] for c in cells]))
     for i, cell in enumerate(cells[:5]):
         date = datetime.date(int(cell[:4]), int(cell[5:7]), int(cell[8:10]))
         hour = int(cell[11:13]) if len(cell) > 10 else 0
@@ -49,11 +49,11 @@ def test_written_dates_in_the_graph_equal_pythons_calendar(order):
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     import tensorflow as tf
 
-    from trainer_module import preprocessing
+    from trainer_module import timestamp_parts
 
     cases = [case for case in WRITTEN if case[1] == order]
     cells = [cell for cell, _, _ in cases] + ["13/13/2020", "not a date", "2017-01-05", ""]
-    parts, present = preprocessing._timestamp_parts(tf.constant([[c] for c in cells]), order)
+    parts, present = timestamp_parts.parts(tf.constant([[c] for c in cells]), order)
     for i, (cell, _, (year, month, day, hour)) in enumerate(cases):
         got = [int(parts[p][i]) for p in ("year", "month", "day", "day_of_week", "hour")]
         assert got == [year, month, day, datetime.date(year, month, day).weekday(), hour], cell
@@ -65,10 +65,10 @@ def test_seconds_since_1970_in_the_graph_equal_pythons_calendar():
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     import tensorflow as tf
 
-    from trainer_module import preprocessing
+    from trainer_module import timestamp_parts
 
     seconds = [0, 1_700_000_000, -86_401, 951_782_400 + 3600 * 13 + 59, 4_102_444_799]
-    parts, present = preprocessing._timestamp_parts(tf.constant([[s] for s in seconds],
+    parts, present = timestamp_parts.parts(tf.constant([[s] for s in seconds],
                                                                 tf.int64), "epoch")
     for i, value in enumerate(seconds):
         when = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=value)

@@ -68,13 +68,25 @@ def test_a_run_parameter_of_the_wrong_type_fails_and_a_setting_that_is_none_is_n
     assert TrainSpec.from_custom_config(written, run_parameters={"seed": 3}).trainer.seed == 7
 
 
+def test_the_numeric_columns_come_packed_for_the_built_in_model_only():
+    """The Transform packs the numeric columns in one tensor for the built-in model; a user's
+    trainer.model reads them a feature each, as docs/your-model.md says."""
+    from pipeline.preflight import Decisions
+
+    decisions = Decisions(CLASSIFICATION, "", None)
+    built_in = config_lib.load(None, {})
+    users = config_lib.load(None, {"trainer.model": "mine.model:build"})
+    assert definition.transform_spec(built_in, decisions).packed
+    assert not definition.transform_spec(users, decisions).packed
+
+
 def test_transform_spec_is_strict_too():
     written = {"label": "y", "task": REGRESSION, "excluded": ["id"], "timestamps": ["t"],
                "preprocessing_fn": "mine.prep:fn", "code_fingerprint": "abc",
                "timestamp_orders": {"t": "dmy"}, "hashed": ["note"], "large": ["user"],
-               "min_count": 3, "max_vocabulary": 1000, "coded": ["rate"]}
+               "min_count": 3, "max_vocabulary": 1000, "coded": ["rate"], "packed": True}
     spec = TransformSpec("y", REGRESSION, ("id",), ("t",), "mine.prep:fn", "abc", {"t": "dmy"},
-                         ("note",), ("user",), 3, 1000, ("rate",))
+                         ("note",), ("user",), 3, 1000, ("rate",), True)
     assert TransformSpec.from_custom_config(written) == spec
     assert spec.to_custom_config() == written
     with pytest.raises(TrainerConfigError, match="missing key"):
@@ -86,6 +98,8 @@ def test_transform_spec_is_strict_too():
         TransformSpec.from_custom_config({**written, "min_count": 0})
     with pytest.raises(TrainerConfigError, match="coded must be a list of column names"):
         TransformSpec.from_custom_config({**written, "coded": "rate"})
+    with pytest.raises(TrainerConfigError, match="packed must be true or false, got 'yes'"):
+        TransformSpec.from_custom_config({**written, "packed": "yes"})
 
 
 def test_the_task_rule_for_a_label_column():

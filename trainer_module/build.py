@@ -76,7 +76,8 @@ def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy,
     with precision.policy(cfg.precision):
         if not cfg.model:
             built = model_lib.tabular(inputs.numeric, inputs.categorical, inputs.outputs,
-                                      inputs.task, cfg, **_split(inputs, tables_of or strategy))
+                                      inputs.task, cfg, packed=inputs.packed_columns,
+                                      **_split(inputs, tables_of or strategy))
         else:
             built = hooks.load(MODEL_KEY, cfg.model, 1)(inputs)
             hooks.check_model(built, inputs)

@@ -51,6 +51,16 @@ def position_name(key: str) -> str:
     return f"{safe_name(key)}{POSITION_SUFFIX}"
 
 
+# Every numeric column's features in one tensor, [batch, columns, 3]: each column's (position,
+# z-score, missing flag), the columns in the order of their safe names (the order the built-in
+# model takes them in from the per-column features). What the built-in preprocessing gives the
+# built-in model (TransformSpec.packed: trainer.model unset): one tensor through the transform's
+# outputs, the input pipeline and the model's inputs, not three per column (issue 72: a table of
+# 200 numeric columns made 600 of each). Not a name of the per-column features: none ends so.
+NUMERIC_COLUMNS = "numeric_columns"
+PACKED_PARTS = 3  # position, z-score, missing flag
+
+
 # The quantile bins of a numeric feature's position: 48, as in Gorishniy et al. 2022's
 # piecewise-linear encoding. The model expands a position p into the encoding, bin t's share
 # clip(p - t, 0, 1) (trainer_module/model.py).

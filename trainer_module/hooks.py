@@ -60,8 +60,15 @@ class ModelInputs:
 
     @property
     def numeric(self) -> list[str]:
-        """The float features, sorted."""
-        return sorted(k for k, s in self.feature_spec.items() if s.dtype.is_floating)
+        """The float features, sorted (the packed numeric columns apart: `packed_columns`)."""
+        return sorted(k for k, s in self.feature_spec.items()
+                      if s.dtype.is_floating and k != features.NUMERIC_COLUMNS)
+
+    @property
+    def packed_columns(self) -> int:
+        """The numeric columns packed in features.NUMERIC_COLUMNS ([columns, 3] a row), or 0."""
+        spec = self.feature_spec.get(features.NUMERIC_COLUMNS)
+        return int(spec.shape[0]) if spec is not None else 0
 
     @property
     def categorical(self) -> dict[str, int]:

@@ -154,12 +154,26 @@ def numeric_groups(numeric: list[str]) -> tuple[list[str], list[str]]:
     return grouped, sorted(names - taken)
 
 
+def numeric_inputs(numeric: list[str], packed: int = 0) -> dict:
+    """The model's float inputs: one a feature, and features.NUMERIC_COLUMNS of `packed` columns
+    ([batch, packed, 3]) where there are any."""
+    inputs = {key: tf.keras.Input(shape=(), name=key, dtype=tf.float32) for key in numeric}
+    if packed:
+        inputs[features.NUMERIC_COLUMNS] = tf.keras.Input(
+            shape=(packed, features.PACKED_PARTS), name=features.NUMERIC_COLUMNS, dtype=tf.float32)
+    return inputs
+
+
 def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task: str,
-            cfg: settings.TrainerConfig | None = None, *,
+            cfg: settings.TrainerConfig | None = None, *, packed: int | None = None,
             shards: dict[str, int] | None = None,
             server_blocks: dict[str, int] | None = None) -> tf.keras.Model:
     """The built-in model (the module's docstring). outputs: classes (logits in training,
     log-probabilities in inference), or 1 for a regression.
+
+    numeric: the float features, each a number; packed: the numeric columns that come in one
+    tensor, features.NUMERIC_COLUMNS (the built-in preprocessing's, TransformSpec.packed): the
+    same model as their three features each would give, in one input (None: none).
 
     cfg: its shape and seed (trainer.hidden_units, embedding_dim, ensemble_members (1: one
     MLP), dropout, l2, seed); None: TrainerConfig's defaults, the model a run trains. They are
@@ -176,8 +190,9 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
     cfg = cfg or settings.TrainerConfig()
     sharded = {k: n for k, n in (shards or {}).items() if n > 1 and k in categorical}
     if sharded:
-        core = _tabular(numeric, categorical, outputs, task, cfg, given=set(sharded), name=CORE)
-        inputs = {key: tf.keras.Input(shape=(), name=key, dtype=tf.float32) for key in numeric}
+        core = _tabular(numeric, categorical, outputs, task, cfg, packed=packed,
+                        given=set(sharded), name=CORE)
+        inputs = numeric_inputs(numeric, packed)
         x = dict(inputs)
         for i, (key, size) in enumerate(sorted(categorical.items())):
             inputs[key] = x[key] = tf.keras.Input(shape=(), name=key, dtype=tf.int64)
@@ -187,7 +202,8 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
                     table_stack.table_initializer(cfg.embedding_dim, cfg.seed, i),
                     name=table_stack.layer_name(key))(inputs[key])
         return tf.keras.Model(inputs, core(x))
-    return _tabular(numeric, categorical, outputs, task, cfg, server_blocks=server_blocks)
+    return _tabular(numeric, categorical, outputs, task, cfg, packed=packed,
+                    server_blocks=server_blocks)
 
 
 CORE = "tabular_core"
@@ -210,7 +226,7 @@ def unsharded(model: tf.keras.Model) -> tf.keras.Model:
     core, tables = sharded_parts(model)
     if not tables:
         return model
-    inputs = {name: tf.keras.Input(shape=(), name=name, dtype=tensor.dtype)
+    inputs = {name: tf.keras.Input(shape=tensor.shape[1:], name=name, dtype=tensor.dtype)
               for name, tensor in model.input.items()}
     x = dict(inputs)
     for key, table in tables.items():
@@ -261,20 +277,21 @@ def set_logical_weights(model: tf.keras.Model, values: list) -> None:
         table.assign_whole(whole.numpy())
 
 
-def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, given=(),
-             name=None, server_blocks=None) -> tf.keras.Model:
+def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, packed=0,
+             given=(), name=None, server_blocks=None) -> tf.keras.Model:
     """The built-in model; the categorical features in `given` come as their rows ([batch,
     embedding_dim] floats), not as ids; those in `server_blocks` have their table split in that
     many parts over the parameter servers (sharded_embedding.SERVER_SPLIT)."""
     server_blocks = server_blocks or {}
     embedding_dim, seed = cfg.embedding_dim, cfg.seed
-    inputs, parts = {}, []
-    for key in numeric:
-        inputs[key] = tf.keras.Input(shape=(), name=key, dtype=tf.float32)
+    inputs, parts = numeric_inputs(numeric, packed), []
     grouped, plain = numeric_groups(numeric)
+    blocks = [inputs[features.NUMERIC_COLUMNS]] if packed else []
     if grouped:
-        stacked = tf.stack([tf.stack([inputs[name] for name in _group(c)], axis=1)
-                            for c in grouped], axis=1)  # [batch, n, 3]
+        blocks.append(tf.stack([tf.stack([inputs[name] for name in _group(c)], axis=1)
+                                for c in grouped], axis=1))  # [batch, n, 3]
+    if blocks:
+        stacked = blocks[0] if len(blocks) == 1 else tf.concat(blocks, axis=1)
         # In float32 under mixed precision too: bfloat16's 8 bits would round a position of
         # 40.3 to 40.25, and the encoding is a small part of the step.
         parts.append(NumericEmbedding(features.QUANTILE_BINS, embedding_dim, seed=seed + 200,

@@ -3,9 +3,9 @@
 - numeric feature x: `x_xf` = z-score with missing filled by the mean (so 0), `x_missing` 0/1,
   and `x_q`, its place among the training values' quantiles (features.QUANTILE_BINS bins; 0 to
   QUANTILE_BINS, linear inside a bin; 0 when missing), from which the built-in model computes
-  the piecewise-linear encoding of Gorishniy et al. 2022 (trainer_module/model.py);
-  all numeric columns go through one [batch, n] matrix, so their analyzers are one per statistic,
-  not one per column;
+  the piecewise-linear encoding of Gorishniy et al. 2022 (trainer_module/model.py); all numeric
+  columns go through one [batch, n] matrix (analyzers: one per statistic, not per column), and
+  for the built-in model come out as one tensor (TransformSpec.packed: features.NUMERIC_COLUMNS);
 - integer feature i: as a numeric feature, and `i_code`, the index of its value among the
   column's features.CODE_TOP_K most frequent ones (a flight number, or a distance, names a
   route: a code the model embeds as it embeds text);
@@ -36,7 +36,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import features, hooks
+from trainer_module import cells, features, hooks, timestamp_parts
 from trainer_module.hook_paths import PREPROCESSING_KEY
 from trainer_module.settings import REGRESSION
 from trainer_module.custom_config import TransformSpec
@@ -45,105 +45,6 @@ from trainer_module.custom_config import TransformSpec
 # approximate vocabulary); past that, the rarest share the OOV bucket. Exact below it. A large
 # categorical column (TransformSpec.large) keeps every value seen often enough instead.
 VOCABULARY_TOP_K = features.VOCABULARY_TOP_K
-
-
-def _dense(x, default):
-    """[batch] tensor from a dense [batch, 1] / [batch] or sparse [batch, None] input."""
-    if isinstance(x, tf.SparseTensor):
-        x = tf.sparse.to_dense(
-            tf.SparseTensor(x.indices, x.values, [x.dense_shape[0], 1]), default_value=default)
-    if x.shape.rank == 2:
-        x = tf.squeeze(x, axis=1)
-    return x
-
-
-def _present(x):
-    if isinstance(x, tf.SparseTensor):
-        ones = tf.SparseTensor(x.indices, tf.ones_like(x.values, tf.float32), [x.dense_shape[0], 1])
-        return tf.squeeze(tf.sparse.to_dense(ones), axis=1)
-    return tf.ones([tf.shape(x)[0]], tf.float32)
-
-
-def _as_float(x):
-    if isinstance(x, tf.SparseTensor):
-        return tf.SparseTensor(x.indices, tf.cast(x.values, tf.float32), x.dense_shape)
-    return tf.cast(x, tf.float32)
-
-
-def _timestamp_parts(x, order: str = features.YMD) -> tuple[dict, tf.Tensor]:
-    """({part: float [batch]}, present [batch]) of a timestamp column read in `order`
-    (features.ORDERS): ISO 8601 text, dates as people write them, or seconds since 1970."""
-    if order == features.EPOCH:
-        seconds = _dense(_as_float(x) if x.dtype != tf.int64 else x, 0)
-        seconds = tf.cast(tf.math.floor(tf.cast(seconds, tf.float64)), tf.int64)
-        year, month, day = _civil_from_days(tf.math.floordiv(seconds, 86400))
-        hour = tf.math.floordiv(tf.math.floormod(seconds, 86400), 3600)
-        return _parts(year, month, day, hour, _present(x))
-    text = _dense(x, "")
-    if order == features.YMD:
-        valid = tf.strings.regex_full_match(text, features.TIMESTAMP_PATTERN)
-        text = tf.where(valid, text, "1970-01-01")
-        # A date alone is at midnight: every cell then has its hour at [11, 13).
-        text = tf.where(tf.strings.length(text) >= 13, text, tf.strings.substr(text, 0, 10) + "T00")
-        number = lambda start, length: tf.strings.to_number(  # noqa: E731 - four uses below
-            tf.strings.substr(text, start, length), tf.int64)
-        year, month, day, hour = number(0, 4), number(5, 2), number(8, 2), number(11, 2)
-        return _parts(year, month, day, hour, _present(x) * tf.cast(valid, tf.float32))
-    return _written_date_parts(x, text, order)
-
-
-def _written_date_parts(x, text, order: str) -> tuple[dict, tf.Tensor]:
-    """A date as people write it (features.DATE_FORMS): month names become numbers, the digits
-    are read as fields in the column's order (month/day/year or day/month/year), then the hour;
-    12 AM is 0, 1 PM is 13; a two-digit year is 19xx from 70 on, else 20xx."""
-    valid = tf.strings.regex_full_match(text, features.ANY_DATE_FORM)
-    lowered = tf.strings.lower(tf.where(valid, text, "1/1/1970"))
-    pm = tf.strings.regex_full_match(lowered, r".*[0-9] ?p\.?m\.?$")
-    am = tf.strings.regex_full_match(lowered, r".*[0-9] ?a\.?m\.?$")
-    lowered = tf.strings.regex_replace(lowered, r"([0-9])(st|nd|rd|th)", r"\1")
-    for number, month in enumerate(features.MONTHS, start=1):
-        lowered = tf.strings.regex_replace(lowered, month + r"[a-z]*\.?", f" {number} ")
-    digits = tf.strings.strip(tf.strings.regex_replace(lowered, r"[^0-9]+", " "))
-    fields = tf.strings.to_number(tf.strings.split(digits), tf.int64).to_tensor(
-        default_value=0, shape=[None, 4])
-    first, second, year, hour = tf.unstack(fields, axis=1)
-    if order == features.DMY:
-        day, month = first, second
-    else:
-        month, day = first, second
-    year = tf.where(year < 100, year + tf.where(year < 70, tf.constant(2000, tf.int64), 1900), year)
-    hour = tf.where(pm & (hour < 12), hour + 12, tf.where(am & (hour == 12), tf.zeros_like(hour), hour))
-    valid &= (month >= 1) & (month <= 12) & (day >= 1) & (day <= 31) & (hour <= 23)
-    return _parts(year, month, day, hour, _present(x) * tf.cast(valid, tf.float32))
-
-
-def _civil_from_days(days):
-    """(year, month, day) of days since 1970-01-01, proleptic Gregorian (civil_from_days)."""
-    z = days + 719468
-    era = tf.math.floordiv(z, 146097)
-    day_of_era = z - era * 146097
-    year_of_era = (day_of_era - day_of_era // 1460 + day_of_era // 36524
-                   - day_of_era // 146096) // 365
-    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
-    shifted = (5 * day_of_year + 2) // 153
-    day = day_of_year - (153 * shifted + 2) // 5 + 1
-    month = tf.where(shifted < 10, shifted + 3, shifted - 9)
-    year = year_of_era + era * 400 + tf.cast(month <= 2, tf.int64)
-    return year, month, day
-
-
-def _parts(year, month, day, hour, present) -> tuple[dict, tf.Tensor]:
-    """The parts of each row's date and hour, and whether it has one (present [batch])."""
-    # Days since 1970-01-01 (a Thursday) by the proleptic Gregorian calendar (days_from_civil).
-    y = year - tf.cast(month <= 2, tf.int64)
-    era = tf.math.floordiv(y, 400)
-    year_of_era = y - era * 400
-    day_of_year = (153 * (month + tf.where(month > 2, tf.constant(-3, tf.int64), 9)) + 2) // 5 + day - 1
-    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    days = era * 146097 + day_of_era - 719468
-    parts = {"year": year, "month": month, "day": day,
-             "day_of_week": tf.math.floormod(days + 3, 7), "hour": hour}  # 0: Monday
-    return {p: tf.cast(parts[p], tf.float32) for p in features.TIMESTAMP_PARTS}, present
 
 
 def preprocessing_fn(inputs, custom_config):
@@ -159,7 +60,7 @@ def preprocessing_fn(inputs, custom_config):
     else:
         outputs = builtin_features(columns, spec.timestamps, spec.timestamp_orders, spec.hashed,
                                    Vocabularies(spec.large, spec.min_count, spec.max_vocabulary),
-                                   spec.coded)
+                                   spec.coded, packed=spec.packed)
     label_out = features.transformed_name(label)
     if label_out in outputs:
         raise ValueError(f"{PREPROCESSING_KEY}: it returns '{label_out}', the label's "
@@ -208,32 +109,34 @@ def _code_text(x):
     name = (lambda v: tf.strings.as_string(  # noqa: E731 - applied to dense and sparse values
         tf.bitcast(v, tf.int32) if v.dtype == tf.float32 else v))
     if isinstance(x, tf.SparseTensor):
-        return _dense(tf.SparseTensor(x.indices, name(x.values), x.dense_shape),
+        return cells.dense(tf.SparseTensor(x.indices, name(x.values), x.dense_shape),
                       features.MISSING_TOKEN)
-    return name(_dense(x, 0))
+    return name(cells.dense(x, 0))
 
 
 def builtin_features(columns: dict, timestamps=(), orders: dict | None = None,
-                     hashed=(), vocabularies: Vocabularies | None = None, coded=()) -> dict:
+                     hashed=(), vocabularies: Vocabularies | None = None, coded=(),
+                     packed: bool = False) -> dict:
     """The built-in rules over the raw columns (the module's docstring): z-scored numerics with
     missing flags, vocabulary indices for text (`hashed` ones: the most frequent values, the rest
     in hash buckets), timestamps in parts (each read in its order, `orders` {column:
     features.ORDERS}, ISO's by default), integers and the `coded` floats also as codes;
-    `vocabularies`: how many values each column keeps."""
+    `vocabularies`: how many values each column keeps. `packed`: the numeric columns' features
+    in one tensor, features.NUMERIC_COLUMNS, for the built-in model; else three features each."""
     vocabularies = vocabularies or Vocabularies()
     outputs = {}
     plain = {k: x for k, x in columns.items() if k not in timestamps and x.dtype != tf.string}
     names, values, present = _numeric_matrix(plain)
     for key, x in columns.items():
         if key in timestamps:
-            parts, seen = _timestamp_parts(x, (orders or {}).get(key, features.YMD))
+            parts, seen = timestamp_parts.parts(x, (orders or {}).get(key, features.YMD))
             names += [features.timestamp_part(key, p) for p in parts]
             values.append(tf.stack(list(parts.values()), axis=1))
             present.append(tf.stack([seen] * len(parts), axis=1))
         elif x.dtype == tf.string and key in hashed:
             outputs[features.transformed_name(key)] = (
                 tft.experimental.compute_and_apply_approximate_vocabulary(
-                    _dense(x, features.MISSING_TOKEN), top_k=features.HASHED_TOP_K,
+                    cells.dense(x, features.MISSING_TOKEN), top_k=features.HASHED_TOP_K,
                     num_oov_buckets=features.HASH_BUCKETS,
                     vocab_filename=features.hashed_vocab_name(key)))
         elif x.dtype == tf.int64 or (x.dtype == tf.float32 and key in coded):
@@ -247,7 +150,7 @@ def builtin_features(columns: dict, timestamps=(), orders: dict | None = None,
                     num_oov_buckets=features.OOV_BUCKETS,
                     vocab_filename=features.code_vocab_name(key)))
         elif x.dtype == tf.string:
-            value = _dense(x, features.MISSING_TOKEN)
+            value = cells.dense(x, features.MISSING_TOKEN)
             outputs[features.transformed_name(key)] = (
                 vocabularies.kept(value, features.hashed_vocab_name(key))
                 if key in vocabularies.large else
@@ -256,36 +159,50 @@ def builtin_features(columns: dict, timestamps=(), orders: dict | None = None,
                     num_oov_buckets=features.OOV_BUCKETS,
                     vocab_filename=features.vocab_name(key)))
     if names:
-        # All numeric columns as one [batch, n] matrix, and every statistic they need in one
-        # tft.sum over [present, value, value^2, 1]: one analyzer, so one pass over the data
-        # (tft.scale_to_z_score of the mean-filled values needs the mean first: a second pass;
-        # benchmarks/scale.py measures the difference).
-        present = tf.concat(present, axis=1)
-        values = tf.concat(values, axis=1)
-        present64 = tf.cast(present, tf.float64)
-        wide = tf.cast(values, tf.float64) * present64
-        ones = tf.ones_like(present64[:, :1])
-        sums = tft.sum(tf.concat([present64, wide, wide * wide, ones], axis=1),
-                       reduce_instance_dims=False)
-        width = len(names)
-        count, total, squares, rows = (sums[:width], sums[width:2 * width],
-                                       sums[2 * width:3 * width], sums[3 * width])
-        mean = total / tf.maximum(count, 1.0)
-        # The missing cells take the mean, so the filled column has the present cells' mean and
-        # their squared deviations spread over all rows (float64 sums: no cancellation at the
-        # scale of real measurements).
-        variance = tf.maximum(squares - count * mean * mean, 0.0) / tf.maximum(rows, 1.0)
-        std = tf.cast(tf.sqrt(variance), tf.float32)
-        mean = tf.cast(mean, tf.float32)
-        centred = present * (values - mean)
-        scaled = tf.where(std > 0, centred / tf.where(std > 0, std, 1.0), centred)
-        position = present * _quantile_position(values, present)
-        for key, column, missing, place in zip(names, tf.unstack(scaled, axis=1),
-                                               tf.unstack(1.0 - present, axis=1),
-                                               tf.unstack(position, axis=1)):
-            outputs[features.transformed_name(key)] = column
-            outputs[features.missing_flag_name(key)] = missing
-            outputs[features.position_name(key)] = place
+        outputs.update(_numeric_features(names, tf.concat(values, axis=1),
+                                         tf.concat(present, axis=1), packed))
+    return outputs
+
+
+def _numeric_features(names: list[str], values, present, packed: bool) -> dict:
+    """The numeric columns' features from their [batch, n] values (0 where missing) and present
+    flags: each column's z-score, missing flag and quantile position, three features a column or
+    (packed) one features.NUMERIC_COLUMNS tensor."""
+    # All numeric columns as one [batch, n] matrix, and every statistic they need in one
+    # tft.sum over [present, value, value^2, 1]: one analyzer, so one pass over the data
+    # (tft.scale_to_z_score of the mean-filled values needs the mean first: a second pass;
+    # benchmarks/scale.py measures the difference).
+    present64 = tf.cast(present, tf.float64)
+    wide = tf.cast(values, tf.float64) * present64
+    ones = tf.ones_like(present64[:, :1])
+    sums = tft.sum(tf.concat([present64, wide, wide * wide, ones], axis=1),
+                   reduce_instance_dims=False)
+    width = len(names)
+    count, total, squares, rows = (sums[:width], sums[width:2 * width],
+                                   sums[2 * width:3 * width], sums[3 * width])
+    mean = total / tf.maximum(count, 1.0)
+    # The missing cells take the mean, so the filled column has the present cells' mean and
+    # their squared deviations spread over all rows (float64 sums: no cancellation at the
+    # scale of real measurements).
+    variance = tf.maximum(squares - count * mean * mean, 0.0) / tf.maximum(rows, 1.0)
+    std = tf.cast(tf.sqrt(variance), tf.float32)
+    mean = tf.cast(mean, tf.float32)
+    centred = present * (values - mean)
+    scaled = tf.where(std > 0, centred / tf.where(std > 0, std, 1.0), centred)
+    position = present * _quantile_position(values, present)
+    if packed:
+        # In the order of the columns' safe names, each column's (position, z-score, flag):
+        # the built-in model's order of the per-column features (model.numeric_groups).
+        order = sorted(range(len(names)), key=lambda i: features.safe_name(names[i]))
+        return {features.NUMERIC_COLUMNS: tf.gather(
+            tf.stack([position, scaled, 1.0 - present], axis=2), order, axis=1)}
+    outputs = {}
+    for key, column, missing, place in zip(names, tf.unstack(scaled, axis=1),
+                                           tf.unstack(1.0 - present, axis=1),
+                                           tf.unstack(position, axis=1)):
+        outputs[features.transformed_name(key)] = column
+        outputs[features.missing_flag_name(key)] = missing
+        outputs[features.position_name(key)] = place
     return outputs
 
 
@@ -328,7 +245,7 @@ def _numeric_matrix(columns: dict) -> tuple[list[str], list, list]:
         present.append(tf.reshape(tf.sparse.to_dense(tf.SparseTensor(
             joined.indices, tf.ones_like(joined.values), joined.dense_shape)), width))
     if dense:
-        block = tf.stack([tf.cast(_dense(x, 0), tf.float32) for x in dense.values()], axis=1)
+        block = tf.stack([tf.cast(cells.dense(x, 0), tf.float32) for x in dense.values()], axis=1)
         values.append(block)
         present.append(tf.ones_like(block))
     return list(sparse) + list(dense), values, present
@@ -378,13 +295,13 @@ def _label(y, label: str, task: str):
     if task == REGRESSION:
         if y.dtype == tf.string:
             raise ValueError(f"label column '{label}' holds text: a regression needs numbers")
-        return _standardized(_dense(_as_float(y), float("nan")))
+        return _standardized(cells.dense(cells.as_float(y), float("nan")))
     present_values = y.values if isinstance(y, tf.SparseTensor) else y
     if y.dtype != tf.string:
         present_values = tf.strings.as_string(present_values)
-    dense = _dense(y, "" if y.dtype == tf.string else 0)
+    dense = cells.dense(y, "" if y.dtype == tf.string else 0)
     if y.dtype != tf.string:
-        dense = tf.where(_present(y) > 0, tf.strings.as_string(dense), "")
+        dense = tf.where(cells.present(y) > 0, tf.strings.as_string(dense), "")
     # The vocabulary sees present labels only, so "missing" never becomes a class.
     vocab = tft.experimental.approximate_vocabulary(
         present_values, top_k=VOCABULARY_TOP_K, vocab_filename=features.LABEL_VOCAB)
