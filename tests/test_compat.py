@@ -86,6 +86,12 @@ def test_a_rebound_name_no_longer_looked_up_is_named():
         f"tensorflow_model_analysis {version('tensorflow_model_analysis')}: {eval_lib} no longer "
         "looks up evaluators.metrics_plots_and_validations_evaluator."
         "_COMBINE_PER_SLICE_KEY_HOT_KEY_FANOUT when it runs, so rebinding it changes nothing")
+    # Looked up through its package (`tft_beam.analysis_graph_builder.<name>`), or not at all.
+    builder, executor = ("tensorflow_transform.beam.analysis_graph_builder",
+                         "tfx.components.transform.executor")
+    assert problem(Symbol(builder, "get_analysis_cache_entry_keys", read_by=executor)) == ""
+    assert problem(Symbol(builder, "build", read_by=executor)).endswith(
+        "so rebinding it changes nothing")
 
 
 @pytest.mark.parametrize("name", sorted(name for name, module in WALL.items()
@@ -125,6 +131,10 @@ def test_the_rebinds_hold_inside_the_block_only():
 
     for name in WALL["tft"].INSPECTIONS:
         _rebound(WALL["tft"].inspections_traced_once(), tft, name)
+    from tensorflow_transform.beam import analysis_graph_builder
+
+    _rebound(WALL["tft"].inspections_traced_once(), analysis_graph_builder,
+             "get_analysis_cache_entry_keys")
     from apache_beam.transforms import core
 
     from dill import _dill
@@ -190,13 +200,15 @@ def test_a_transform_graphs_outputs_have_the_sources_tf_transform_finds():
 def test_transforms_column_inspections_trace_the_preprocessing_fn_once_with_the_same_answers():
     """TFX's Transform executor asks for the analyzers' columns twice and the transform's once,
     and tf.Transform traces the preprocessing_fn for each; inside the block (components/
-    transform.py's Do) they answer from one trace, the same lists, and the analysis's own trace
-    is not shared."""
+    transform.py's Do) they answer from one trace, the same lists; the cache keys the analysis
+    is planned with take that trace last, the same keys (the next inspection traces anew: their
+    build clears a collection of the graph); the analysis's own trace is not shared."""
     import functools
 
     import tensorflow as tf
     import tensorflow_transform as tft
     from tensorflow_transform import impl_helper
+    from tensorflow_transform.beam import analysis_graph_builder, analyzer_cache
 
     from trainer_module import preprocessing
     from trainer_module.settings import CLASSIFICATION
@@ -210,15 +222,22 @@ def test_transforms_column_inspections_trace_the_preprocessing_fn_once_with_the_
              ("get_transform_input_columns", specs)]
     stock = [sorted(getattr(tft, name)(fn, s, force_tf_compat_v1=True)) for name, s in asked]
     assert stock[0] == stock[1] and set(stock[2]) >= set(stock[0]) and "species" in stock[2]
+    spans = [analyzer_cache.DatasetKey("span-0")]
+    stock_keys = analysis_graph_builder.get_analysis_cache_entry_keys(fn, specs, spans, True)
+    assert len(stock_keys) > 3  # an analyzer's key each: the sums, quantiles, vocabularies
     with WALL["tft"].inspections_traced_once() as traces:
         once = [sorted(getattr(tft, name)(fn, s, force_tf_compat_v1=True)) for name, s in asked]
         assert traces.traced == 1
+        keys = analysis_graph_builder.get_analysis_cache_entry_keys(fn, specs, spans, True)
+        assert traces.traced == 1 and keys == stock_keys
+        assert sorted(tft.get_analyze_input_columns(fn, specs, force_tf_compat_v1=True)) == stock[0]
+        assert traces.traced == 2  # taken by the keys: traced again
         other = {**specs, "bill": tf.io.FixedLenFeature([], tf.float32)}
         tft.get_analyze_input_columns(fn, other, force_tf_compat_v1=True)
-        assert traces.traced == 2  # other specs: traced for them
+        assert traces.traced == 3  # other specs: traced for them
         # Anything else that traces (the analysis) traces anew, a graph of its own.
         graph = impl_helper.trace_preprocessing_function(fn, specs, use_tf_compat_v1=True)[0]
-        assert traces.traced == 2 and graph.get_operations()
+        assert traces.traced == 3 and graph.get_operations()
     assert once == stock
 
 

@@ -85,7 +85,7 @@ def _sets_attribute(cls: type, name: str) -> bool:
 def reads(tree: ast.Module, symbol: Symbol) -> bool:
     """Whether the source of `read_by` (its syntax tree) looks the symbol's first name up at call
     time: as a global of its own module, or as an attribute of the symbol's module imported
-    there."""
+    there, or of its package's (`tft_beam.analysis_graph_builder.<name>`)."""
     name = symbol.name.split(".")[0]
     if symbol.read_by == symbol.module:
         return any(isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
@@ -95,6 +95,10 @@ def reads(tree: ast.Module, symbol: Symbol) -> bool:
                and node.module == parent for alias in node.names if alias.name == last}
     aliases |= {alias.asname for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names if alias.name == symbol.module and alias.asname}
-    return any(isinstance(node, ast.Attribute) and node.attr == name
-               and isinstance(node.value, ast.Name) and node.value.id in aliases
-               for node in ast.walk(tree))
+    packages = {alias.asname for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names if alias.name == parent and alias.asname}
+    return any(isinstance(node, ast.Attribute) and node.attr == name and (
+        isinstance(node.value, ast.Name) and node.value.id in aliases
+        or isinstance(node.value, ast.Attribute) and node.value.attr == last
+        and isinstance(node.value.value, ast.Name) and node.value.value.id in packages)
+        for node in ast.walk(tree))
