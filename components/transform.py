@@ -137,8 +137,9 @@ class Executor(transform_executor.Executor):
         # The executor's three column inspections from one trace of the preprocessing_fn. The
         # same preprocessing for the same data: vocabularies counted exactly, and, where the
         # workers are this process, the analyzers merged in the order the records are read
-        # (compat/tft.py, vocabularies_exact and combines_in_order).
-        in_order = (tft_compat.combines_in_order()
+        # (compat/tft.py, vocabularies_exact and analyzers_in_process, which also writes each
+        # vocabulary file in one step).
+        in_order = (tft_compat.analyzers_in_process()
                     if beam_compat.workers_are_here(self._beam_pipeline_args or [])
                     else contextlib.nullcontext())
         with batched_reads(), tft_compat.inspections_traced_once(), \

@@ -242,7 +242,7 @@ def test_transforms_column_inspections_trace_the_preprocessing_fn_once_with_the_
 
 
 def test_tf_transforms_global_combines_have_no_fanout_inside_the_block_only():
-    """compat/tft.py, combines_in_order: inside the block tf.Transform's analyzers see an
+    """compat/tft.py, analyzers_in_process: inside the block tf.Transform's analyzers see an
     apache_beam whose CombineGlobally keeps no fanout (Beam spreads a fanned combine by a random
     number per bundle: the sketches then merged in another order each run), which pickles as
     apache_beam itself (a DoFn's function names it); outside the block, Beam's own."""
@@ -251,13 +251,37 @@ def test_tf_transforms_global_combines_have_no_fanout_inside_the_block_only():
     from tensorflow_transform.beam import analyzer_impls
 
     assert analyzer_impls.beam is beam and beam.CombineGlobally(sum).with_fanout(10).fanout == 10
-    with WALL["tft"].combines_in_order():
+    with WALL["tft"].analyzers_in_process():
         seen = analyzer_impls.beam
         assert seen is not beam and seen.Map is beam.Map and seen.pvalue is beam.pvalue
         assert seen.CombineGlobally(sum).with_fanout(10).fanout is None
         assert isinstance(seen.CombineGlobally(sum), beam.CombineGlobally)
         assert pickler.loads(pickler.dumps(seen)) is beam  # as a function's global, by name
     assert analyzer_impls.beam is beam
+
+
+@pytest.mark.parametrize("lines", [[b"c", "a", b"b", "\u00e9t\u00e9"], []])
+def test_a_vocabulary_is_written_in_one_step_as_write_to_text_writes_it(tmp_path, lines):
+    """compat/tft.py, analyzers_in_process: inside the block tf.Transform's vocabulary write
+    (beam.io.WriteToText, one shard) is OneTextFile: the lines one element makes, in their
+    order, the same bytes as WriteToText's file (an empty one too), and no partial file left;
+    the rest of beam.io is Beam's own."""
+    import apache_beam as beam
+    from tensorflow_transform.beam import analyzer_impls
+
+    def write(writer, path):
+        with beam.Pipeline() as pipeline:
+            _ = (pipeline | beam.Create([None]) | beam.FlatMap(lambda _: lines)
+                 | writer(str(path), shard_name_template=""))
+        return path.read_bytes()
+
+    with WALL["tft"].analyzers_in_process():
+        seen = analyzer_impls.beam.io
+        assert seen.WriteToText is WALL["tft"].OneTextFile
+        assert seen.WriteToTFRecord is beam.io.WriteToTFRecord
+        ours = write(seen.WriteToText, tmp_path / "ours")
+    assert ours == write(beam.io.WriteToText, tmp_path / "stock")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ours", "stock"]
 
 
 def test_tf_transforms_approximate_vocabulary_counts_exactly_inside_the_block():
