@@ -205,35 +205,24 @@ class OneTextFile(apache_beam.PTransform):
         return lines | "WriteLines" >> apache_beam.ParDo(_WriteLines(self.path))
 
 
-class _VocabularyIO(types.ModuleType):
-    """apache_beam.io as tf.Transform's analyzer_impls reads it, but for WriteToText."""
-
-    def __init__(self, io):
-        super().__init__(io.__name__, io.__doc__)
-        self.__dict__.update(vars(io))
-        self.WriteToText = OneTextFile
-
-    def __reduce__(self):
-        return importlib.import_module, (self.__name__,)
-
-
-class _InProcessBeam(types.ModuleType):
-    """apache_beam as tf.Transform's analyzer_impls reads it, but for CombineGlobally and
-    io.WriteToText: a module of the same name and names, pickled as apache_beam by name (a
+class _StandIn(types.ModuleType):
+    """A module as tf.Transform's analyzer_impls reads it, but for `names`: a module of the same
+    name and names (a name it makes later looked up on it), pickled as the module by name (a
     function of analyzer_impls that Beam pickles in the block names it)."""
 
-    def __init__(self, beam):
-        super().__init__(beam.__name__, beam.__doc__)
-        self.__dict__.update(vars(beam))
-        self.__getattr__ = functools.partial(getattr, beam)  # a name apache_beam made since
-        self.CombineGlobally = UnfannedCombineGlobally
-        self.io = _VocabularyIO(beam.io)
+    def __init__(self, module, **names):
+        super().__init__(module.__name__, module.__doc__)
+        self.__dict__.update(vars(module))
+        self.__getattr__ = functools.partial(getattr, module)  # a name the module made since
+        self.__dict__.update(names)
 
     def __reduce__(self):
         return importlib.import_module, (self.__name__,)
 
 
-_IN_PROCESS_BEAM = _InProcessBeam(apache_beam)
+# apache_beam but for CombineGlobally (no fanout) and io.WriteToText (one step).
+_IN_PROCESS_BEAM = _StandIn(apache_beam, CombineGlobally=UnfannedCombineGlobally,
+                            io=_StandIn(apache_beam.io, WriteToText=OneTextFile))
 
 
 def vocabularies_exact():
