@@ -80,10 +80,28 @@ def test_it_reads_the_rows_the_stock_source_reads(split_dir, batch_size):
     stock_rows, _ = _rows(stock, batch_size)
     rows, sizes = _rows(batched, batch_size)
     assert len(rows) == 3231 and rows == stock_rows  # missing x, empty s, raw records alike
-    limit = batch_size or 1000
-    assert max(sizes) == limit and sum(sizes) == 3231
-    # A batch never spans files: the 2,500-row file gives full batches and its remainder.
-    assert sizes.count(limit) == 2500 // limit + 730 // limit
+    # A batch never spans files: a file gives full batches and its remainder. Unnamed, a batch
+    # takes up to batched_records.MAX_ROWS of these small rows: a file each.
+    assert sizes == ([1, 100, 130] + [300] * 10
+                     if batch_size else [1, 730, 2500])
+
+
+def test_unnamed_a_batch_holds_about_the_target_bytes(split_dir, monkeypatch):
+    """tfx_bsl's byte-size batching: the rows a batch takes come from a file's first records'
+    size, so wider rows make shorter batches, and the same file is cut the same way each time."""
+    from components import batched_records
+
+    path = str(split_dir / "a.gz")
+    mean = sum(map(len, tf.compat.v1.io.tf_record_iterator(path, "GZIP"))) / 2500
+    monkeypatch.setattr(batched_records, "PROBE", 2500)  # the whole file: an exact mean
+    monkeypatch.setattr(batched_records, "TARGET_BYTES", int(500 * mean) + 1)
+    assert batched_records.rows_per_batch(path, "GZIP") == 500
+    _, sizes = _rows(BatchedExampleRecord([path], schema=SCHEMA))
+    assert sizes == [500] * 5
+    monkeypatch.setattr(batched_records, "TARGET_BYTES", 1)  # a row larger than the target
+    assert batched_records.rows_per_batch(path, "GZIP") == 1
+    monkeypatch.setattr(batched_records, "TARGET_BYTES", 2**40)
+    assert batched_records.rows_per_batch(path, "GZIP") == batched_records.MAX_ROWS
 
 
 def test_a_projection_stays_batched(split_dir):
