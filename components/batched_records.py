@@ -7,7 +7,8 @@ checksums and yields every record in Python, one Beam element each, then batches
 (`itertools.islice` over it: no Python bytecode per record), and decodes each batch with the same
 tfx_bsl decoder: the same RecordBatches (raw-record column included, when asked for), the same
 columns and types, without a Beam element per record. A file the ExampleGen also wrote as Arrow
-columns is not decoded at all: its batches come from that copy (components/columnar_examples.py).
+columns is not decoded at all: its batches come from that copy (components/columnar_examples.py),
+and where the raw records are wanted too (the Evaluator's model reads them), they are read beside it.
 A batch holds about TARGET_BYTES of records unless the caller names its size (`rows_per_batch`).
 
 The reader runs in the calling thread. tf.data's reader was as fast alone, but it hands each batch
@@ -38,7 +39,7 @@ import pyarrow as pa
 from tfx.components.util import tfxio_utils
 from tfx.dsl.io import fileio
 from tensorflow_metadata.proto.v0 import schema_pb2
-from tfx_bsl.tfxio import tf_example_record
+from tfx_bsl.tfxio import record_based_tfxio, tf_example_record
 
 from components import columnar_examples
 from components.compat import tfx as tfx_compat
@@ -114,13 +115,17 @@ class _ReadRecordBatches(beam.DoFn):
             raise ValueError(f"{path}: a compression TensorFlow's record reader cannot read "
                              "(plain, .gz or .zlib)")
         size = self._batch_size or rows_per_batch(path, kind)
-        copy = None if self._raw else columnar_examples.read(path, size, self._schema)
-        if copy is not None:
-            yield from copy
-            return
+        copy = columnar_examples.read(path, size, self._schema)
         records = tf.compat.v1.io.tf_record_iterator(path, tf.io.TFRecordOptions(kind))
-        while batch := list(itertools.islice(records, size)):
-            yield from self._decode.process(batch)
+        if copy is None:
+            while batch := list(itertools.islice(records, size)):
+                yield from self._decode.process(batch)
+        elif self._raw is None:
+            yield from copy
+        else:  # the copy's columns, and the same rows' records as the decoder appends them
+            for batch in copy:
+                yield record_based_tfxio.AppendRawRecordColumn(
+                    batch, self._raw, list(itertools.islice(records, batch.num_rows)))
 
 
 class BatchedExampleRecord(tfx_bsl_compat.ExampleRecord):
