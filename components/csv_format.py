@@ -253,6 +253,8 @@ class ColumnProfile:
 def _kinds(values: pa.Array) -> tuple[pa.Array, pa.Array]:
     """Masks (is an int, is a finite float that is not an int) of a column of non-null cells."""
     is_int = pc.match_substring_regex(values, INT_PATTERN)
+    if pc.all(is_int).as_py() is not False:  # every cell an int (or none): no float among them
+        return is_int, pc.invert(is_int)
     is_float = pc.and_(pc.invert(is_int), pc.match_substring_regex(values, FLOAT_PATTERN))
     if pc.any(is_float).as_py():
         as_float = pc.cast(pc.if_else(is_float, values, "0"), pa.float64())
