@@ -32,9 +32,9 @@ NODES = ("CsvExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Tra
          "LatestPushedModel", "Trainer", "GradientBoosting", "Evaluator", "Pusher")
 STOPPED_STATUS = 5
 # The random instants fall within this many seconds of a run's first line: within a run of the
-# bundled data on an idle machine (about 20 s fresh, 12 to 15 s on a root whose examples are
-# cached), longer under load.
-SPAN_SECONDS = 12.0
+# bundled data on an idle machine (8 to 12 s fresh on today's machine; a fresh-clone
+# CI's instants of 9.1 and 10.13 s, from 12, both met a run that had ended), longer under load.
+SPAN_SECONDS = 6.0
 # Within seconds: about 2 on an idle machine. A signal the main thread cannot take at once (inside
 # TensorFlow's C++, as the Trainer starts beside GradientBoosting) comes again every 2 s; on this
 # 2-core machine under a whole suite's load such stops took 6.0 and 6.6 s (a fresh-clone CI failed
