@@ -78,7 +78,7 @@ def measure(rows: int, replicas: int, split: bool, steps: int) -> dict:
         # The pipeline's model (TrainerConfig's defaults), its table DIM wide.
         model = model_lib.tabular(NUMERIC, {"user_xf": rows}, 2, settings.CLASSIFICATION,
                                   settings.TrainerConfig(embedding_dim=DIM, seed=1),
-                                  shards={"user_xf": replicas if split else 1})
+                                  shards={"user_xf": replicas} if split else None)
         optimizer = tf.keras.optimizers.AdamW(warmup.WarmupSchedule(2e-3, 5, steps),
                                               weight_decay=3e-4)
     trainer = loop.SynchronousLoop(strategy, model, optimizer,

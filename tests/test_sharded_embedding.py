@@ -50,12 +50,14 @@ def records(tmp_path_factory):
     return path
 
 
-def _model(shards):
+def _model(shards, blocks=None):
     return model_lib.tabular(NUMERIC, {"user_xf": ROWS, "k_xf": 6}, 3, settings.CLASSIFICATION,
                              settings.TrainerConfig(hidden_units=[16, 16], embedding_dim=4,
                                                     ensemble_members=4, seed=5),
                              # k_xf: 6 rows, on 8 replicas a block on 6 of them
-                             shards={"user_xf": shards, "k_xf": min(shards, 6)})
+                             # 1: whole, in the stack (a one-block layer is one device's)
+                             shards=blocks or (None if shards == 1 else {
+                                 "user_xf": shards, "k_xf": min(shards, 6)}))
 
 
 # The run's learning rate for this global batch: trainer.base_learning_rate scaled from
@@ -240,7 +242,8 @@ def test_early_stopping_keeps_and_restores_the_tables_best_rows(initial):
 
 def test_the_run_splits_the_builtin_models_large_tables():
     """build.table_shards: under MirroredStrategy, a table past trainer.shard_embeddings_over;
-    never on one device."""
+    never on one device, where that table is one block: a layer of its own all the same
+    (tables_in_blocks), so a checkpoint of it restores on any replica count."""
     spec = {"user_xf": tf.io.FixedLenFeature([], tf.int64),
             "k_xf": tf.io.FixedLenFeature([], tf.int64)}
     sizes = {"vocab_user": ROWS - 1, "vocab_k": 5}
@@ -249,6 +252,10 @@ def test_the_run_splits_the_builtin_models_large_tables():
     assert build.table_shards(inputs, _strategy(4)) == {**{k: 1 for k in inputs.categorical},
                                                        "user_xf": 4}
     assert set(build.table_shards(inputs, _strategy(1)).values()) == {1}
+    for replicas in (1, 4):
+        assert build.tables_in_blocks(inputs, _strategy(replicas)) == {"user_xf"}
+    with _strategy(4).scope(), pytest.raises(ValueError, match=r"one device's, not 4 .*user_xf"):
+        _model(4, {"user_xf": 1})  # on 4 replicas each would update that block alone
 
 
 def test_a_split_table_starts_as_the_whole_table_would():

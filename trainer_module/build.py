@@ -61,7 +61,8 @@ def optimizer(cfg: TrainerConfig, schedule) -> tf.keras.optimizers.Optimizer:
 
 
 def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy,
-          tables_of: tf.distribute.Strategy | None = None) -> tf.keras.Model:
+          tables_of: tf.distribute.Strategy | None = None,
+          whole_tables: bool = False) -> tf.keras.Model:
     """The model (the user's, checked on a small batch, or the built-in one) in trainer.precision,
     outputs in float32; call it in the strategy's scope. mixed_float16 on a TPU is refused here
     too: `auto` may only find the TPU at run time.
@@ -69,7 +70,8 @@ def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy,
     tables_of: the strategy whose split of the tables the built-in model takes (default:
     `strategy`'s): a process's own copy of a parameter-server model, built outside it, has a
     table of its own for each table split over the servers, whole, and its weights in the same
-    places (`set_weights` from `sharded_embedding.whole_weights`)."""
+    places (`set_weights` from `sharded_embedding.whole_weights`). whole_tables: every table a
+    Keras Embedding, none in blocks (the equivalence check's reference, Keras on one device)."""
     cfg = inputs.config
     if cfg.precision == MIXED_FLOAT16 and strategy_lib.is_tpu(strategy):
         raise strategy_lib.StrategyError(FLOAT16_ON_TPU)
@@ -77,7 +79,8 @@ def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy,
         if not cfg.model:
             built = model_lib.tabular(inputs.numeric, inputs.categorical, inputs.outputs,
                                       inputs.task, cfg, packed=inputs.packed_columns,
-                                      **_split(inputs, tables_of or strategy))
+                                      **({} if whole_tables else
+                                         _split(inputs, tables_of or strategy)))
         else:
             built = hooks.load(MODEL_KEY, cfg.model, 1)(inputs)
             hooks.check_model(built, inputs)
@@ -89,12 +92,13 @@ def table_shards(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) ->
     table over trainer.shard_embeddings_over bytes with its slots: the replicas under
     MirroredStrategy and MultiWorkerMirroredStrategy (trainer_module/sharded_embedding.py), the
     parameter servers under ParameterServerStrategy (its variable partitioner); else 1, a whole
-    table on each replica."""
+    table on each replica. On one device such a table is one block (`kept_in_blocks`): a
+    layer of its own as on N replicas, so a job stopped on N resumes on one and back."""
     cfg = inputs.config
     kind = strategy_lib.name(strategy)
     if kind == "ParameterServerStrategy":
         holders = strategy_lib.cluster_size(strategy)[1]
-    elif kind in ("MirroredStrategy", "MultiWorkerMirroredStrategy"):
+    elif kind in ("MirroredStrategy", "MultiWorkerMirroredStrategy", "one device"):
         holders = strategy.num_replicas_in_sync
     else:
         return {key: 1 for key in inputs.categorical}
@@ -103,13 +107,28 @@ def table_shards(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) ->
             for key, size in inputs.categorical.items()}
 
 
+def tables_in_blocks(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> set[str]:
+    """The categorical features whose tables are layers of their own, in `table_shards` blocks
+    (ShardedEmbedding), under a synchronous strategy that splits tables (not a TPU's, not
+    asynchronous): those over trainer.shard_embeddings_over, one block each on one device."""
+    if strategy_lib.name(strategy) not in ("MirroredStrategy", "MultiWorkerMirroredStrategy",
+                                           "one device"):
+        return set()
+    cfg, shards = inputs.config, table_shards(inputs, strategy)
+    alone = strategy.num_replicas_in_sync == 1
+    # One block is one replica's: on N replicas a table of fewer rows than 2 stays whole.
+    return {key for key, size in inputs.categorical.items()
+            if table_plan.kept_in_blocks(size, cfg.embedding_dim, cfg.shard_embeddings_over)
+            and (alone or shards[key] > 1)}
+
+
 def _split(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> dict:
     """model.tabular's arguments for the tables split: by the replicas' exchange (`shards`), or
     over the parameter servers (`server_blocks`)."""
     shards = table_shards(inputs, strategy)
     if strategy_lib.name(strategy) == "ParameterServerStrategy":
         return {"server_blocks": shards}
-    return {"shards": shards}
+    return {"shards": {key: shards[key] for key in tables_in_blocks(inputs, strategy)}}
 
 
 def raw_spec(tf_transform_output, label: str) -> dict:

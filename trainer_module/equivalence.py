@@ -194,7 +194,7 @@ def _keras_on_one_device(inputs, per_example_loss, seed: int, initial: list, opt
     regularization, one update per global batch of `batches` (per-replica batches in step
     order, _global_batches)."""
     tf.keras.utils.set_random_seed(seed)
-    reference = build.model(inputs, tf.distribute.get_strategy())
+    reference = build.model(inputs, tf.distribute.get_strategy(), whole_tables=True)
     model_lib.set_logical_weights(reference, initial)
     reference.compile(optimizer=optimizer, loss=_MeanOverBatch(per_example_loss),
                       jit_compile=False)
@@ -223,7 +223,7 @@ def one_device(job: TrainJob, replicas: int, make_optimizer, pipelines: int = 1,
         validation_share=cfg.validation_share, global_order=cfg.input_order == GLOBAL)
     tf.keras.utils.set_random_seed(cfg.seed)
     initial = [w.numpy() for w in model_lib.logical_weights(
-        build.model(inputs, tf.distribute.get_strategy()))]
+        build.model(inputs, tf.distribute.get_strategy(), whole_tables=True))]
     return _keras_on_one_device(
         inputs, build.loss(cfg, job.task, inputs.outputs), cfg.seed, initial,
         make_optimizer(plan), _global_batches(dataset_fn, pipelines, replicas, plan.train_steps),

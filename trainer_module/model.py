@@ -180,7 +180,8 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
     written there only.
 
     shards: {categorical feature: blocks} for the tables split by rows over the replicas
-    (trainer_module/sharded_embedding.py; 1 or absent: a table on every replica). With any, the
+    (trainer_module/sharded_embedding.py; 1: one block, on one device; absent: a table on every
+    replica, in the stack). With any, the
     model is the tables' lookups (`ShardedEmbedding`, named `embed_<feature>` as the Embedding
     it stands for) then CORE, the rest of the model, which takes those features' rows: the
     training step looks the rows up itself (`sharded_parts`).
@@ -188,7 +189,11 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
     server_blocks: {categorical feature: parts} for the tables split over the parameter
     servers of a ParameterServerStrategy (its variable partitioner: plain Embeddings)."""
     cfg = cfg or settings.TrainerConfig()
-    sharded = {k: n for k, n in (shards or {}).items() if n > 1 and k in categorical}
+    sharded = {k: n for k, n in (shards or {}).items() if n >= 1 and k in categorical}
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    if replicas > 1 and 1 in sharded.values():  # each replica would update that block alone
+        raise ValueError(f"tables in one block are one device's, not {replicas} replicas': "
+                         f"{sorted(k for k, n in sharded.items() if n == 1)}")
     if sharded:
         core = _tabular(numeric, categorical, outputs, task, cfg, packed=packed,
                         given=set(sharded), name=CORE)

@@ -19,14 +19,19 @@ def table_bytes(rows: int, dim: int) -> int:
     return rows * dim * BYTES * (1 + SLOTS)
 
 
+def kept_in_blocks(rows: int, dim: int, over: int) -> bool:
+    """Whether a table of `rows` x `dim` is split by rows: its bytes with slots exceed `over`
+    (trainer.shard_embeddings_over; 0: always, -1: never). Whatever the replica count: on one
+    device it is one block, so a job's checkpoints hold the same objects on any topology."""
+    return over >= 0 and table_bytes(rows, dim) > over
+
+
 def shards_for(rows: int, dim: int, replicas: int, over: int) -> int:
     """How many blocks a table of `rows` x `dim` is split into: the replicas (at most its rows,
-    a row or more a block), when its bytes with slots exceed `over`
-    (trainer.shard_embeddings_over; 0: always, -1: never); else 1, a whole table on every
-    replica."""
-    if replicas <= 1 or over < 0:
+    a row or more a block), when `kept_in_blocks`; else 1, a whole table on every replica."""
+    if replicas <= 1 or not kept_in_blocks(rows, dim, over):
         return 1
-    return min(replicas, rows) if table_bytes(rows, dim) > over else 1
+    return min(replicas, rows)
 
 
 def block_sizes(rows: int, shards: int) -> list[int]:

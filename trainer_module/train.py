@@ -244,10 +244,10 @@ def _evaluate_and_export(model, job: TrainJob, plan: scaling.Plan, raw_spec,
 
 def _sharded_tables(model: tf.keras.Model) -> tuple[table_plan.Table, ...]:
     """The model's tables split over the replicas (or the parameter servers), as the summary
-    says them."""
+    says them (not a one-device run's: one block each)."""
     tables = model_lib.sharded_parts(model)[1]
     split = tuple(table_plan.Table(key, tables[key].rows, tables[key].dim, tables[key].shards)
-                  for key in sorted(tables))
+                  for key in sorted(tables) if tables[key].shards > 1)
     served = sharded_embedding.server_split(model)
     return split + tuple(
         table_plan.Table(table_stack.feature_of(name), *served[name].shape.as_list(),
