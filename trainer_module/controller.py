@@ -53,6 +53,10 @@ def make_checkpoint_manager(model, optimizer, directory: str, checkpoint_every: 
                                       checkpoint_interval=max(checkpoint_every, 1))
 
 
+class CheckpointMismatch(RuntimeError):
+    """A checkpoint to resume from does not hold the variables of the model being trained."""
+
+
 class Agreement:
     """Which workers SIGTERM reached, the same answer on every worker: called by all of them
     after each chunk. Alone (one process, however many replicas): this process's flag. Under
@@ -159,7 +163,13 @@ class Controller:
             if unreadable and directory == self.directory:
                 _forget(directory, unreadable)
                 self.manager = self._make_manager()
-            self.manager.checkpoint.restore(path)
+            status = self.manager.checkpoint.restore(path)
+            try:  # a checkpoint of other objects would restore some and leave the rest as drawn
+                status.assert_existing_objects_matched()
+            except AssertionError as err:
+                raise CheckpointMismatch(
+                    f"checkpoint {path} does not hold this job's variables (another model or "
+                    f"layout of its tables): {str(err).splitlines()[0][:200]}") from None
             step = self.step
             logging.info("Resumed from %s at global step %d%s", path, step,
                          f" (passed over {len(unreadable)} unreadable)" if unreadable else "")
