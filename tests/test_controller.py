@@ -67,6 +67,17 @@ def _checkpoint_steps(controller) -> list[int]:
     return [int(path.rsplit("-", 1)[1]) for path in controller.manager.checkpoints]
 
 
+def test_a_checkpoint_of_other_variables_stops_the_restore_naming_it(tmp_path):
+    """A checkpoint that does not hold the model's variables (another model, another layout of
+    its tables) is refused, where TensorFlow would restore what matched and leave the rest as
+    drawn: here the first layer only."""
+    other = tf.keras.Sequential([tf.keras.Input(shape=(4,)), tf.keras.layers.Dense(8)])
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=other), str(tmp_path),
+                               max_to_keep=None).save(checkpoint_number=5)
+    with pytest.raises(controller_lib.CheckpointMismatch, match="ckpt-5 does not hold"):
+        _controller(tmp_path)
+
+
 @pytest.mark.parametrize("total, want", [(20, [5, 10, 15, 20]), (22, [5, 10, 15, 20, 22])])
 def test_checkpoints_land_exactly_on_multiples_of_checkpoint_every(tmp_path, total, want):
     chunk_ends = []
