@@ -146,8 +146,10 @@ def run(data: Path, root: Path, work: Path, trainer: dict) -> dict:
 def trainer_figures(result: dict) -> tuple[float, int]:
     """(the Trainer's seconds, the largest process's RSS while it ran); exits if it did not run."""
     span = result["spans"].get("Trainer")
-    if span is None or not re.search(r"Trainer\s+executed", result["stdout"]):
-        sys.exit("the Trainer did not run (cached?):\n" + result["stdout"][-2000:])
+    if (span is None or not re.search(r"Trainer\s+executed", result["stdout"])
+            or "resumed at" in result["stdout"]):
+        sys.exit("the Trainer did not train from the start (cached, resumed?):\n"
+                 + result["stdout"][-2000:])
     return span[1] - span[0], peak_within(result["samples"], span)
 
 
@@ -177,9 +179,13 @@ def main() -> None:
           f"{ingest['seconds']:.0f} s, largest process {gigabytes(ingest['largest'])}")
     print(f"{args.steps} steps of global batch {batch}, inputs cached (work directory {work}):")
     sides = {}
-    for name, replicas in (("one device", 1), (f"split over {args.replicas}", args.replicas)):
+    # Two seeds: the same job on another replica count would resume from the first's last
+    # checkpoint (an elastic resume) and train no step.
+    for seed, (name, replicas) in enumerate((("one device", 1),
+                                              (f"split over {args.replicas}", args.replicas))):
         result = run(data, work / "root", work / name.replace(" ", "-"),
-                     {"emulate_replicas": replicas, "train_steps": args.steps, **common})
+                     {"emulate_replicas": replicas, "train_steps": args.steps, "seed": seed,
+                      **common})
         seconds, peak = trainer_figures(result)
         sides[name] = (peak, result["largest"])
         table = re.search(r"^Sharded tables: (.*)$", result["stdout"], re.M)

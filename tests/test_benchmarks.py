@@ -42,6 +42,7 @@ TABLES = {
     "figures.py": "bundled data, first run, fresh root: Total ",
     "beam_fixed_costs.py": "beam_fixed_costs: stock / spared Total = ",
     "import_collections.py": "import_collections: plain / uncollected import CPU = ",
+    "embedding_memory.py": "split / one device: peak RSS in the Trainer ",
     "embeddings.py": "click table: 20,000 rows, 2,000 users; eval AUC: every value ",
     "input_traces.py": "  parse map trace: boolean_mask a feature ",
 }
