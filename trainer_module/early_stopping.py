@@ -202,6 +202,14 @@ class EarlyStopping:
         self.stopped_early = False
         self.settled = False  # stopped because no later score could be a new best
 
+    def _improves(self, loss: float) -> bool:
+        """Whether `loss` is kept over the best: by the least gain that counts (`better`), or,
+        in the cooldown, by any gain (the decayed weights over the plateau's best)."""
+        best = float(self.best.loss.numpy())
+        if self._cooling():
+            return math.isfinite(loss) and loss < best
+        return better(loss, best)
+
     def _cooling(self) -> bool:
         return self.horizon is not None and self.horizon.cooling
 
@@ -231,7 +239,7 @@ class EarlyStopping:
         self.scores += 1
         self.best.scored.assign(step)
         logs[VALIDATION_LOSS] = loss
-        if better(loss, float(self.best.loss.numpy())):
+        if self._improves(loss):
             self.best.keep(self.model, step, loss)
         else:
             self.best.since.assign_add(1)
@@ -247,7 +255,7 @@ class EarlyStopping:
         if step > int(self.best.scored.numpy()):  # the last step, scored too
             loss = self.score()
             self.best.scored.assign(step)
-            if better(loss, float(self.best.loss.numpy())):
+            if self._improves(loss):
                 self.best.keep(self.model, step, loss)
         if int(self.best.step.numpy()) < 0:  # nothing scored (no validation rows): as trained
             return
