@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import REPO
+from harness import REPO, process_tree
 
 PER_REPLICA = 256
 SAMPLING_INTERVAL = 0.25
@@ -81,22 +81,6 @@ def peak_within(samples: list[tuple[float, int, int]], span: tuple[float, float]
     return max((rss for when, _, rss in samples if start <= when <= end), default=0)
 
 
-def _tree(root: int) -> list[int]:
-    parent = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parent[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):  # it exited while being read
-                pass
-    tree, frontier = {root}, {root}
-    while frontier:
-        frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - tree
-        tree |= frontier
-    return sorted(tree)
-
-
 def _rss(pid: int) -> int:
     with open(f"/proc/{pid}/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -121,7 +105,7 @@ def run(data: Path, root: Path, work: Path, trainer: dict) -> dict:
         def sample():
             while not done.wait(SAMPLING_INTERVAL):
                 now = time.time()
-                for pid in _tree(process.pid):
+                for pid in sorted(process_tree(process.pid)):
                     try:
                         samples.append((now, pid, _rss(pid)))
                     except (OSError, IndexError, ValueError):  # it exited while being read

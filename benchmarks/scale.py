@@ -39,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-from harness import REPO
+from harness import REPO, process_tree
 
 LABEL = "label"
 STAGES = ("CsvExampleGen", "StatisticsGen", "Transform")
@@ -199,21 +199,9 @@ def _tree_rss(root: int) -> int:
     proportional set size (PSS: a page shared by n processes counts 1/n in each), so the pages a
     run shares with its forks (the worker lane, the serving check) count once; RSS where PSS
     cannot be read (/proc/PID/smaps_rollup: Linux 4.14). Only the tree's own processes are
-    weighed: every process's parent is one cheap read, a PSS is a walk of its page tables."""
-    parent = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parent[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):  # it exited while being read
-                pass
-    tree, frontier = {root}, {root}
-    while frontier:
-        frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - tree
-        tree |= frontier
+    weighed (harness.process_tree): a PSS is a walk of its page tables."""
     total = 0
-    for pid in tree:
+    for pid in process_tree(root):
         try:
             total += _pss(pid)
         except (OSError, IndexError, ValueError):  # it exited while being read

@@ -253,7 +253,7 @@ def test_the_run_splits_the_builtin_models_large_tables():
                                                        "user_xf": 4}
     assert set(build.table_shards(inputs, _strategy(1)).values()) == {1}
     for replicas in (1, 4):
-        assert build.tables_in_blocks(inputs, _strategy(replicas)) == {"user_xf"}
+        assert build.tables_in_blocks(inputs, _strategy(replicas)) == {"user_xf": replicas}
     with _strategy(4).scope(), pytest.raises(ValueError, match=r"one device's, not 4 .*user_xf"):
         _model(4, {"user_xf": 1})  # on 4 replicas each would update that block alone
 

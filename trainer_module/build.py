@@ -87,6 +87,10 @@ def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy,
         return precision.float32_outputs(built)
 
 
+# The strategies whose replicas hold a split table's blocks (trainer_module/sharded_embedding.py).
+SPLIT_BY_REPLICAS = ("MirroredStrategy", "MultiWorkerMirroredStrategy", "one device")
+
+
 def table_shards(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> dict[str, int]:
     """{categorical feature: the blocks its table is split into} for the built-in model, for a
     table over trainer.shard_embeddings_over bytes with its slots: the replicas under
@@ -98,7 +102,7 @@ def table_shards(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) ->
     kind = strategy_lib.name(strategy)
     if kind == "ParameterServerStrategy":
         holders = strategy_lib.cluster_size(strategy)[1]
-    elif kind in ("MirroredStrategy", "MultiWorkerMirroredStrategy", "one device"):
+    elif kind in SPLIT_BY_REPLICAS:
         holders = strategy.num_replicas_in_sync
     else:
         return {key: 1 for key in inputs.categorical}
@@ -107,17 +111,18 @@ def table_shards(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) ->
             for key, size in inputs.categorical.items()}
 
 
-def tables_in_blocks(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> set[str]:
-    """The categorical features whose tables are layers of their own, in `table_shards` blocks
-    (ShardedEmbedding), under a synchronous strategy that splits tables (not a TPU's, not
-    asynchronous): those over trainer.shard_embeddings_over, one block each on one device."""
-    if strategy_lib.name(strategy) not in ("MirroredStrategy", "MultiWorkerMirroredStrategy",
-                                           "one device"):
-        return set()
+def tables_in_blocks(inputs: hooks.ModelInputs,
+                     strategy: tf.distribute.Strategy) -> dict[str, int]:
+    """{categorical feature: blocks} for the tables that are layers of their own, in
+    `table_shards` blocks (ShardedEmbedding), under a synchronous strategy that splits tables
+    (not a TPU's, not asynchronous): those over trainer.shard_embeddings_over, one block each
+    on one device."""
+    if strategy_lib.name(strategy) not in SPLIT_BY_REPLICAS:
+        return {}
     cfg, shards = inputs.config, table_shards(inputs, strategy)
     alone = strategy.num_replicas_in_sync == 1
     # One block is one replica's: on N replicas a table of fewer rows than 2 stays whole.
-    return {key for key, size in inputs.categorical.items()
+    return {key: shards[key] for key, size in inputs.categorical.items()
             if table_plan.kept_in_blocks(size, cfg.embedding_dim, cfg.shard_embeddings_over)
             and (alone or shards[key] > 1)}
 
@@ -125,10 +130,9 @@ def tables_in_blocks(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy
 def _split(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> dict:
     """model.tabular's arguments for the tables split: by the replicas' exchange (`shards`), or
     over the parameter servers (`server_blocks`)."""
-    shards = table_shards(inputs, strategy)
     if strategy_lib.name(strategy) == "ParameterServerStrategy":
-        return {"server_blocks": shards}
-    return {"shards": {key: shards[key] for key in tables_in_blocks(inputs, strategy)}}
+        return {"server_blocks": table_shards(inputs, strategy)}
+    return {"shards": tables_in_blocks(inputs, strategy)}
 
 
 def raw_spec(tf_transform_output, label: str) -> dict:
