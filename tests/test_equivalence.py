@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, penguins_job
-from trainer_module import equivalence, verify_process
+from trainer_module import equivalence, verify_process, weight_average
 from trainer_module.settings import TrainerConfig
 
 pytestmark = pytest.mark.slow
@@ -52,6 +52,25 @@ def test_builtin_model_makes_one_devices_update(penguins_run, replicas):
         f"weights moved {result.moved:.1e}: {result.relative:.1e} of the movement, within "
         f"1e-04{rounded}: {replicas} replicas make the update one device makes on the global "
         "batch"]
+
+
+def test_the_weights_averages_are_held_against_keras_averages(penguins_run, monkeypatch):
+    """trainer.weight_average (on by default): the averaged model is compared too, weight for
+    weight, with the same average taken over Keras' steps on one device; an average that moves
+    otherwise on the replicas fails, in a variable named as an average."""
+    right = _verify(penguins_run, 2)
+    assert right.passed
+    moved_twice = weight_average.WeightAverage.update
+
+    def update(self, strategy, step):  # the average moved twice a step on the replicas
+        moved_twice(self, strategy, step)
+        moved_twice(self, strategy, step)
+
+    monkeypatch.setattr(weight_average.WeightAverage, "update", update)
+    wrong = _verify(penguins_run, 2)
+    assert not wrong.passed and wrong.variable.startswith("average of "), wrong.lines()
+    # The trained weights themselves still agree: only the averages differ.
+    assert wrong.max_difference > 100 * right.max_difference
 
 
 def test_float32_rounding_is_allowed_only_where_it_cannot_hide_a_wrong_model():

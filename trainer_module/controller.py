@@ -47,7 +47,8 @@ def make_checkpoint_manager(model, optimizer, directory: str, checkpoint_every: 
     """The model and optimizer's checkpoints in `directory` (and `tracked`, {name: trackable},
     saved with them), at most one per `checkpoint_every` steps of `optimizer.iterations` (with
     `save(check_interval=True)`)."""
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **(tracked or {}))
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                     **{k: v for k, v in (tracked or {}).items() if v is not None})
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep,
                                       step_counter=optimizer.iterations,
                                       checkpoint_interval=max(checkpoint_every, 1))

@@ -186,14 +186,20 @@ class EarlyStopping:
     `cooldown_share` of the best step's run and the cooldown), still scored and kept at its best,
     and training stops where it ends. (A cooldown from the weights patience ended on, past the
     best, gave MplsStops AUC 0.8982; from the best, 0.8994.) Its steps are in the checkpoint (the
-    horizon's variables, with the best weights)."""
+    horizon's variables, with the best weights).
+
+    With a `weight_average` (trainer_module/weight_average.py) the model is scored with the
+    averaged weights, which are the ones kept (and so exported); a cooldown starts the average
+    over from the kept weights."""
 
     before_checkpoint = True  # its state is in the checkpoint of the step it scored at
 
     def __init__(self, model: tf.keras.Model, best: BestWeights, score, every_steps: int,
                  patience: int, steps_per_epoch: int = 0, cooldown_share: float = 0.0,
-                 chunk: int = 1, train_rows: int = 0, global_batch: int = 0):
+                 chunk: int = 1, train_rows: int = 0, global_batch: int = 0,
+                 weight_average=None):
         self.model, self.best, self.score = model, best, score
+        self.weight_average = weight_average
         self.every, self.patience = max(every_steps, 1), patience
         self.steps_per_epoch = steps_per_epoch
         self.horizon, self.cooldown_share, self.chunk = best.horizon, cooldown_share, max(chunk, 1)
@@ -225,8 +231,26 @@ class EarlyStopping:
             return False
         self.horizon.cool_down(step, steps)
         self.best.restore_into(self.model)  # the decay starts from the best weights
+        if self.weight_average is not None:
+            self.weight_average.reset()
         self.best.since.assign(0)
         return True
+
+    def _score_and_keep(self, step: int) -> tuple[float, bool]:
+        """The score at `step` (of the averaged weights, where there is an average), kept when it
+        improves on the best."""
+        if self.weight_average is not None:
+            self.weight_average.swap()
+        try:
+            loss = self.score()
+            self.best.scored.assign(step)
+            improved = self._improves(loss)
+            if improved:
+                self.best.keep(self.model, step, loss)
+        finally:
+            if self.weight_average is not None:
+                self.weight_average.swap()
+        return loss, improved
 
     def __call__(self, step: int, logs: dict) -> None:
         if self._cooling() and step >= int(self.horizon.end.numpy()):
@@ -235,13 +259,10 @@ class EarlyStopping:
             return
         if step // self.every <= int(self.best.scored.numpy()) // self.every:
             return
-        loss = self.score()
+        loss, improved = self._score_and_keep(step)
         self.scores += 1
-        self.best.scored.assign(step)
         logs[VALIDATION_LOSS] = loss
-        if self._improves(loss):
-            self.best.keep(self.model, step, loss)
-        else:
+        if not improved:
             self.best.since.assign_add(1)
         # A best this close to zero cannot be beaten by the least gain that counts (MIN_DELTA):
         # the scores patience would wait for could only keep these weights (loans: 620 steps).
@@ -253,11 +274,10 @@ class EarlyStopping:
 
     def end(self, step: int, logs: dict) -> None:
         if step > int(self.best.scored.numpy()):  # the last step, scored too
-            loss = self.score()
-            self.best.scored.assign(step)
-            if self._improves(loss):
-                self.best.keep(self.model, step, loss)
+            self._score_and_keep(step)
         if int(self.best.step.numpy()) < 0:  # nothing scored (no validation rows): as trained
+            if self.weight_average is not None:
+                self.weight_average.assign_to_model()
             return
         self.best.restore_into(self.model)
         logs["best_step"] = int(self.best.step.numpy())
@@ -275,4 +295,5 @@ class EarlyStopping:
                         cooled_from=(int(self.horizon.end.numpy() - self.horizon.decay.numpy())
                                      if self._cooling() else 0),
                         fit_rows=max(self.train_rows - getattr(self.score, "rows", 0), 0),
-                        global_batch=self.global_batch)
+                        global_batch=self.global_batch,
+                        averaged=self.weight_average.momentum if self.weight_average else 0.0)

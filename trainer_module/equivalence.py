@@ -15,7 +15,9 @@ differently on each replica. `check` trains a few steps both ways from the same 
     the mean of the per-example losses over the batch: their sum / the global batch) and the
     same regularization;
 
-and compares every weight, trainable or not (BatchNormalization's moving statistics too).
+and compares every weight, trainable or not (BatchNormalization's moving statistics too), and,
+where trainer.weight_average is on, the weights' averages (trainer_module/weight_average.py: the
+same average over Keras' steps, a callback after each batch).
 
 The lockstep side takes the job's own settings: trainer.precision (both sides in that policy; the
 tolerance widens to 16-bit rounding), trainer.accumulation_steps (each replica sums that many
@@ -49,6 +51,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from trainer_module import build, input_pipeline, loop, model as model_lib, precision, scaling
+from trainer_module import weight_average
 from trainer_module import strategy as strategy_lib
 from trainer_module.job import TrainJob
 from trainer_module.settings import GLOBAL
@@ -135,6 +138,7 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
     with strategy.scope():
         model = build.model(inputs, strategy)
         kind, optimizer = optimizer, _optimizer(optimizer, cfg, plan)
+        average = weight_average.made(model, cfg.weight_average)
     # Each table split over the replicas counted whole (trainer_module/sharded_embedding.py).
     initial = [w.numpy() for w in model_lib.logical_weights(model)]
     sharded = tuple(sorted(model_lib.sharded_parts(model)[1]))
@@ -144,24 +148,25 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
         lambda ctx: dataset_fn(ctx).take(steps * fed))
     step_loop = loop.SynchronousLoop(strategy, model, optimizer, per_example_loss,
                                      plan.global_batch, dataset, jit_compile=cfg.jit_compile,
-                                     accumulation_steps=plan.accumulation_steps)
+                                     accumulation_steps=plan.accumulation_steps,
+                                     weight_average=average)
     first = max(steps // 2, 1)  # two host calls: the step loop resumes where it stopped
     step_loop.train(first)
     if steps > first:
         step_loop.train(steps - first)
     updates = int(optimizer.iterations.numpy())
     # Every worker takes part: a table split over worker processes is gathered whole.
-    trained = model_lib.logical_weights(model)
-    names, trained = [w.name for w in trained], [w.numpy() for w in trained]
+    names, trained = [w.name for w in model_lib.logical_weights(model)], _averaged(model)
+    averages = _averaged(model, average.swap) if average else []
     if not strategy_lib.is_chief(strategy):
         return None
-
+    averaging = weight_average.AveragingCallback(cfg.weight_average) if average else None
     reference = _keras_on_one_device(
         inputs, per_example_loss, cfg.seed, initial,
-        _optimizer(kind, cfg, plan), _global_batches(dataset_fn, workers, replicas, steps), plan.global_batch)
-
-    difference, variable, moved, scale = _compare(
-        names, initial, trained, [w.numpy() for w in model_lib.logical_weights(reference)])
+        _optimizer(kind, cfg, plan), _global_batches(dataset_fn, workers, replicas, steps),
+        plan.global_batch, averaging)
+    difference, variable, moved, scale = _compare(*_beside(
+        names, initial, trained, averages, _split_tables(model), reference, averaging))
     rounding = rounding_allowance(scale, steps, moved)
     return Verification(replicas, steps, plan.per_replica_batch, plan.global_batch,
                         plan.learning_rate, difference, variable, moved, tolerance,
@@ -187,19 +192,52 @@ def rounding_allowance(scale: float, steps: int, moved: float) -> float:
     return rounding if moved >= ROUNDING_GUARD * rounding else 0.0
 
 
+def _beside(names: list, initial: list, trained: list, averages: list, split: set,
+            reference: tf.keras.Model, averaging) -> tuple[list, list, list, list]:
+    """(names, initial, lockstep's, the reference's) weights, in logical order; with `averaging`,
+    the averaged models' after them (the tables lockstep splits, `split`, as trained: they are
+    not averaged there)."""
+    wanted = [w.numpy() for w in model_lib.logical_weights(reference)]
+    if averaging is None:
+        return names, initial, trained, wanted
+    theirs = [want if name in split else mean for name, want, mean in zip(
+        names, wanted, _averaged(reference, averaging.swap))]
+    return (names + [f"average of {n}" for n in names], initial + initial, trained + averages,
+            wanted + theirs)
+
+
+def _averaged(model: tf.keras.Model, swap=lambda: None) -> list:
+    """The model's logical weights (model.logical_weights), with the averages swapped in by
+    `swap` (none by default)."""
+    swap()
+    try:
+        return [w.numpy() for w in model_lib.logical_weights(model)]
+    finally:
+        swap()
+
+
+def _split_tables(model: tf.keras.Model) -> set[str]:
+    """The variables, as a model of whole tables names them, of the tables `model` splits (not
+    averaged: trainer_module/weight_average.py)."""
+    return {f"{table.name}/embeddings:0" for table in model_lib.sharded_parts(model)[1].values()}
+
+
 def _keras_on_one_device(inputs, per_example_loss, seed: int, initial: list, optimizer,
-                         batches: list, global_batch: int) -> tf.keras.Model:
+                         batches: list, global_batch: int, averaging=None) -> tf.keras.Model:
     """Keras `fit` on one device, no strategy: the model from `initial` weights, the loss as
     Keras reduces it on one device (the mean over the global batch) with the model's
     regularization, one update per global batch of `batches` (per-replica batches in step
-    order, _global_batches)."""
+    order, _global_batches). averaging: a weight_average.AveragingCallback, which takes the
+    weights' average over the steps."""
     tf.keras.utils.set_random_seed(seed)
     reference = build.model(inputs, tf.distribute.get_strategy(), whole_tables=True)
     model_lib.set_logical_weights(reference, initial)
     reference.compile(optimizer=optimizer, loss=_MeanOverBatch(per_example_loss),
                       jit_compile=False)
     x, y = _concatenate(batches)
-    reference.fit(x, y, batch_size=global_batch, epochs=1, shuffle=False, verbose=0)
+    callbacks = [averaging.attach(reference)] if averaging else []
+    reference.fit(x, y, batch_size=global_batch, epochs=1, shuffle=False, verbose=0,
+                  callbacks=callbacks)
     return reference
 
 
@@ -209,8 +247,9 @@ def one_device(job: TrainJob, replicas: int, make_optimizer, pipelines: int = 1,
     `pipelines` input pipelines would train: from the job's initial weights, on the global
     batches that run reads (its own input: the fit rows, trainer.input_order), for its
     trainer.train_steps, with make_optimizer(plan)'s optimizer (the run's own: AdamW and its
-    schedule). The reference a whole run's weights are held against (tests/test_gpu_machines.py:
-    4 worker processes of a Vertex AI job)."""
+    schedule): the trained weights, not their average (trainer.weight_average). The reference a
+    whole run's checkpointed weights are held against (tests/test_gpu_machines.py: 4 worker
+    processes of a Vertex AI job)."""
     cfg = job.trainer
     plan = scaling.make_plan(cfg, replicas, train_rows=build.train_rows(cfg, job.train_files),
                              hardware=hardware, hosts=pipelines)

@@ -55,17 +55,20 @@ class SynchronousLoop:
                  optimizer: tf.keras.optimizers.Optimizer, per_example_loss, global_batch: int,
                  dataset, *, metrics: Mapping[str, tf.keras.metrics.Metric] | None = None,
                  jit_compile: bool = False, accumulation_steps: int = 1,
-                 average_loss: Callable[[tf.Tensor], tf.Tensor] | None = None):
+                 average_loss: Callable[[tf.Tensor], tf.Tensor] | None = None,
+                 weight_average=None):
         """global_batch: the examples of one update (per-replica batch x replicas x
         accumulation_steps); the dataset gives each replica accumulation_steps x per-replica
         batch per step. metrics: {logs key: metric made in strategy.scope()}, updated with
-        (labels, outputs) on every (micro-)batch and reported (then reset) by each train(n)."""
+        (labels, outputs) on every (micro-)batch and reported (then reset) by each train(n).
+        weight_average: a weight_average.WeightAverage, moved after every global step."""
         self.strategy, self.model, self.optimizer = strategy, model, optimizer
         self.per_example_loss = per_example_loss
         self.global_batch = global_batch
         self.accumulation_steps = max(accumulation_steps, 1)
         self.average_loss = average_loss or global_average(global_batch)
         self.metrics = dict(metrics or {})
+        self.weight_average = weight_average
         self.loss_scaled = precision.loss_scaled(optimizer)
         self.skipped_steps = 0  # mixed_float16: steps the LossScaleOptimizer skipped (overflow)
         self._iterator = iter(dataset)
@@ -198,6 +201,8 @@ class SynchronousLoop:
         last = tf.constant(0.0)
         for _ in tf.range(num_steps):
             loss, norm = self.strategy.run(self._replica_step, args=(next(self._iterator),))
+            if self.weight_average is not None:
+                self.weight_average.update(self.strategy, self.optimizer.iterations)
             last = self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
             norm = self.strategy.reduce(tf.distribute.ReduceOp.SUM, norm, axis=None)
             done += 1

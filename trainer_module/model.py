@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from trainer_module import features, settings, sharded_embedding, table_stack
+from trainer_module import features, settings, sharded_embedding, table_plan, table_stack
 from trainer_module.autograph_rules import plain
 
 CLIP = 3.0  # a z-score's soft clip: z / sqrt(1 + (z / CLIP)^2), about z inside +-CLIP
@@ -222,6 +222,19 @@ def sharded_parts(model: tf.keras.Model):
     if not tables:
         return model, {}
     return model.get_layer(CORE), tables
+
+
+def split_tables(model: tf.keras.Model) -> tuple[table_plan.Table, ...]:
+    """The model's tables split over the replicas (or the parameter servers), as the summary
+    says them (not a one-device run's: one block each)."""
+    tables = sharded_parts(model)[1]
+    split = tuple(table_plan.Table(key, tables[key].rows, tables[key].dim, tables[key].shards)
+                  for key in sorted(tables) if tables[key].shards > 1)
+    served = sharded_embedding.server_split(model)
+    return split + tuple(
+        table_plan.Table(table_stack.feature_of(name), *served[name].shape.as_list(),
+                         len(served[name].variables), holders="parameter servers")
+        for name in sorted(served))
 
 
 def unsharded(model: tf.keras.Model) -> tf.keras.Model:

@@ -152,6 +152,10 @@ class TrainerConfig:
     dropout: float = 0.0
     # AdamW's decoupled weight decay (0: Adam).
     weight_decay: float = 3e-4
+    # The model scored, kept and exported with its weights' moving average, this momentum after
+    # each global step (trainer_module/weight_average.py; a window of about 1 / (1 - m) steps;
+    # 0: the trained weights as they are). docs/training.md, "Weight averaging".
+    weight_average: float = 0.99
     # The built-in model's embedding tables split by rows over the replicas (model parallelism,
     # trainer_module/sharded_embedding.py): a table whose rows with Adam's two slots take more
     # bytes than this, under MirroredStrategy (a CPU's emulated replicas, GPUs) and
@@ -195,6 +199,9 @@ class TrainerConfig:
                                      f"every table) or -1 (none), got {self.shard_embeddings_over}")
         if self.max_train_examples < 0:
             raise TrainerConfigError("trainer.max_train_examples cannot be negative")
+        if not 0 <= self.weight_average < 1:
+            raise TrainerConfigError(f"trainer.weight_average is a momentum, at least 0 and below "
+                                     f"1 (0: no average), got {self.weight_average}")
         if self.ensemble_members < 1 or not 0 <= self.dropout < 1 or self.weight_decay < 0:
             raise TrainerConfigError(
                 "trainer.ensemble_members must be at least 1, trainer.dropout at least 0 and "

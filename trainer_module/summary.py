@@ -136,6 +136,7 @@ class Stopping:
     cooled_from: int = 0  # the step validation stopped improving and the cooldown began (0: none)
     fit_rows: int = 0  # the train split's rows less the validation rows (0: not recorded)
     global_batch: int = 0
+    averaged: float = 0.0  # the weights' average's momentum (trainer.weight_average; 0: none)
 
     def epochs(self, step: int) -> str:
         """" (epoch 2.8)": the fit rows' passes `step` steps make (by the global batch and the
@@ -148,7 +149,8 @@ class Stopping:
         """'stopped early at step 900 (epoch 4.2) of 2,000, kept step 600 (epoch 2.8): validation
         loss 0.0412 on 4,310 rows held out of the train split'; with a cooldown, 'validation
         stopped improving at step 700 (epoch 3.3), the rate decayed to zero over 180 steps from
-        there: stopped at step 880 ...'."""
+        there: stopped at step 880 ...'; the kept weights an average, 'kept step 600 (epoch 2.8),
+        the weights' average over about 100 steps: ...'."""
         at = f"step {self.stopped_at:,}{self.epochs(self.stopped_at)} of {planned:,}"
         if self.cooled_from:
             ran = (f"validation stopped improving at step {self.cooled_from:,}"
@@ -160,9 +162,11 @@ class Stopping:
             ran = f"ran all {self.stopped_at:,} steps{self.epochs(self.stopped_at)}"
         settled = ("; no later score could beat it by the least gain that counts"
                    if self.settled else "")
-        return (f"{ran}, kept step {self.best_step:,}{self.epochs(self.best_step)}: validation "
-                f"loss {self.validation_loss:.4g} on {self.validation_rows:,} rows held out of "
-                f"the train split{settled}")
+        average = (f", the weights' average over about {round(1 / (1 - self.averaged)):,} steps"
+                   if self.averaged else "")
+        return (f"{ran}, kept step {self.best_step:,}{self.epochs(self.best_step)}{average}: "
+                f"validation loss {self.validation_loss:.4g} on {self.validation_rows:,} rows "
+                f"held out of the train split{settled}")
 
     def seen_words(self) -> str:
         """'trained on 1,228,800 examples: 0.4 epochs of 3,030,000 fit rows; stopped when

@@ -27,21 +27,23 @@ from runtime import processes
 from trainer_module import resume, scaling, sharded_embedding, slices
 from trainer_module import strategy as strategy_lib
 from runtime import error_line, termination
-from trainer_module import table_plan, table_stack
+from trainer_module import weight_average
 from trainer_module.job import TrainJob
 from trainer_module.settings import CLASSIFICATION, GLOBAL, PARAMETER_SERVER, TrainerConfig
 from trainer_module.summary import Asynchronous, Elastic, TrainingSummary
 
 
-def _warm_start(model: tf.keras.Model, base_model: str) -> tuple[bool, str]:
+def _warm_start(model: tf.keras.Model, base_model: str, average=None) -> tuple[bool, str]:
     """(warm-started, why not): a base model none of whose weights fit this one (another
     architecture: a model of an earlier lockstep, another hook) is said so, and training starts
-    afresh."""
+    afresh. The weights' average, if any, starts from the warm-started weights."""
     if not base_model or not tf.io.gfile.exists(os.path.join(base_model, "saved_model.pb")):
         return False, ""
     matched = export.warm_start(model, base_model, model_lib.sharded_parts(model)[1])
     logging.info("Warm start from %s: %d of %d weights", base_model, matched, len(model.weights))
     if matched:
+        if average:
+            average.reset()
         return True, ""
     why = (f"none of the serving model's weights fit this model (another architecture): "
            f"trained from scratch instead of warm-starting from {base_model}")
@@ -133,19 +135,19 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     strategy = (parameter_server.make_strategy(cfg) if cfg.strategy == PARAMETER_SERVER
                 else strategy_lib.resolve_strategy(cfg))
     verified = _verify(job, strategy_lib.hardware(strategy)) if cfg.verify else None
-    asynchronous = parameter_server.is_parameter_server(strategy)
-    restore_from, rows = resume.restore_from(job), _train_rows(job)  # each read once, passed on
+    asynchronous, rows = parameter_server.is_parameter_server(strategy), _train_rows(job)
+    restore_from = resume.restore_from(job)  # read once, passed on (and the rows)
     job, plan = _plan(job, strategy, rows, restore_from)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     inputs = build.model_inputs(tf_transform_output, job.label, job.task, cfg)
-    loss = build.loss(cfg, job.task, inputs.outputs)
-    validating = cfg.validation_share > 0
+    loss, validating = build.loss(cfg, job.task, inputs.outputs), cfg.validation_share > 0
     fingerprint = _input_fingerprint(job, plan, validating)
     with strategy.scope():
         model = build.model(inputs, strategy)
         schedule = build.schedule(plan, cooldown=validating and not asynchronous)
         best = early_stopping.BestWeights(model, schedule.horizon) if validating else None
         optimizer = build.optimizer(cfg, schedule)
+        average = weight_average.made(model, cfg.weight_average, synchronous=not asynchronous)
         metrics = train_metrics(job.task)
         layer = tf_transform_output.transform_features_layer() if asynchronous else None
     transform = layer or _traced_transform(tf_transform_output)
@@ -159,7 +161,7 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         raw_spec = build.raw_spec(tf_transform_output, job.label)
         scorer = _local_copy(model, inputs, strategy) if asynchronous and validating else None
         stopping = _early_stopping(job, plan, rows, model, loss, best, raw_spec, transform,
-                                   scorer=scorer) if validating else None
+                                   scorer=scorer, average=average) if validating else None
         controller = controller_lib.Controller(
             model, optimizer, restore_from=restore_from, strategy=strategy,
             # Every worker saves (the all-reduce needs them all); only the chief's copy is kept.
@@ -167,18 +169,18 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
             total_steps=plan.train_steps, steps_per_execution=_chunk(cfg, plan),
             checkpoint_every=cfg.checkpoint_every,
             actions=[*_actions(job, plan, stopping, schedule), *callbacks],
-            tracked={resume.TOPOLOGY: topology, **({"best": best} if best else {})})
+            tracked={resume.TOPOLOGY: topology, "best": best, "average": average})
         start = controller.start_step
         # Read now: a job that trains to its end removes what was parked.
         preempted = tuple(controller_lib.preempted_at(restore_from, start) if start else ())
         elastic = _elastic(job, plan, topology.restored, start, model)
-        warm, cold_because = (_warm_start(model, job.base_model) if start == 0 and cfg.warm_start
-                              else (False, ""))
+        warm, cold_because = (_warm_start(model, job.base_model, average)
+                              if start == 0 and cfg.warm_start else (False, ""))
 
         steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, raw_spec,
-                           transform, start)
-        logs, train_seconds = _train_to_end(controller, steps, job, chief)
-        tables = _sharded_tables(model)  # before an asynchronous run's copy, its tables whole
+                           transform, start, average)
+        logs, train_seconds = _train_to_end(controller, steps, job, chief, not stopping and average)
+        tables = model_lib.split_tables(model)  # before an asynchronous run's copy, its tables whole
         model = _local_copy(model, inputs, strategy) if asynchronous else model  # off the servers
         eval_metrics = _evaluate_and_export(
             model, job, plan, raw_spec, tf_transform_output, transform,
@@ -210,8 +212,10 @@ def _actions(job: TrainJob, plan: scaling.Plan, stopping, schedule) -> list:
         learning_rate=lambda step: schedule(step))
 
 
-def _train_to_end(controller, steps, job: TrainJob, chief: bool) -> tuple[dict, float]:
-    """The Controller run to its end: (its last logs, the seconds it took). After a SIGTERM
+def _train_to_end(controller, steps, job: TrainJob, chief: bool,
+                  average=None) -> tuple[dict, float]:
+    """The Controller run to its end: (its last logs, the seconds it took), the model then
+    holding `average`'s weights, if given (a run whose scores kept none). After a SIGTERM
     every worker saved at one step; the chief parks the checkpoints where the next attempt at
     the job finds them (a failed execution's outputs are removed) and raises Preempted."""
     tic = time.perf_counter()
@@ -223,6 +227,8 @@ def _train_to_end(controller, steps, job: TrainJob, chief: bool) -> tuple[dict, 
         raise termination.Preempted(stopped.step, resume.park(job, stopped.checkpoint),
                                     stopped.signalled) from None
     seconds = time.perf_counter() - tic
+    if average:
+        average.assign_to_model()
     if chief:
         resume.finished(job)
     return logs, seconds
@@ -240,19 +246,6 @@ def _evaluate_and_export(model, job: TrainJob, plan: scaling.Plan, raw_spec,
     export.export_serving_model(model_lib.unsharded(model), tf_transform_output, job.label,
                                 job.task, target, label_scaling)
     return eval_metrics
-
-
-def _sharded_tables(model: tf.keras.Model) -> tuple[table_plan.Table, ...]:
-    """The model's tables split over the replicas (or the parameter servers), as the summary
-    says them (not a one-device run's: one block each)."""
-    tables = model_lib.sharded_parts(model)[1]
-    split = tuple(table_plan.Table(key, tables[key].rows, tables[key].dim, tables[key].shards)
-                  for key in sorted(tables) if tables[key].shards > 1)
-    served = sharded_embedding.server_split(model)
-    return split + tuple(
-        table_plan.Table(table_stack.feature_of(name), *served[name].shape.as_list(),
-                         len(served[name].variables), holders="parameter servers")
-        for name in sorted(served))
 
 
 def _input_fingerprint(job: TrainJob, plan: scaling.Plan, validating: bool) -> str:
@@ -297,7 +290,8 @@ def _layers(model: tf.keras.Model):
 
 
 def _early_stopping(job: TrainJob, plan: scaling.Plan, rows: int | None, model, loss, best,
-                    raw_spec, transform, scorer=None) -> early_stopping.EarlyStopping:
+                    raw_spec, transform, scorer=None,
+                    average=None) -> early_stopping.EarlyStopping:
     """The validation rows' score, every epoch of the fit rows (or a twentieth of the steps, or
     SCORE_EXAMPLES examples); a cooldown where patience runs out, where best has a horizon.
     scorer: a model on this process's device that scores instead, the weights copied into it
@@ -315,7 +309,8 @@ def _early_stopping(job: TrainJob, plan: scaling.Plan, rows: int | None, model, 
     return early_stopping.EarlyStopping(
         model, best, score, early_stopping.every(plan.train_steps, per_epoch, plan.global_batch),
         cfg.patience, steps_per_epoch=per_epoch, cooldown_share=cfg.decay_share,
-        chunk=_chunk(cfg, plan), train_rows=rows or 0, global_batch=plan.global_batch)
+        chunk=_chunk(cfg, plan), train_rows=rows or 0, global_batch=plan.global_batch,
+        weight_average=average)
 
 
 def _chunk(cfg: TrainerConfig, plan: scaling.Plan) -> int:
@@ -327,7 +322,7 @@ def _chunk(cfg: TrainerConfig, plan: scaling.Plan) -> int:
 
 
 def _step_loop(job: TrainJob, strategy, plan: scaling.Plan, model, optimizer, loss, metrics,
-               raw_spec: dict, transform, start: int):
+               raw_spec: dict, transform, start: int, average=None):
     """The synchronous step loop (loop.py), or the asynchronous one (parameter_server.py), with
     its input: each worker of an asynchronous run shuffles the whole split its own way, and
     starts afresh on resume (there is no global order to skip into)."""
@@ -345,7 +340,7 @@ def _step_loop(job: TrainJob, strategy, plan: scaling.Plan, model, optimizer, lo
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
     return loop.SynchronousLoop(strategy, model, optimizer, loss, plan.global_batch, dataset,
                         metrics=metrics, jit_compile=cfg.jit_compile,
-                        accumulation_steps=plan.accumulation_steps)
+                        accumulation_steps=plan.accumulation_steps, weight_average=average)
 
 
 def _local_copy(model: tf.keras.Model, inputs, strategy) -> tf.keras.Model:

@@ -29,3 +29,13 @@ def test_a_large_table_seen_in_part_says_the_share_and_a_run_to_its_end_says_so(
     # A summary written before the rows were recorded says nothing of them.
     assert Stopping(stopped_at=400, best_step=300, validation_loss=0.02,
                     validation_rows=26).seen_words() == ""
+
+
+def test_averaged_weights_are_said_with_the_steps_they_average_over():
+    averaged = Stopping(stopped_at=1_000, best_step=900, validation_loss=0.25,
+                        validation_rows=3_466, stopped_early=True, fit_rows=31_045,
+                        global_batch=256, averaged=0.99)
+    assert averaged.words(2_697) == (
+        "stopped early at step 1,000 (epoch 8.2) of 2,697, kept step 900 (epoch 7.4), the "
+        "weights' average over about 100 steps: validation loss 0.25 on 3,466 rows held out of "
+        "the train split")

@@ -1,0 +1,120 @@
+"""The weights' moving average (Polyak averaging: an exponential moving average of the weights
+over the steps), which the model is scored, kept and exported with.
+
+At the full learning rate the weights wander around the minimum by the noise of each step's
+batch; their average over the last steps sits nearer it (Polyak and Juditsky 1992; the EMA of
+Inception, Transformer and diffusion training). After every global step each average `a` of a
+weight `w` takes a = m a + (1 - m) w, with m = min(trainer.weight_average, (1 + t) / (10 + t)) at
+the optimizer's step t: the average follows the weights closely in the first steps (where one of
+the initial weights would linger for hundreds of steps), as tf.train.ExponentialMovingAverage's
+`num_updates` does. trainer.weight_average = 0 trains without it.
+
+What is averaged: the model's trainable variables, the ones the optimizer updates. A table split
+over the replicas (trainer_module/sharded_embedding.py, past trainer.shard_embeddings_over) is
+not: a dense average of every row at every step would cost the whole table's bytes a step, the
+cost the split exists to avoid; such a table's rows are the trained ones. Asynchronous training
+(parameter servers) has no global step to average over and is not averaged.
+
+The averages are variables made in the strategy's scope, like the weights (mirrored on every
+replica), updated in the strategy's cross-replica context after each step (each replica's copy
+from its own copy of the weight, no transfer), and tracked in the Controller's checkpoints: a run
+resumed on any number of replicas goes on with the same averages. The equivalence check compares
+them with the same average taken over Keras `fit` on one device (trainer_module/equivalence.py).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+WARMUP = 10.0  # m_t = min(m, (1 + t) / (WARMUP + t))
+
+
+def momentum_at(momentum: float, step) -> tf.Tensor:
+    """The average's momentum after the optimizer's step `step` (1 after the first update)."""
+    t = tf.cast(step, tf.float32)
+    return tf.minimum(tf.constant(momentum, tf.float32), (1.0 + t) / (WARMUP + t))
+
+
+def averaged_variables(model: tf.keras.Model) -> list[tf.Variable]:
+    """The variables averaged: the model's trainable ones (a table split over the replicas is not
+    among them)."""
+    return list(model.trainable_variables)
+
+
+class WeightAverage(tf.Module):
+    """The averages of `averaged_variables(model)`, made in the strategy's scope."""
+
+    def __init__(self, model: tf.keras.Model, momentum: float):
+        super().__init__(name="weight_average")
+        if not 0.0 < momentum < 1.0:
+            raise ValueError(f"a weight average's momentum is above 0 and below 1, got {momentum}")
+        self.momentum = momentum
+        weights = averaged_variables(model)
+        # Not an attribute of their own: the checkpoint would find the model's variables here
+        # first and save them under this module's name (its keys "average/...", not "model/...").
+        self._weights = lambda: weights
+        self.averages = [tf.Variable(v, trainable=False, name=f"average_{i}")
+                         for i, v in enumerate(weights)]
+        self.names = [v.name for v in weights]
+
+    def update(self, strategy: tf.distribute.Strategy, step) -> None:
+        """After a global step, in the cross-replica context (a step loop's tf.function): each
+        average moves towards its weight, on each replica's device from its own copy."""
+        m = momentum_at(self.momentum, step)
+
+        def move(average, weight):
+            return average.assign(m * average + (1.0 - m) * tf.cast(weight, average.dtype))
+
+        for average, weight in zip(self.averages, self._weights()):
+            strategy.extended.update(average, move, args=(weight,), group=False)
+
+    def reset(self) -> None:
+        """The averages := the weights (a warm start, or a cooldown from the kept weights)."""
+        for average, weight in zip(self.averages, self._weights()):
+            average.assign(weight.read_value())
+
+    def swap(self) -> None:
+        """The weights and their averages exchanged (twice: as they were)."""
+        for average, weight in zip(self.averages, self._weights()):
+            kept = tf.identity(weight.read_value())
+            weight.assign(average.read_value())
+            average.assign(kept)
+
+    def assign_to_model(self) -> None:
+        """The weights := their averages (the end of a run that kept no scored weights)."""
+        for average, weight in zip(self.averages, self._weights()):
+            weight.assign(average.read_value())
+
+
+def made(model: tf.keras.Model, momentum: float, synchronous: bool = True):
+    """A WeightAverage of the model's weights (in the strategy's scope), or None: momentum 0, or
+    asynchronous training."""
+    return WeightAverage(model, momentum) if momentum and synchronous else None
+
+
+class AveragingCallback(tf.keras.callbacks.Callback):
+    """The same average over Keras `fit` on one device (the equivalence check's reference), of
+    every trainable variable: after each batch, from the optimizer's step. `attach(model)` once
+    the model holds its initial weights."""
+
+    def __init__(self, momentum: float):
+        super().__init__()
+        self.momentum = momentum
+        self._weights, self._averages = [], []
+
+    def attach(self, model: tf.keras.Model) -> "AveragingCallback":
+        self._weights = averaged_variables(model)
+        self._averages = [tf.Variable(v, trainable=False) for v in self._weights]
+        return self
+
+    def on_train_batch_end(self, batch, logs=None):
+        m = momentum_at(self.momentum, self.model.optimizer.iterations)
+        for average, weight in zip(self._averages, self._weights):
+            average.assign(m * average + (1.0 - m) * weight)
+
+    def swap(self) -> None:
+        """The weights and their averages exchanged (twice: as they were)."""
+        for average, weight in zip(self._averages, self._weights):
+            kept = tf.identity(weight)
+            weight.assign(average)
+            average.assign(kept)
