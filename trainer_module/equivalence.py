@@ -166,7 +166,7 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
         _optimizer(kind, cfg, plan), _global_batches(dataset_fn, workers, replicas, steps),
         plan.global_batch, averaging)
     difference, variable, moved, scale = _compare(*_beside(
-        names, initial, trained, averages, _split_tables(model), reference, averaging))
+        names, initial, trained, averages, reference, averaging))
     rounding = rounding_allowance(scale, steps, moved)
     return Verification(replicas, steps, plan.per_replica_batch, plan.global_batch,
                         plan.learning_rate, difference, variable, moved, tolerance,
@@ -192,18 +192,16 @@ def rounding_allowance(scale: float, steps: int, moved: float) -> float:
     return rounding if moved >= ROUNDING_GUARD * rounding else 0.0
 
 
-def _beside(names: list, initial: list, trained: list, averages: list, split: set,
+def _beside(names: list, initial: list, trained: list, averages: list,
             reference: tf.keras.Model, averaging) -> tuple[list, list, list, list]:
     """(names, initial, lockstep's, the reference's) weights, in logical order; with `averaging`,
-    the averaged models' after them (the tables lockstep splits, `split`, as trained: they are
-    not averaged there)."""
+    the averaged models' after them (each split table gathered whole, as the reference holds
+    it)."""
     wanted = [w.numpy() for w in model_lib.logical_weights(reference)]
     if averaging is None:
         return names, initial, trained, wanted
-    theirs = [want if name in split else mean for name, want, mean in zip(
-        names, wanted, _averaged(reference, averaging.swap))]
     return (names + [f"average of {n}" for n in names], initial + initial, trained + averages,
-            wanted + theirs)
+            wanted + _averaged(reference, averaging.swap))
 
 
 def _averaged(model: tf.keras.Model, swap=lambda: None) -> list:
@@ -214,12 +212,6 @@ def _averaged(model: tf.keras.Model, swap=lambda: None) -> list:
         return [w.numpy() for w in model_lib.logical_weights(model)]
     finally:
         swap()
-
-
-def _split_tables(model: tf.keras.Model) -> set[str]:
-    """The variables, as a model of whole tables names them, of the tables `model` splits (not
-    averaged: trainer_module/weight_average.py)."""
-    return {f"{table.name}/embeddings:0" for table in model_lib.sharded_parts(model)[1].values()}
 
 
 def _keras_on_one_device(inputs, per_example_loss, seed: int, initial: list, optimizer,

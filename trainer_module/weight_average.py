@@ -9,22 +9,26 @@ the optimizer's step t: the average follows the weights closely in the first ste
 the initial weights would linger for hundreds of steps), as tf.train.ExponentialMovingAverage's
 `num_updates` does. trainer.weight_average = 0 trains without it.
 
-What is averaged: the model's trainable variables, the ones the optimizer updates. A table split
-over the replicas (trainer_module/sharded_embedding.py, past trainer.shard_embeddings_over) is
-not: a dense average of every row at every step would cost the whole table's bytes a step, the
-cost the split exists to avoid; such a table's rows are the trained ones. Asynchronous training
-(parameter servers) has no global step to average over and is not averaged.
+What is averaged: every weight the step trains, the model's trainable variables and the rows of
+each table split over the replicas (trainer_module/sharded_embedding.py, past
+trainer.shard_embeddings_over), so the model is the same whichever tables a topology splits.
+Each block's average is one more copy of the block, on its replica's device, moved by its owner
+(like AdamW's update of the block, a pass over its rows a step). Asynchronous training (parameter
+servers) has no global step to average over and is not averaged.
 
 The averages are variables made in the strategy's scope, like the weights (mirrored on every
-replica), updated in the strategy's cross-replica context after each step (each replica's copy
-from its own copy of the weight, no transfer), and tracked in the Controller's checkpoints: a run
-resumed on any number of replicas goes on with the same averages. The equivalence check compares
-them with the same average taken over Keras `fit` on one device (trainer_module/equivalence.py).
+replica; a split table's beside each block), updated in the strategy's cross-replica context
+after each step (each replica's copy from its own copy of the weight, no transfer), and tracked in
+the Controller's checkpoints: a run resumed on any number of replicas goes on with the same
+averages. The equivalence check compares them with the same average taken over Keras `fit` on
+one device (trainer_module/equivalence.py).
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
+
+from trainer_module import model as model_lib
 
 WARMUP = 10.0  # m_t = min(m, (1 + t) / (WARMUP + t))
 
@@ -36,9 +40,15 @@ def momentum_at(momentum: float, step) -> tf.Tensor:
 
 
 def averaged_variables(model: tf.keras.Model) -> list[tf.Variable]:
-    """The variables averaged: the model's trainable ones (a table split over the replicas is not
-    among them)."""
+    """The Keras variables averaged: the model's trainable ones (a table split over the replicas
+    is not among them: its blocks are averaged apart)."""
     return list(model.trainable_variables)
+
+
+def _split_tables(model: tf.keras.Model) -> list:
+    """The model's tables split over the replicas (ShardedEmbedding), in a fixed order."""
+    tables = model_lib.sharded_parts(model)[1]
+    return [tables[key] for key in sorted(tables)]
 
 
 class WeightAverage(tf.Module):
@@ -49,12 +59,15 @@ class WeightAverage(tf.Module):
         if not 0.0 < momentum < 1.0:
             raise ValueError(f"a weight average's momentum is above 0 and below 1, got {momentum}")
         self.momentum = momentum
-        weights = averaged_variables(model)
-        # Not an attribute of their own: the checkpoint would find the model's variables here
+        weights, tables = averaged_variables(model), _split_tables(model)
+        # Not attributes of their own: the checkpoint would find the model's variables here
         # first and save them under this module's name (its keys "average/...", not "model/...").
-        self._weights = lambda: weights
+        self._weights, self._tables = (lambda: weights), (lambda: tables)
         self.averages = [tf.Variable(v, trainable=False, name=f"average_{i}")
                          for i, v in enumerate(weights)]
+        # Each split table's: blocks of the same rows on the same devices (its checkpoint keys
+        # "average/tables/<i>/rows", slices of one table, as the table's own).
+        self.tables = [table.kept_copy() for table in tables]
         self.names = [v.name for v in weights]
 
     def update(self, strategy: tf.distribute.Strategy, step) -> None:
@@ -67,11 +80,18 @@ class WeightAverage(tf.Module):
 
         for average, weight in zip(self.averages, self._weights()):
             strategy.extended.update(average, move, args=(weight,), group=False)
+        for kept, table in zip(self.tables, self._tables()):
+            for average, block in zip(kept.table, table.blocks.table):
+                if block is not None:  # this process's blocks, each on its device
+                    with tf.device(block.device):
+                        average.assign(m * average + (1.0 - m) * block)
 
     def reset(self) -> None:
         """The averages := the weights (a warm start, or a cooldown from the kept weights)."""
         for average, weight in zip(self.averages, self._weights()):
             average.assign(weight.read_value())
+        for kept, table in zip(self.tables, self._tables()):
+            table.keep(kept)
 
     def swap(self) -> None:
         """The weights and their averages exchanged (twice: as they were)."""
@@ -79,11 +99,20 @@ class WeightAverage(tf.Module):
             kept = tf.identity(weight.read_value())
             weight.assign(average.read_value())
             average.assign(kept)
+        for kept, table in zip(self.tables, self._tables()):
+            for average, block in zip(kept.table, table.blocks.table):
+                if block is not None:
+                    with tf.device(block.device):
+                        rows = tf.identity(block.read_value())
+                        block.assign(average.read_value())
+                        average.assign(rows)
 
     def assign_to_model(self) -> None:
         """The weights := their averages (the end of a run that kept no scored weights)."""
         for average, weight in zip(self.averages, self._weights()):
             weight.assign(average.read_value())
+        for kept, table in zip(self.tables, self._tables()):
+            table.restore(kept)
 
 
 def made(model: tf.keras.Model, momentum: float, synchronous: bool = True):
