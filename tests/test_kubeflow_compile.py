@@ -76,7 +76,7 @@ def test_spec_caching_parameters_and_root(compiled):
     assert all(cache.values())
     params = {name: json_format.MessageToDict(p.default_value)
               for name, p in spec.root.input_definitions.parameters.items()}
-    assert params == {"data_root": "gs://lockstep-test/data", "train_steps": 0, "epochs": 20.0,
+    assert params == {"data_root": "gs://lockstep-test/data", "train_steps": 0, "epochs": 40.0,
                       "train_examples": 0, "per_replica_batch": 128,
                       "base_learning_rate": 0.004, "accumulation_steps": 1}
     assert spec.root.dag.tasks["Trainer"].inputs.parameters[

@@ -63,7 +63,7 @@ def test_default_budget_is_epochs_over_the_training_rows():
 def test_a_large_table_plans_to_the_ceiling_and_says_the_validation_rows_decide():
     plan = scaling.make_plan(cfg(), 1, train_rows=3_000_000)
     assert plan.examples == plan.train_steps * plan.global_batch >= 2_000_000
-    assert plan.budget == ("trainer.max_train_examples, a ceiling; 20 epochs over 3000000 training "
+    assert plan.budget == ("trainer.max_train_examples, a ceiling; 40 epochs over 3000000 training "
                            "rows would be more; the validation rows decide when to stop within it")
     unvalidated = scaling.make_plan(cfg(validation_share=0.0), 1, train_rows=3_000_000)
     assert unvalidated.budget.endswith("would be more")

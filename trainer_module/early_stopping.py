@@ -25,7 +25,9 @@ from trainer_module import model as model_lib, sharded_embedding
 from trainer_module.actions import STOP_TRAINING
 from trainer_module.summary import Stopping
 VALIDATION_LOSS = "validation_loss"
-VALIDATIONS = 20  # scores over the planned steps, at most
+# Scores over the planned steps, at most: one an epoch at the default budget (trainer.epochs),
+# so a run that stops within it is scored as often whatever the ceiling.
+VALIDATIONS = 40
 
 
 # A score is a new best when it is lower by more than this share of the best (or MIN_DELTA, near

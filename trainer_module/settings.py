@@ -95,7 +95,7 @@ class TrainerConfig:
     # Steps, by default from the data: `epochs` passes over the training split (counted by the
     # Trainer), at least `min_train_examples` (small data needs many passes); steps = examples //
     # global batch either way. Or a fixed example budget (train_examples), or fixed train_steps.
-    epochs: float = _run_parameter(20.0)
+    epochs: float = _run_parameter(40.0)
     min_train_examples: int = 12_800
     # A ceiling on the examples the epochs rule gives (0: none): on a large table the validation
     # rows decide when to stop within it (trainer_module/early_stopping.py), scored at least every
@@ -145,7 +145,7 @@ class TrainerConfig:
     precision: str = FLOAT32
     # The built-in model (trainer_module/model.py): numeric embeddings and a TabM-mini ensemble
     # head of `ensemble_members` members over hidden layers of hidden_units, with dropout.
-    hidden_units: list[int] = dataclasses.field(default_factory=lambda: [128, 128])
+    hidden_units: list[int] = dataclasses.field(default_factory=lambda: [128, 128, 128])
     l2: float = 0.0
     embedding_dim: int = 8
     ensemble_members: int = 4

@@ -292,7 +292,7 @@ def _layers(model: tf.keras.Model):
 def _early_stopping(job: TrainJob, plan: scaling.Plan, rows: int | None, model, loss, best,
                     raw_spec, transform, scorer=None,
                     average=None) -> early_stopping.EarlyStopping:
-    """The validation rows' score, every epoch of the fit rows (or a twentieth of the steps, or
+    """The validation rows' score, every epoch of the fit rows (or a fortieth of the steps, or
     SCORE_EXAMPLES examples); a cooldown where patience runs out, where best has a horizon.
     scorer: a model on this process's device that scores instead, the weights copied into it
     once a score (asynchronous training: the parameter servers' variables are read once, not
