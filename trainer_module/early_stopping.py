@@ -21,13 +21,13 @@ import math
 
 import tensorflow as tf
 
-from trainer_module import model as model_lib, sharded_embedding
+from trainer_module import model as model_lib, settings, sharded_embedding
 from trainer_module.actions import STOP_TRAINING
 from trainer_module.summary import Stopping
 VALIDATION_LOSS = "validation_loss"
 # Scores over the planned steps, at most: one an epoch at the default budget (trainer.epochs),
-# so a run that stops within it is scored as often whatever the ceiling.
-VALIDATIONS = 40
+# so a run that stops within it is scored once an epoch whatever the ceiling.
+VALIDATIONS = round(settings.TrainerConfig.epochs)
 
 
 # A score is a new best when it is lower by more than this share of the best (or MIN_DELTA, near
