@@ -193,6 +193,23 @@ def test_a_large_table_is_scored_every_12800_examples_and_a_small_one_as_before(
     assert early_stopping.cooldown_steps(650, 0.0, 10) == 0
 
 
+@pytest.mark.parametrize("cooled", [False, True])
+def test_a_run_resumed_at_the_checkpoint_it_stopped_at_trains_no_further(tmp_path, cooled):
+    """A job started again once it had stopped (a retried task whose export failed) resumes at
+    its stop and ends there, with the same weights, not a chunk later."""
+    values = COOLING if cooled else [1.0, 0.5, 0.6, 0.4, 0.7, 0.8, 0.9, 0.95]
+    settings = dict(total=60, decay=12) if cooled else {}
+    whole, _ = _run(tmp_path, values, **settings)
+    stopped_at = whole["controller"].step
+    again, logs = _run(tmp_path, values, **settings)
+    assert again["controller"].start_step == again["controller"].step == stopped_at
+    want = whole["stopping"].summary(stopped_at, 60)
+    assert again["stopping"].summary(stopped_at, 60) == want and want.stopped_early
+    assert logs["best_step"] == want.best_step
+    for a, b in zip(whole["model"].get_weights(), again["model"].get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("kill_at", [5, 10])
 def test_a_killed_and_resumed_run_stops_where_an_uninterrupted_one_does(tmp_path, kill_at):
     values = [1.0, 0.5, 0.6, 0.4, 0.7, 0.8, 0.9, 0.95]

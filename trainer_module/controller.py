@@ -203,8 +203,10 @@ class Controller:
         self._count_interval_from(step)
         actions_lib.begin(self.actions, step)
         logs: dict = {}
+        # Resumed from the checkpoint an action stopped training at (early stopping): no more.
+        done = any(getattr(action, "stopped", lambda at: False)(step) for action in self.actions)
         with termination.checkpoint_on_sigterm():
-            while step < self.total_steps:
+            while not done and step < self.total_steps:
                 logs = steps.train(self._next_chunk(step))
                 step = self.step
                 # Actions whose state is checkpointed (early stopping's best weights) act before

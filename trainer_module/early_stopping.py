@@ -112,6 +112,10 @@ class BestWeights(tf.Module):
         self.step = tf.Variable(-1, trainable=False, dtype=tf.int64, name="best_step")
         self.since = tf.Variable(0, trainable=False, dtype=tf.int64, name="since_best")
         self.scored = tf.Variable(-1, trainable=False, dtype=tf.int64, name="last_scored")
+        # The step training stopped at (-1: not stopped), in the checkpoint saved there: a job
+        # resumed from it (a retried task)
+        # trains no further.
+        self.stopped_at = tf.Variable(-1, trainable=False, dtype=tf.int64, name="stopped_at")
 
     def keep(self, model: tf.keras.Model, step: int, loss: float) -> None:
         for kept, (_, current) in zip(self.weights, sharded_embedding.whole_variables(model)):
@@ -256,8 +260,7 @@ class EarlyStopping:
 
     def __call__(self, step: int, logs: dict) -> None:
         if self._cooling() and step >= int(self.horizon.end.numpy()):
-            logs[STOP_TRAINING] = True  # the cooldown's end: end() scores this step
-            self.stopped_early = True
+            self._stop(step, logs)  # the cooldown's end: end() scores this step
             return
         if step // self.every <= int(self.best.scored.numpy()) // self.every:
             return
@@ -271,8 +274,21 @@ class EarlyStopping:
         self.settled = not better(0.0, float(self.best.loss.numpy()))
         if self.settled or (not self._cooling() and int(self.best.since.numpy()) >= self.patience
                             and not self._cool_down(step)):
-            logs[STOP_TRAINING] = True
-            self.stopped_early = True
+            self._stop(step, logs)
+
+    def _stop(self, step: int, logs: dict) -> None:
+        logs[STOP_TRAINING] = True
+        self.stopped_early = True
+        self.best.stopped_at.assign(step)
+
+    def stopped(self, step: int) -> bool:
+        """Whether training had stopped at `step`, the step the Controller resumes at: nothing
+        is left to train (the Controller asks before its first chunk)."""
+        if int(self.best.stopped_at.numpy()) != step:
+            return False
+        self.stopped_early = True
+        self.settled = not better(0.0, float(self.best.loss.numpy()))
+        return True
 
     def end(self, step: int, logs: dict) -> None:
         if step > int(self.best.scored.numpy()):  # the last step, scored too
