@@ -195,8 +195,9 @@ def test_a_large_table_is_scored_every_12800_examples_and_a_small_one_as_before(
 
 @pytest.mark.parametrize("cooled", [False, True])
 def test_a_run_resumed_at_the_checkpoint_it_stopped_at_trains_no_further(tmp_path, cooled):
-    """A job started again once it had stopped (a retried task whose export failed) resumes at
-    its stop and ends there, with the same weights, not a chunk later."""
+    """A job started again once it had stopped (a retried task; a first fit trained again before
+    its refit resumes, trainer_module/refit.py) resumes at its stop and ends there, with the
+    same weights, not a chunk later."""
     values = COOLING if cooled else [1.0, 0.5, 0.6, 0.4, 0.7, 0.8, 0.9, 0.95]
     settings = dict(total=60, decay=12) if cooled else {}
     whole, _ = _run(tmp_path, values, **settings)

@@ -199,9 +199,11 @@ def test_a_run_is_quiet_and_logs_to_a_file(penguins_run):
     out, err = penguins_run.first.stdout, penguins_run.first.stderr
     lines = out.strip().splitlines()
     # The Trainer's progress lines come every few seconds (more of them on a slower machine);
-    # every other line is a deliberate one (the 34th: what the model saw, `Seen:`).
+    # every other line is a deliberate one (the 34th: what the model saw, `Seen:`; the 35th: the
+    # refit on every train row, `Refit:`).
     said = [line for line in lines if not re.match(r"^  Trainer\s+step \d+/", line)]
-    assert len(said) <= 34, out
+    assert len(said) <= 35, out
+    assert sum(line.startswith("Refit: on all ") for line in said) == 1, out
     for noise in ("cuda", "absl", "WARNING", "Instructions for updating", "deprecat"):
         assert noise.lower() not in (out + err).lower(), noise
     [log_line] = [x for x in lines if "library logs go to" in x]

@@ -73,3 +73,24 @@ def test_an_attempt_resumes_from_the_furthest_earlier_attempt_at_the_same_job(tm
     assert resume.restore_from(job) == resume.checkpoint_dir(job)
     resume.finished(job)
     assert not tf.io.gfile.exists(resume.parked_dir(job))
+
+
+def test_a_refit_parks_beside_the_model_run_directories_and_finds_a_sibling_attempts_refit(
+        tmp_path):
+    """A refit (trainer_module/refit.py) writes under its first fit's ModelRun directory, which
+    TFX removes when the execution fails: it parks beside the ModelRun directories, as a first
+    fit does, and a later attempt's refit finds the refit of an attempt killed outright."""
+    from trainer_module.job import REFIT
+
+    runs = tmp_path / "Trainer" / "model_run"
+    refit = _job(runs / "9" / REFIT, train_steps=557, validation_share=0.0)
+    assert resume.parked_dir(refit).startswith(str(runs / resume.PARKED) + "/")
+    assert resume.parked_dir(refit) != resume.parked_dir(_job(runs / "9", train_steps=400))
+    assert resume.restore_from(refit) == resume.checkpoint_dir(refit)  # nothing earlier
+    _attempt(_job(runs / "6" / REFIT, train_steps=557, validation_share=0.0), [100, 200])
+    _attempt(_job(runs / "7", train_steps=557, validation_share=0.0), [300])  # not a refit's
+    assert resume.restore_from(refit) == str(runs / "6" / REFIT / "checkpoints")
+    stopped = _job(runs / "8" / REFIT, train_steps=557, validation_share=0.0)
+    _attempt(stopped, [250])
+    resume.park(stopped, f"{resume.checkpoint_dir(stopped)}/ckpt-250")
+    assert resume.restore_from(refit) == resume.parked_dir(refit)

@@ -79,9 +79,9 @@ def test_two_workers_train_one_model_and_only_the_chief_exports(penguins_run, tm
 
 def test_a_job_reads_its_rows_restore_point_transform_output_and_label_scaling_once(
         penguins_run, tmp_path, monkeypatch):
-    """train_job (validation, early stopping, an eval split, the export) counts the train rows,
-    finds where it resumes from, loads the Transform output and reads the label's scaling once
-    each, and hands them on; and the Trainer's executor decodes the TrainSpec once for run_fn."""
+    """train_job (validation, early stopping, the refit, an eval split, the export) counts the
+    train rows, loads the Transform output and reads the label's scaling once each, and hands
+    them on; and the Trainer's executor decodes the TrainSpec once for run_fn."""
     import collections
     import types
 
@@ -109,7 +109,10 @@ def test_a_job_reads_its_rows_restore_point_transform_output_and_label_scaling_o
                        steps_per_execution=5)
     summary = train.train_job(job)
     assert summary.eval and summary.stopping and (tmp_path / "serving" / "saved_model.pb").exists()
-    assert calls == {"rows": 1, "restore_from": 1, "label_scaling": 1, "transform_output": 1}
+    # The refit on every train row (trainer_module/refit.py) is a job of its own: it looks for
+    # its own checkpoints; the rest it is handed.
+    assert summary.refit and summary.refit.steps > 0
+    assert calls == {"rows": 1, "restore_from": 2, "label_scaling": 1, "transform_output": 1}
 
     decoded = collections.Counter()
     monkeypatch.setattr(TrainSpec, "from_custom_config", classmethod(

@@ -112,8 +112,10 @@ class BestWeights(tf.Module):
         self.step = tf.Variable(-1, trainable=False, dtype=tf.int64, name="best_step")
         self.since = tf.Variable(0, trainable=False, dtype=tf.int64, name="since_best")
         self.scored = tf.Variable(-1, trainable=False, dtype=tf.int64, name="last_scored")
+        # The step whose weights a cooldown started from (-1: none): a refit's flat part.
+        self.cooled_best = tf.Variable(-1, trainable=False, dtype=tf.int64, name="cooled_best")
         # The step training stopped at (-1: not stopped), in the checkpoint saved there: a job
-        # resumed from it (a retried task)
+        # resumed from it (a retried task; a first fit trained again before its refit resumes)
         # trains no further.
         self.stopped_at = tf.Variable(-1, trainable=False, dtype=tf.int64, name="stopped_at")
 
@@ -236,6 +238,7 @@ class EarlyStopping:
         if steps <= 0 or step >= planned - decay:
             return False
         self.horizon.cool_down(step, steps)
+        self.best.cooled_best.assign(kept)
         self.best.restore_into(self.model)  # the decay starts from the best weights
         if self.weight_average is not None:
             self.weight_average.reset()
@@ -314,4 +317,6 @@ class EarlyStopping:
                                      if self._cooling() else 0),
                         fit_rows=max(self.train_rows - getattr(self.score, "rows", 0), 0),
                         global_batch=self.global_batch,
-                        averaged=self.weight_average.momentum if self.weight_average else 0.0)
+                        averaged=self.weight_average.momentum if self.weight_average else 0.0,
+                        cooled_best=(int(self.best.cooled_best.numpy()) if self._cooling()
+                                     else -1))

@@ -17,6 +17,9 @@ from trainer_module.settings import TrainerConfig, TrainerConfigError
 from trainer_module.custom_config import TrainSpec
 
 _PATHS = ("transform_dir", "model_run_dir", "serving_model_dir", "base_model")
+# A job's refit after early stopping (trainer_module/refit.py) is a job of its own, whose ModelRun
+# directory is this one under its first fit's (trainer_module/resume.py finds and parks it).
+REFIT = "lockstep_refit"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,9 @@ an uninterrupted run ends with.
 - A local run killed outright (SIGKILL, a lost machine) had no chance to park: each attempt leaves
   its identity in its ModelRun directory (JOB_KEY_FILE), so the next attempt finds the sibling
   directory of the same job that got furthest.
+- A refit after early stopping (trainer_module/refit.py) is a job of its own, in REFIT under its
+  first fit's ModelRun directory (job.REFIT): it parks beside the ModelRun directories too, and
+  finds the refit of a sibling attempt.
 
 Elastic resume: where the job runs (the replicas, hosts, TPU slice) is not part of its identity.
 Each checkpoint records the topology it was written on (`TopologyState`, in the checkpoint itself:
@@ -34,7 +37,7 @@ import os
 from absl import logging
 import tensorflow as tf
 
-from trainer_module.job import TrainJob
+from trainer_module.job import REFIT, TrainJob
 from trainer_module.scaling import Topology
 
 JOB_KEY_FILE = "job_key"
@@ -44,6 +47,14 @@ PARKED = ".interrupted"
 
 def checkpoint_dir(job: TrainJob) -> str:
     return os.path.join(job.model_run_dir, CHECKPOINTS)
+
+
+def _attempt(job: TrainJob) -> tuple[str, str]:
+    """(the attempt's ModelRun directory, the job's directory under it: "" or REFIT's)."""
+    run_dir = job.model_run_dir.rstrip("/")
+    if os.path.basename(run_dir) == REFIT:
+        return os.path.dirname(run_dir), REFIT
+    return run_dir, ""
 
 
 # Where a job runs, not what it trains to: an attempt on another topology resumes the same job
@@ -109,7 +120,7 @@ def recorded_topology(directory: str) -> Topology | None:
 
 def parked_dir(job: TrainJob) -> str:
     """Where an interrupted attempt at this job parks its checkpoints."""
-    return os.path.join(os.path.dirname(job.model_run_dir.rstrip("/")), PARKED, job_key(job))
+    return os.path.join(os.path.dirname(_attempt(job)[0]), PARKED, job_key(job))
 
 
 def mark(job: TrainJob) -> None:
@@ -148,9 +159,10 @@ def restore_from(job: TrainJob) -> str:
         return own
     if tf.train.latest_checkpoint(parked_dir(job)):
         return parked_dir(job)
-    key, parent = job_key(job), os.path.dirname(job.model_run_dir.rstrip("/"))
+    (attempt, inner), key = _attempt(job), job_key(job)
     best, best_step = own, 0
-    for sibling in tf.io.gfile.glob(os.path.join(parent, "*", JOB_KEY_FILE)):
+    for sibling in tf.io.gfile.glob(os.path.join(os.path.dirname(attempt), "*", inner,
+                                                 JOB_KEY_FILE)):
         run_dir = os.path.dirname(sibling)
         if run_dir.rstrip("/") == job.model_run_dir.rstrip("/"):
             continue

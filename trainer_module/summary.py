@@ -137,6 +137,7 @@ class Stopping:
     fit_rows: int = 0  # the train split's rows less the validation rows (0: not recorded)
     global_batch: int = 0
     averaged: float = 0.0  # the weights' average's momentum (trainer.weight_average; 0: none)
+    cooled_best: int = -1  # the step whose weights the cooldown started from (-1: none recorded)
 
     def epochs(self, step: int) -> str:
         """" (epoch 2.8)": the fit rows' passes `step` steps make (by the global batch and the
@@ -179,6 +180,28 @@ class Stopping:
                "the planned steps ran out first")
         return (f"trained on {examples:,} examples: {epochs:.{2 if epochs < 1 else 1}f} epochs of "
                 f"{self.fit_rows:,} fit rows; {why}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Refit:
+    """The second fit after early stopping (trainer_module/refit.py): on every row of the train
+    split, for the kept weights' epochs of the fit rows, the model it ends with exported."""
+
+    steps: int
+    decay_steps: int
+    rows: int
+    seconds: float = 0.0
+    resumed_at: int = 0
+
+    def words(self) -> str:
+        """'on all 34,511 rows of the train split for 830 steps, the rate decayed to zero
+        over the last 170 (the kept weights' epochs of the fit rows): the model exported'."""
+        decay = (f", the rate decayed to zero over the last {self.decay_steps:,}"
+                 if self.decay_steps else "")
+        resumed = f", resumed at step {self.resumed_at:,}" if self.resumed_at else ""
+        return (f"on all {self.rows:,} rows of the train split for {self.steps:,} steps"
+                f"{decay} (the kept weights' epochs of the fit rows){resumed}, "
+                f"{self.seconds:.1f} s: the model exported")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,6 +261,7 @@ class TrainingSummary:
     resumed_at: int = 0
     unreadable_checkpoints: tuple[str, ...] = ()
     stopping: Stopping | None = None  # early stopping's account (None: trained every step)
+    refit: Refit | None = None  # the fit on every train row after early stopping (None: none)
     elastic: Elastic | None = None  # resumed on another topology (None: the same, or not resumed)
     # What the loop read (trainer_module/input_pipeline.py, fingerprint): equal fingerprints, the
     # same rows in the same order and the same validation part ("": not recorded).
@@ -292,6 +316,8 @@ class TrainingSummary:
                                    if values.get("stopping") else None),
                       "elastic": (Elastic(**_known(Elastic, values["elastic"]))
                                   if values.get("elastic") else None),
+                      "refit": (Refit(**_known(Refit, values["refit"]))
+                                if values.get("refit") else None),
                       "sharded_tables": tuple(Table(**_known(Table, t))
                                               for t in values.get("sharded_tables") or ()),
                       "preempted": tuple(values.get("preempted") or ())})

@@ -11,9 +11,7 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 from absl import logging
@@ -24,7 +22,8 @@ from trainer_module import actions as actions_lib, build, controller as controll
 from trainer_module import early_stopping, eval_split, model as model_lib
 from trainer_module import export, input_pipeline, loop, parameter_server, verify_process
 from runtime import processes
-from trainer_module import resume, scaling, sharded_embedding, slices
+from trainer_module import refit, resume, scaling, sharded_embedding, slices
+from trainer_module import scratch as scratch_lib
 from trainer_module import strategy as strategy_lib
 from runtime import error_line, termination
 from trainer_module import weight_average
@@ -97,29 +96,6 @@ def train_metrics(task: str) -> dict[str, tf.keras.metrics.Metric]:
     return {}
 
 
-class _Scratch:
-    """A non-chief worker's own directory for what only the chief keeps (its checkpoints, its
-    export): made on first use, removed whole on the way out, however training ends."""
-
-    def __init__(self, chief: bool):
-        self._chief, self._root = chief, None
-
-    def mkdir(self, name: str) -> str:
-        assert not self._chief, "the chief writes where the job says"
-        if self._root is None:
-            self._root = tempfile.mkdtemp(prefix="lockstep-worker-")
-        path = os.path.join(self._root, name)
-        os.makedirs(path, exist_ok=True)
-        return path
-
-    def __enter__(self) -> "_Scratch":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._root is not None:
-            shutil.rmtree(self._root, ignore_errors=True)
-
-
 def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     """Trains, evaluates and exports one job; returns its summary (plan, train logs, eval).
 
@@ -131,14 +107,33 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         return parameter_server.run_in_subprocess(job)
     if os.environ.get(parameter_server.TRAINER_PROCESS_ENV):
         parameter_server.relay_progress()
-    tf.keras.utils.set_random_seed(cfg.seed)
     strategy = (parameter_server.make_strategy(cfg) if cfg.strategy == PARAMETER_SERVER
                 else strategy_lib.resolve_strategy(cfg))
     verified = _verify(job, strategy_lib.hardware(strategy)) if cfg.verify else None
-    asynchronous, rows = parameter_server.is_parameter_server(strategy), _train_rows(job)
+    # Read once for the job, the refit's fit too: the split's rows (the refit's steps are fixed,
+    # and it holds out no validation rows), the Transform output and its traced transform.
+    rows, tf_transform_output = _train_rows(job), tft.TFTransformOutput(job.transform_dir)
+    shared = (rows, tf_transform_output, None if parameter_server.is_parameter_server(strategy)
+              else _traced_transform(tf_transform_output))
+    summary, again = _fit(job, strategy, shared, callbacks, verified)
+    if again is None:
+        return summary
+    logging.info("Refit: every row of the train split, %d steps", again.trainer.train_steps)
+    return refit.merged(summary, _fit(again, strategy, shared, callbacks, None)[0], rows)
+
+
+def _fit(job: TrainJob, strategy, shared, callbacks,
+         verified) -> tuple[TrainingSummary, TrainJob | None]:
+    """One fit of the job on `strategy`, exported unless a refit follows: (its summary, the
+    refit's TrainJob or None; trainer_module/refit.py). shared: (the train split's rows, the
+    Transform output, its traced transform or None), read once by train_job."""
+    cfg = job.trainer
+    tf.keras.utils.set_random_seed(cfg.seed)
+    tf.keras.backend.reset_uids()  # each fit's layers named as in a fresh process ("model")
+    asynchronous = parameter_server.is_parameter_server(strategy)
+    rows, tf_transform_output, traced = shared
     restore_from = resume.restore_from(job)  # read once, passed on (and the rows)
     job, plan = _plan(job, strategy, rows, restore_from)
-    tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     inputs = build.model_inputs(tf_transform_output, job.label, job.task, cfg)
     loss, validating = build.loss(cfg, job.task, inputs.outputs), cfg.validation_share > 0
     fingerprint = _input_fingerprint(job, plan, validating)
@@ -150,11 +145,11 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         average = weight_average.made(model, cfg.weight_average, synchronous=not asynchronous)
         metrics = train_metrics(job.task)
         layer = tf_transform_output.transform_features_layer() if asynchronous else None
-    transform = layer or _traced_transform(tf_transform_output)
+    transform = layer or traced
     chief = strategy_lib.is_chief(strategy)
     # A worker that is not the chief writes checkpoints and an export too (the all-reduce and the
     # export's collectives need every worker), into a directory of its own removed at the end.
-    with _Scratch(chief) as scratch:
+    with scratch_lib.Scratch(chief) as scratch:
         topology = resume.TopologyState(scaling.Topology.of(plan))  # saved in each checkpoint
         if chief:
             resume.mark(job)
@@ -182,7 +177,9 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         logs, train_seconds = _train_to_end(controller, steps, job, chief, not stopping and average)
         tables = model_lib.split_tables(model)  # before an asynchronous run's copy, its tables whole
         model = _local_copy(model, inputs, strategy) if asynchronous else model  # off the servers
-        eval_metrics = _evaluate_and_export(
+        ended = stopping.summary(controller.step, plan.train_steps) if stopping else None
+        again = refit.job(job, plan, ended, rows, asynchronous)
+        eval_metrics = {} if again else _evaluate_and_export(
             model, job, plan, raw_spec, tf_transform_output, transform,
             job.serving_model_dir if chief else scratch.mkdir("export"))
         return TrainingSummary(
@@ -191,10 +188,9 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
             warm_started=bool(warm), not_warm_started=cold_because, model=cfg.model,
             loss=cfg.loss, verify=verified,
             resumed_at=start, unreadable_checkpoints=tuple(controller.unreadable),
-            stopping=stopping.summary(controller.step, plan.train_steps) if stopping else None,
-            elastic=elastic, input_fingerprint=fingerprint, preempted=preempted,
+            stopping=ended, elastic=elastic, input_fingerprint=fingerprint, preempted=preempted,
             sharded_tables=tables,
-            asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None)
+            asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None), again
 
 
 def _traced_transform(tf_transform_output):

@@ -20,7 +20,7 @@ from pipeline.node_ids import (BASELINE_NODE, EVALUATOR_NODE, EXAMPLE_GEN_NODE, 
 from trainer_module import features
 from pipeline.reporting.summary_text import (asynchronous_text, bound_in_words, input_line,
                                              metric_text, precision_parts, resume_line,
-                                             value_text, verify_line)
+                                             stopping_lines, value_text, verify_line)
 from trainer_module.summary import SUMMARY_FILE, TrainingSummary
 
 
@@ -222,10 +222,7 @@ class RunReport:
             if t.sharded_tables:
                 lines.append("Sharded tables: " + "; ".join(table.words()
                                                            for table in t.sharded_tables))
-            if t.stopping:
-                lines.append(f"Early stopping: {t.stopping.words(t.plan.train_steps)}")
-                if seen := t.stopping.seen_words():
-                    lines.append(f"Seen: {seen}")
+            lines.extend(stopping_lines(t))
             if t.not_warm_started:
                 lines.append(f"Warm start: {t.not_warm_started}")
             if t.resumed_at or t.unreadable_checkpoints:

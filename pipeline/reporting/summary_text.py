@@ -30,6 +30,19 @@ def input_line(t: TrainingSummary) -> str:
     return f"Input: fingerprint {t.input_fingerprint} ({basis})"
 
 
+def stopping_lines(t: TrainingSummary) -> list[str]:
+    """Early stopping's lines (where the validation rows stopped the fit, the examples seen) and
+    the refit's on every train row (trainer_module/refit.py); [] without early stopping."""
+    if not t.stopping:
+        return []
+    lines = [f"Early stopping: {t.stopping.words(t.plan.train_steps)}"]
+    if seen := t.stopping.seen_words():
+        lines.append(f"Seen: {seen}")
+    if t.refit:
+        lines.append(f"Refit: {t.refit.words()}")
+    return lines
+
+
 def resume_line(t: TrainingSummary) -> str:
     """Where training resumed from (on another topology: how the global batch was kept), and the
     checkpoints it passed over because they did not read (trainer_module/controller.py)."""

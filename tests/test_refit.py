@@ -1,0 +1,86 @@
+"""The refit after early stopping (trainer_module/refit.py) on the shared penguins run's real
+records: the exported model is a fit from the start on every train row for the steps the plan
+says, not the first fit's kept weights; a SIGTERM in the refit parks its checkpoints, and the
+next attempt (a new ModelRun directory, the failed one removed as TFX removes it) trains the
+first fit again, resumes the refit where it stopped and exports the uninterrupted run's model."""
+
+import dataclasses
+import json
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import REPO, eval_examples, penguins_job, python_started
+from runtime import termination
+from trainer_module import refit, train
+
+pytestmark = pytest.mark.slow
+
+SETTINGS = dict(steps_per_execution=5, checkpoint_every=20, seed=3)
+
+
+def _served(serving_dir, records) -> np.ndarray:
+    model = tf.saved_model.load(str(serving_dir))
+    return model.signatures["serving_default"](examples=tf.constant(records))[
+        "probabilities"].numpy()
+
+
+def _attempt(job, out_dir, *extra) -> tuple[int, str, dict]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "job.json").write_text(job.to_json())
+    proc = python_started(REPO / "tests" / "elastic_worker.py", out_dir / "job.json",
+                          out_dir / "result.json", *extra)
+    out, _ = proc.communicate(timeout=600)
+    result = out_dir / "result.json"
+    return proc.returncode, out, json.loads(result.read_text()) if result.exists() else {}
+
+
+def test_the_refit_is_a_fit_on_every_train_row_and_resumes_after_a_sigterm(penguins_run,
+                                                                           tmp_path):
+    job = penguins_job(penguins_run, tmp_path / "whole", **SETTINGS)
+    records, _ = eval_examples(tf.io.gfile.glob(job.eval_files[0]), "species")
+    whole = train.train_job(job)
+    assert whole.refit and whole.stopping and whole.eval
+    fit_rows = whole.stopping.fit_rows
+    assert whole.refit.rows == fit_rows + whole.stopping.validation_rows
+    assert (whole.refit.steps, whole.refit.decay_steps) == refit.steps(
+        whole.stopping, whole.plan, whole.refit.rows)
+    assert (tmp_path / "whole" / "run" / "lockstep_refit" / "checkpoints").is_dir()
+    served = _served(job.serving_model_dir, records)
+
+    # The same as a fit with no validation rows for those steps, from the start.
+    direct = dataclasses.replace(refit.job(job, whole.plan, whole.stopping, whole.refit.rows),
+                                 model_run_dir=str(tmp_path / "direct" / "run"),
+                                 serving_model_dir=str(tmp_path / "direct" / "serving"))
+    alone = train.train_job(direct)
+    assert alone.refit is None and alone.stopping is None
+    assert alone.plan.train_steps == whole.refit.steps
+    assert alone.plan.global_batch == whole.plan.global_batch
+    np.testing.assert_array_equal(_served(direct.serving_model_dir, records), served)
+    # Not the first fit's kept weights: those are what trainer.refit_rows = 0 exports.
+    first = penguins_job(penguins_run, tmp_path / "first", refit_rows=0, **SETTINGS)
+    kept = train.train_job(first)
+    assert kept.refit is None and kept.stopping == whole.stopping
+    assert np.abs(_served(first.serving_model_dir, records) - served).max() > 1e-4
+
+    # A SIGTERM at the refit's step 10: its checkpoints parked beside the ModelRun directories.
+    runs = tmp_path / "cut" / "model_run"
+    cut = dataclasses.replace(penguins_job(penguins_run, tmp_path / "cut", **SETTINGS),
+                              model_run_dir=str(runs / "1"))
+    status, out, stopped = _attempt(cut, tmp_path / "cut" / "a1", "--sigterm-at", "10",
+                                    "--in-refit")
+    assert status == termination.PREEMPTED_STATUS, out[-3000:]
+    # The signal lands after step 10's actions: the next chunk's end, 15, is where it saves.
+    assert stopped["step"] == 15, stopped
+    parked = list((runs / ".interrupted").glob("*/ckpt-15.index"))
+    assert len(parked) == 1, list(runs.rglob("*"))
+    shutil.rmtree(runs / "1")  # TFX's launcher removes a failed execution's outputs
+    again = dataclasses.replace(cut, model_run_dir=str(runs / "2"))
+    status, out, result = _attempt(again, tmp_path / "cut" / "a2")
+    assert status == 0, out[-3000:]
+    assert result["refit"]["resumed_at"] == 15 and result["resumed_at"] == 0
+    assert result["refit"]["steps"] == whole.refit.steps
+    np.testing.assert_array_equal(_served(cut.serving_model_dir, records), served)
+    assert not (runs / ".interrupted").exists() or not any((runs / ".interrupted").iterdir())

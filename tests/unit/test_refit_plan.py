@@ -1,0 +1,95 @@
+"""How long the refit on every train row trains, and when there is none (trainer_module/refit.py):
+the kept weights' epochs of the fit rows, in steps of the same global batch over all the rows."""
+
+import dataclasses
+
+from trainer_module import refit
+from trainer_module.custom_config import TrainSpec
+from trainer_module.job import TrainJob
+from trainer_module.scaling import Plan
+from trainer_module.settings import TrainerConfig
+from trainer_module.summary import Refit, Stopping, TrainingSummary
+
+PLAN = Plan(replicas=2, per_replica_batch=128, global_batch=256, train_steps=5_393,
+            examples=1_380_608, learning_rate=0.004, base_learning_rate=0.004, base_batch=256,
+            warmup_steps=20, decay_steps=1_079, accumulation_steps=1)
+# diamonds' first fit: patience out at 650 after the best at 400, the rate decayed over 100
+# steps from there; the kept weights at 700, from the cooldown.
+COOLED = Stopping(stopped_at=750, best_step=700, validation_loss=0.0194, validation_rows=3_466,
+                  stopped_early=True, cooled_from=650, fit_rows=31_045, global_batch=256,
+                  cooled_best=400)
+
+
+def test_a_cooldown_that_improved_is_refit_flat_for_its_start_then_decayed_over_its_length():
+    ratio = 34_511 / 31_045
+    steps, decay = refit.steps(COOLED, PLAN, 34_511)
+    assert decay == 112 == -(-100 * ratio // 1)  # the cooldown's 100 steps, over 11 % more rows
+    assert steps == 445 + 112  # the 400 flat steps too
+    assert steps * 256 / 34_511 >= (400 + 100) * 256 / 31_045  # at least the first fit's epochs
+
+
+def test_weights_kept_before_the_cooldown_are_refit_at_the_flat_rate_for_their_epochs():
+    plateau = dataclasses.replace(COOLED, best_step=400)  # the cooldown did not beat them
+    assert refit.steps(plateau, PLAN, 34_511) == (445, 0)
+    no_cooldown = dataclasses.replace(COOLED, cooled_from=0, cooled_best=-1, best_step=300)
+    assert refit.steps(no_cooldown, PLAN, 34_511) == (334, 0)
+
+
+def test_weights_kept_in_the_planned_decay_are_refit_through_the_whole_decay():
+    planned = Stopping(stopped_at=5_393, best_step=5_300, validation_loss=0.3,
+                       validation_rows=300, fit_rows=2_700, global_batch=256)
+    steps, decay = refit.steps(planned, PLAN, 3_000)
+    assert decay == -(-1_079 * 3_000 // 2_700)
+    assert steps == -(-(5_393 - 1_079) * 3_000 // 2_700) + decay
+
+
+def test_nothing_to_refit_without_a_kept_step_rows_beyond_the_fit_rows_or_a_recorded_start():
+    assert refit.steps(None, PLAN, 34_511) is None
+    assert refit.steps(dataclasses.replace(COOLED, best_step=0), PLAN, 34_511) is None
+    assert refit.steps(COOLED, PLAN, 31_045) is None
+    assert refit.steps(dataclasses.replace(COOLED, fit_rows=0), PLAN, 34_511) is None
+    # A checkpoint from before the cooldown's start was recorded: its epochs are not known.
+    assert refit.steps(dataclasses.replace(COOLED, cooled_best=-1), PLAN, 34_511) is None
+
+
+def _job(**trainer) -> TrainJob:
+    spec = TrainSpec(label="price", task="regression", trainer=TrainerConfig(**trainer))
+    return TrainJob(train_files=("train.gz",), eval_files=(), transform_dir="/t",
+                    model_run_dir="/runs/8", serving_model_dir="/serving", spec=spec)
+
+
+def test_the_refit_job_fixes_steps_batch_and_decay_holds_out_nothing_and_writes_apart():
+    again = refit.job(_job(), PLAN, COOLED, 34_511)
+    cfg = again.trainer
+    assert (cfg.train_steps, cfg.validation_share, cfg.refit_rows, cfg.verify) == (557, 0.0, 0, False)
+    assert (cfg.global_batch, cfg.per_replica_batch, cfg.accumulation_steps) == (256, 0, 1)
+    assert round(cfg.decay_share * cfg.train_steps) == 112
+    assert again.model_run_dir == "/runs/8/lockstep_refit" and again.serving_model_dir == "/serving"
+    assert again.train_files == ("train.gz",)  # the split whole: no validation part held out
+
+
+def test_no_refit_job_past_refit_rows_without_validation_rows_or_asynchronous():
+    assert refit.job(_job(refit_rows=0), PLAN, COOLED, 34_511) is None
+    assert refit.job(_job(refit_rows=34_510), PLAN, COOLED, 34_511) is None
+    assert refit.job(_job(refit_rows=34_511), PLAN, COOLED, 34_511) is not None
+    assert refit.job(_job(), PLAN, dataclasses.replace(COOLED, fit_rows=180_000),
+                     200_000) is None  # past the default, 100,000
+    assert refit.job(_job(validation_share=0.0), PLAN, COOLED, 34_511) is None
+    assert refit.job(_job(), PLAN, COOLED, 34_511, asynchronous=True) is None
+    assert refit.job(_job(), PLAN, COOLED, None) is None
+
+
+def test_the_summary_keeps_the_first_fits_account_and_says_the_refit():
+    first = TrainingSummary(PLAN, {"loss": 0.1}, {}, "MirroredStrategy", 2, train_seconds=8.0,
+                            stopping=COOLED)
+    second = TrainingSummary(dataclasses.replace(PLAN, train_steps=557, decay_steps=112),
+                             {"loss": 0.09}, {"rmse": 530.0}, "MirroredStrategy", 2,
+                             train_seconds=7.5)
+    both = refit.merged(first, second, 34_511)
+    assert both.plan == PLAN and both.stopping == COOLED and both.train == {"loss": 0.1}
+    assert both.eval == {"rmse": 530.0} and both.train_seconds == 15.5
+    assert both.refit == Refit(steps=557, decay_steps=112, rows=34_511, seconds=7.5)
+    assert both.refit.words() == (
+        "on all 34,511 rows of the train split for 557 steps, the rate decayed to zero over "
+        "the last 112 (the kept weights' epochs of the fit rows), 7.5 s: the model exported")
+    assert TrainingSummary.from_dict(both.to_dict()) == both

@@ -1,0 +1,80 @@
+"""The refit after early stopping: the validation rows said how long to train; a second fit from
+the start, on every row of the train split (the validation rows with the fit rows), trains that
+long and is the model exported, as AutoGluon's refit_full does. The boosters a user compares
+with fit on every row they are given; the first fit saw nine tenths of them.
+
+How long: the kept weights' epochs of the fit rows, in steps of the same global batch over the
+train split's rows (`steps`). Their schedule is the first fit's: warmup, the flat rate for the
+epochs of the step the decay started from, then the decay to zero over as many epochs as the
+first fit's (a cooldown, or the planned decay), to its end. The same seed draws the same initial
+weights; the loop, the all-reduce and the weights' average are the first fit's, so N replicas
+still make one device's update.
+
+The refit is a job of its own (`job`): its settings fix its steps, batch and decay; its
+checkpoints are under the first fit's ModelRun directory (job.REFIT), parked beside the ModelRun
+directories and resumed as any job's (trainer_module/resume.py). A job preempted in its refit
+trains its first fit again on resume (from the start; it is deterministic), then resumes the
+refit from its checkpoint.
+
+No refit: a train split of more than trainer.refit_rows rows (0: none refit), no validation
+rows, an asynchronous run (it has no cooldown to follow), weights kept at step 0, or no rows
+beyond the fit rows."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+from trainer_module.job import REFIT, TrainJob
+from trainer_module.scaling import Plan
+from trainer_module.summary import Refit, Stopping, TrainingSummary
+
+
+def steps(stopping: Stopping | None, plan: Plan, rows: int) -> tuple[int, int] | None:
+    """(steps, decay steps) of the refit on `rows`, from the first fit's account; None where
+    there is nothing to refit (see the module's docstring)."""
+    if (stopping is None or stopping.best_step <= 0 or not stopping.fit_rows
+            or rows <= stopping.fit_rows):
+        return None
+    ratio = rows / stopping.fit_rows
+    if stopping.cooled_from and stopping.best_step > stopping.cooled_from:
+        if stopping.cooled_best < 0:  # a checkpoint from before the step was recorded
+            return None
+        flat, decay = stopping.cooled_best, stopping.stopped_at - stopping.cooled_from
+    elif plan.decay_steps and stopping.best_step > plan.train_steps - plan.decay_steps:
+        flat, decay = plan.train_steps - plan.decay_steps, plan.decay_steps  # the planned decay
+    else:
+        flat, decay = stopping.best_step, 0  # kept before any decay: the flat rate's epochs
+    decay = math.ceil(decay * ratio)
+    return math.ceil(flat * ratio) + decay, decay
+
+
+def job(first: TrainJob, plan: Plan, stopping: Stopping | None, rows: int | None,
+        asynchronous: bool = False) -> TrainJob | None:
+    """The refit's TrainJob (None: no refit): every row of the train split, a fixed number of
+    steps of the first fit's global batch, its decay, under the first fit's ModelRun
+    directory."""
+    cfg = first.trainer
+    if asynchronous or cfg.validation_share <= 0 or not rows or rows > cfg.refit_rows:
+        return None
+    planned = steps(stopping, plan, rows)
+    if planned is None:
+        return None
+    total, decay = planned
+    trainer = dataclasses.replace(
+        cfg, validation_share=0.0, train_steps=total, train_examples=0,
+        decay_share=decay / total, global_batch=plan.global_batch, per_replica_batch=0,
+        accumulation_steps=plan.accumulation_steps, verify=False, refit_rows=0)
+    run_dir = os.path.join(first.model_run_dir, REFIT) if first.model_run_dir else ""
+    return dataclasses.replace(first, model_run_dir=run_dir).with_trainer(trainer)
+
+
+def merged(first: TrainingSummary, refitted: TrainingSummary, rows: int) -> TrainingSummary:
+    """The job's summary: the first fit's plan, logs and stopping, the refit's eval figures,
+    and its account (`Refit`)."""
+    return dataclasses.replace(
+        first, eval=refitted.eval, train_seconds=first.train_seconds + refitted.train_seconds,
+        refit=Refit(steps=refitted.plan.train_steps, decay_steps=refitted.plan.decay_steps,
+                    rows=rows, seconds=refitted.train_seconds,
+                    resumed_at=refitted.resumed_at))
