@@ -23,11 +23,11 @@ class Scores:
 
     def __init__(self, model, optimizer, values, every):
         self.model, self.optimizer, self.values, self.every = model, optimizer, list(values), every
-        self.calls, self.seen, self.rows = 0, [], 10
+        self.calls, self.seen, self.rows = 0, [], 0  # rows: as validation_loss's, once scored
 
     def __call__(self):
         index = int(self.optimizer.iterations.numpy()) // self.every - 1
-        self.calls += 1
+        self.calls, self.rows = self.calls + 1, 10
         self.seen.append(self.model.weights[0].numpy().copy())
         return self.values[min(index, len(self.values) - 1)]
 

@@ -1,8 +1,9 @@
 """The refit after early stopping (trainer_module/refit.py) on the shared penguins run's real
 records: the exported model is a fit from the start on every train row for the steps the plan
-says, not the first fit's kept weights; a SIGTERM in the refit parks its checkpoints, and the
-next attempt (a new ModelRun directory, the failed one removed as TFX removes it) trains the
-first fit again, resumes the refit where it stopped and exports the uninterrupted run's model."""
+says, not the first fit's kept weights; a SIGTERM in the refit parks its checkpoints and the
+first fit's, and the next attempt (a new ModelRun directory, the failed one removed as TFX removes
+it, on 2 replicas) resumes the first fit at its stop, resumes the refit where it stopped and
+exports the uninterrupted run's model."""
 
 import dataclasses
 import json
@@ -76,11 +77,18 @@ def test_the_refit_is_a_fit_on_every_train_row_and_resumes_after_a_sigterm(pengu
     assert stopped["step"] == 15, stopped
     parked = list((runs / ".interrupted").glob("*/ckpt-15.index"))
     assert len(parked) == 1, list(runs.rglob("*"))
+    # The first fit's checkpoint is parked with it: the next attempt resumes at its stop.
+    assert len(list((runs / ".interrupted").glob(f"*/ckpt-{whole.stopping.stopped_at}.index"))) == 1
     shutil.rmtree(runs / "1")  # TFX's launcher removes a failed execution's outputs
-    again = dataclasses.replace(cut, model_run_dir=str(runs / "2"))
+    # On 2 replicas: the automatic batch would be 2 x 32, but the first fit resumes at its stop
+    # with the global batch it recorded, trains no further, and its refit is the same job.
+    again = dataclasses.replace(cut, model_run_dir=str(runs / "2")).with_trainer(
+        dataclasses.replace(cut.trainer, emulate_replicas=2))
     status, out, result = _attempt(again, tmp_path / "cut" / "a2")
     assert status == 0, out[-3000:]
-    assert result["refit"]["resumed_at"] == 15 and result["resumed_at"] == 0
-    assert result["refit"]["steps"] == whole.refit.steps
-    np.testing.assert_array_equal(_served(cut.serving_model_dir, records), served)
+    assert result["resumed_at"] == whole.stopping.stopped_at and result["replicas"] == 2
+    assert result["stopping"]["validation_rows"] == whole.stopping.validation_rows
+    assert result["plan"]["global_batch"] == whole.plan.global_batch
+    assert result["refit"]["resumed_at"] == 15 and result["refit"]["steps"] == whole.refit.steps
+    np.testing.assert_allclose(_served(cut.serving_model_dir, records), served, atol=1e-6)
     assert not (runs / ".interrupted").exists() or not any((runs / ".interrupted").iterdir())

@@ -114,6 +114,9 @@ class BestWeights(tf.Module):
         self.scored = tf.Variable(-1, trainable=False, dtype=tf.int64, name="last_scored")
         # The step whose weights a cooldown started from (-1: none): a refit's flat part.
         self.cooled_best = tf.Variable(-1, trainable=False, dtype=tf.int64, name="cooled_best")
+        # The validation rows scored (a job resumed at its stop scores none: its summary and its
+        # refit still know them).
+        self.rows = tf.Variable(0, trainable=False, dtype=tf.int64, name="validation_rows")
         # The step training stopped at (-1: not stopped), in the checkpoint saved there: a job
         # resumed from it (a retried task; a first fit trained again before its refit resumes)
         # trains no further.
@@ -253,6 +256,7 @@ class EarlyStopping:
         try:
             loss = self.score()
             self.best.scored.assign(step)
+            self.best.rows.assign(getattr(self.score, "rows", 0))
             improved = self._improves(loss)
             if improved:
                 self.best.keep(self.model, step, loss)
@@ -307,16 +311,18 @@ class EarlyStopping:
     def summary(self, step: int, planned: int | None = None) -> Stopping:
         """What happened, for the TrainingSummary: where training stopped, which step was kept.
         Patience that ran out at the last planned step (`planned`) is no early stop."""
+        rows = getattr(self.score, "rows", 0) or int(self.best.rows.numpy())
         return Stopping(stopped_at=step, best_step=int(self.best.step.numpy()),
                         validation_loss=float(self.best.loss.numpy()),
-                        validation_rows=getattr(self.score, "rows", 0),
+                        validation_rows=rows,
                         steps_per_epoch=self.steps_per_epoch, every=self.every,
                         stopped_early=self.stopped_early and (planned is None or step < planned),
                         settled=self.settled,
                         cooled_from=(int(self.horizon.end.numpy() - self.horizon.decay.numpy())
                                      if self._cooling() else 0),
-                        fit_rows=max(self.train_rows - getattr(self.score, "rows", 0), 0),
+                        fit_rows=max(self.train_rows - rows, 0),
                         global_batch=self.global_batch,
                         averaged=self.weight_average.momentum if self.weight_average else 0.0,
                         cooled_best=(int(self.best.cooled_best.numpy()) if self._cooling()
-                                     else -1))
+                                     else -1),
+                        cooled_over=int(self.horizon.decay.numpy()) if self._cooling() else 0)

@@ -12,9 +12,10 @@ still make one device's update.
 
 The refit is a job of its own (`job`): its settings fix its steps, batch and decay; its
 checkpoints are under the first fit's ModelRun directory (job.REFIT), parked beside the ModelRun
-directories and resumed as any job's (trainer_module/resume.py). A job preempted in its refit
-trains its first fit again on resume (from the start; it is deterministic), then resumes the
-refit from its checkpoint.
+directories and resumed as any job's (trainer_module/resume.py). A SIGTERM in the refit parks
+the first fit's last checkpoint too (trainer_module/train.py): the next attempt resumes the first
+fit at its stop, on the global batch it recorded, trains it no further, and so makes the same
+refit job, which resumes from its own checkpoint.
 
 No refit: a train split of more than trainer.refit_rows rows (0: none refit), no validation
 rows, an asynchronous run (it has no cooldown to follow), weights kept at step 0, or no rows
@@ -39,9 +40,10 @@ def steps(stopping: Stopping | None, plan: Plan, rows: int) -> tuple[int, int] |
         return None
     ratio = rows / stopping.fit_rows
     if stopping.cooled_from and stopping.best_step > stopping.cooled_from:
-        if stopping.cooled_best < 0:  # a checkpoint from before the step was recorded
+        if stopping.cooled_best < 0 or stopping.cooled_over <= 0:  # unknown: no guess
             return None
-        flat, decay = stopping.cooled_best, stopping.stopped_at - stopping.cooled_from
+        # The cooldown's length, where the rate reached zero (a stop's chunk may end past it).
+        flat, decay = stopping.cooled_best, stopping.cooled_over
     elif plan.decay_steps and stopping.best_step > plan.train_steps - plan.decay_steps:
         flat, decay = plan.train_steps - plan.decay_steps, plan.decay_steps  # the planned decay
     else:

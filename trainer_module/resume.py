@@ -16,8 +16,8 @@ an uninterrupted run ends with.
   its identity in its ModelRun directory (JOB_KEY_FILE), so the next attempt finds the sibling
   directory of the same job that got furthest.
 - A refit after early stopping (trainer_module/refit.py) is a job of its own, in REFIT under its
-  first fit's ModelRun directory (job.REFIT): it parks beside the ModelRun directories too, and
-  finds the refit of a sibling attempt.
+  first fit's ModelRun directory (job.REFIT): it parks beside the ModelRun directories too, its
+  first fit's last checkpoint with it (`park_last`), and finds the refit of a sibling attempt.
 
 Elastic resume: where the job runs (the replicas, hosts, TPU slice) is not part of its identity.
 Each checkpoint records the topology it was written on (`TopologyState`, in the checkpoint itself:
@@ -141,6 +141,15 @@ def park(job: TrainJob, checkpoint: str) -> str:
     # The manager's state file names the checkpoints relative to their directory: it moves too.
     tf.io.gfile.rename(checkpoint_dir(job), parked)
     return os.path.join(parked, os.path.basename(checkpoint))
+
+
+def park_last(job: TrainJob) -> None:
+    """Parks the job's checkpoints, where its ModelRun directory holds some: a first fit whose
+    refit a SIGTERM stopped (trainer_module/refit.py), so that the next attempt resumes at its
+    stop, on the topology it recorded, and its refit is the same job."""
+    latest = tf.train.latest_checkpoint(checkpoint_dir(job)) if job.model_run_dir else None
+    if latest:
+        park(job, latest)
 
 
 def finished(job: TrainJob) -> None:

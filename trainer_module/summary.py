@@ -138,6 +138,7 @@ class Stopping:
     global_batch: int = 0
     averaged: float = 0.0  # the weights' average's momentum (trainer.weight_average; 0: none)
     cooled_best: int = -1  # the step whose weights the cooldown started from (-1: none recorded)
+    cooled_over: int = 0  # the cooldown's steps, where the rate reached zero (0: none)
 
     def epochs(self, step: int) -> str:
         """" (epoch 2.8)": the fit rows' passes `step` steps make (by the global batch and the

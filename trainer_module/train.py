@@ -119,7 +119,16 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     if again is None:
         return summary
     logging.info("Refit: every row of the train split, %d steps", again.trainer.train_steps)
-    return refit.merged(summary, _fit(again, strategy, shared, callbacks, None)[0], rows)
+    first, chief = early_stopping.capped(job, rows), strategy_lib.is_chief(strategy)
+    try:
+        refitted = _fit(again, strategy, shared, callbacks, None)[0]
+    except termination.Preempted:
+        if chief:  # the first fit's checkpoint too: the next attempt resumes at its stop
+            resume.park_last(first)
+        raise
+    if chief:
+        resume.finished(first)
+    return refit.merged(summary, refitted, rows)
 
 
 def _fit(job: TrainJob, strategy, shared, callbacks,
@@ -179,6 +188,8 @@ def _fit(job: TrainJob, strategy, shared, callbacks,
         model = _local_copy(model, inputs, strategy) if asynchronous else model  # off the servers
         ended = stopping.summary(controller.step, plan.train_steps) if stopping else None
         again = refit.job(job, plan, ended, rows, asynchronous)
+        if chief and again is None:  # what was parked is needed until the refit ends
+            resume.finished(job)
         eval_metrics = {} if again else _evaluate_and_export(
             model, job, plan, raw_spec, tf_transform_output, transform,
             job.serving_model_dir if chief else scratch.mkdir("export"))
@@ -213,7 +224,8 @@ def _train_to_end(controller, steps, job: TrainJob, chief: bool,
     """The Controller run to its end: (its last logs, the seconds it took), the model then
     holding `average`'s weights, if given (a run whose scores kept none). After a SIGTERM
     every worker saved at one step; the chief parks the checkpoints where the next attempt at
-    the job finds them (a failed execution's outputs are removed) and raises Preempted."""
+    the job finds them (a failed execution's outputs are removed) and raises Preempted. What an
+    earlier attempt parked is removed by the caller once the job (and its refit) ends."""
     tic = time.perf_counter()
     try:
         logs = controller.train(steps)
@@ -225,8 +237,6 @@ def _train_to_end(controller, steps, job: TrainJob, chief: bool,
     seconds = time.perf_counter() - tic
     if average:
         average.assign_to_model()
-    if chief:
-        resume.finished(job)
     return logs, seconds
 
 

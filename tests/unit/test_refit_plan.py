@@ -17,7 +17,7 @@ PLAN = Plan(replicas=2, per_replica_batch=128, global_batch=256, train_steps=5_3
 # steps from there; the kept weights at 700, from the cooldown.
 COOLED = Stopping(stopped_at=750, best_step=700, validation_loss=0.0194, validation_rows=3_466,
                   stopped_early=True, cooled_from=650, fit_rows=31_045, global_batch=256,
-                  cooled_best=400)
+                  cooled_best=400, cooled_over=100)
 
 
 def test_a_cooldown_that_improved_is_refit_flat_for_its_start_then_decayed_over_its_length():
@@ -26,6 +26,13 @@ def test_a_cooldown_that_improved_is_refit_flat_for_its_start_then_decayed_over_
     assert decay == 112 == -(-100 * ratio // 1)  # the cooldown's 100 steps, over 11 % more rows
     assert steps == 445 + 112  # the 400 flat steps too
     assert steps * 256 / 34_511 >= (400 + 100) * 256 / 31_045  # at least the first fit's epochs
+
+
+def test_the_decay_is_the_cooldowns_length_where_a_stops_chunk_ended_past_it():
+    # A cooldown of 30 steps from 780, its end at 810, the stop at the chunk's end, 830.
+    late = dataclasses.replace(COOLED, cooled_from=780, cooled_over=30, stopped_at=830,
+                               best_step=800)
+    assert refit.steps(late, PLAN, 34_511)[1] == 34  # 30 x 1.11, not 50 x 1.11
 
 
 def test_weights_kept_before_the_cooldown_are_refit_at_the_flat_rate_for_their_epochs():
@@ -48,8 +55,9 @@ def test_nothing_to_refit_without_a_kept_step_rows_beyond_the_fit_rows_or_a_reco
     assert refit.steps(dataclasses.replace(COOLED, best_step=0), PLAN, 34_511) is None
     assert refit.steps(COOLED, PLAN, 31_045) is None
     assert refit.steps(dataclasses.replace(COOLED, fit_rows=0), PLAN, 34_511) is None
-    # A checkpoint from before the cooldown's start was recorded: its epochs are not known.
+    # A cooldown whose start or length is not known: no guess.
     assert refit.steps(dataclasses.replace(COOLED, cooled_best=-1), PLAN, 34_511) is None
+    assert refit.steps(dataclasses.replace(COOLED, cooled_over=0), PLAN, 34_511) is None
 
 
 def _job(**trainer) -> TrainJob:
