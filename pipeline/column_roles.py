@@ -16,11 +16,14 @@ into parts (trainer_module/preprocessing.py), and `data.columns` overrides any o
   "timestamp:epoch" reads a numeric column as seconds since 1970.
 
 - **coded float** (a feature): a float column of at most features.CODE_TOP_K distinct values,
-  each seen in CODED_ROWS_PER_VALUE rows or more on average (a rate on a grid, a size in steps):
-  besides its number, each value is embedded as a code, as an integer column's is (its values
-  are levels a model should tell apart exactly, where the number's piecewise-linear encoding
-  blurs neighbours: loans' interest rate names its grade). `data.columns = {col = "feature"}`
-  keeps it a number only.
+  each seen in CODED_ROWS_PER_VALUE rows or more on average, whose values lie apart on the
+  finest decimal place they are written to (a rate from a table, a fee: a median gap of at
+  least CODED_GAP steps between neighbouring values): besides its number, each value is
+  embedded as a code, as an integer column's is (its values are levels a model should tell
+  apart exactly, where the number's piecewise-linear encoding blurs neighbours: loans' interest
+  rate names its grade). A float that fills its grid (a weight in hundredths, a delay in whole
+  minutes) is a measurement, a number only: a code a value would let the model learn each
+  value's rows by heart. `data.columns = {col = "feature"}` keeps a coded one a number only.
 - **large categorical** (a feature): a text or integer column with more than
   features.VOCABULARY_TOP_K distinct values that repeat (user or item ids): it keeps every value
   seen at least data.min_count times, up to data.max_vocabulary, its rare values in hash buckets
@@ -36,6 +39,8 @@ they are more.
 from __future__ import annotations
 
 import dataclasses
+import decimal
+import math
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -68,6 +73,11 @@ ROLES = (FEATURE, ID, CONSTANT, HASHED, TIMESTAMP)  # what data.columns may name
 # code (a coded float). Measured on benchmarks/model_quality.py: loans' interest_rate (58 values,
 # 172 rows each) 0.9950 -> 0.9995; Wage's logwage (508 values, 6 rows each) coded costs 0.0014.
 CODED_ROWS_PER_VALUE = 50
+# ... and whose neighbouring values are a median of at least this many steps of the finest
+# decimal place they are written to apart. A measurement fills its grid (diamonds' carat, 273
+# values in hundredths: a gap of 1), a level from a table does not (loans' interest rates: 47).
+# Measured on benchmarks/model_quality.py: diamonds' six measurements as codes cost R² 0.003.
+CODED_GAP = 2
 UNIQUE_TEXT = "near-unique text"  # found, never named
 
 
@@ -202,14 +212,19 @@ class _Column:
 
     def _coded(self, kind: str) -> Role | None:
         """A float column of at most CODE_TOP_K values, CODED_ROWS_PER_VALUE rows each or more
-        on average: its values are also embedded as codes."""
+        on average, CODED_GAP steps apart (`grid_gap`): its values are also embedded as
+        codes."""
         if kind != FLOAT or self.values is None:
             return None
         distinct = len(self.values.counts())
         if distinct > CODE_TOP_K or self.present < CODED_ROWS_PER_VALUE * distinct:
             return None
+        gap, step = grid_gap(self.values.values().to_pylist())
+        if gap < CODED_GAP:
+            return None
         return Role(FEATURE, f"{distinct:,} values, {self.present / distinct:,.0f} rows each on "
-                             "average", codes=distinct)
+                             f"average, a median {float(gap * float(step)):g} apart ({gap:,g} "
+                             f"steps of {float(step):g})", codes=distinct)
 
     def _large(self, kind: str, min_count: int, max_vocabulary: int) -> Role | None:
         """A text or integer column of more than VOCABULARY_TOP_K distinct values whose values
@@ -250,6 +265,29 @@ class _Column:
         return Role(TIMESTAMP, "every cell a date, read month/day/year: NOT SETTLED by the data "
                                "(no field above 12; data.columns = {col = \"timestamp:dmy\"} "
                                f"reads day/month/year): {parts}", MDY)
+
+
+def grid_gap(texts: list[str]) -> tuple[float, decimal.Decimal]:
+    """(the median gap between neighbouring distinct values of a float column, as written, in
+    steps of the finest decimal place any of them needs; that step): "2.0" needs none, "15.52"
+    two, "3.0999999046325684" sixteen, and a step is at most a unit (10, 20 and 30 are ten steps
+    apart). inf for fewer than two numbers."""
+    numbers = set()
+    for text in texts:
+        try:
+            number = decimal.Decimal(text)
+        except decimal.InvalidOperation:
+            continue
+        if number.is_finite():
+            numbers.add(number.normalize())
+    finest = min([0, *(number.as_tuple().exponent for number in numbers)])
+    step = decimal.Decimal(1).scaleb(finest)
+    if len(numbers) < 2:
+        return math.inf, step
+    steps = sorted(int(number.scaleb(-finest)) for number in numbers)
+    gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
+    middle = len(gaps) // 2
+    return float(gaps[middle] if len(gaps) % 2 else (gaps[middle - 1] + gaps[middle]) / 2), step
 
 
 class Profile:

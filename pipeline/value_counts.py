@@ -45,6 +45,13 @@ class ValueCounts:
         self._merge()
         return self.merged.num_rows > limit
 
+    def values(self) -> pa.Array:
+        """Each distinct value, in the order of `counts`."""
+        self._merge()
+        if self.merged is None:
+            return pa.array([], pa.string())
+        return self.merged["values"].combine_chunks()
+
     def counts(self) -> pa.Array:
         """Each distinct value's count."""
         self._merge()

@@ -209,7 +209,8 @@ def test_a_float_of_few_values_each_in_many_rows_is_also_a_code(tmp_path, monkey
     (tmp_path / "d.csv").write_text("\n".join(lines) + "\n")
     data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))
     assert data.roles["rate"].role == FEATURE and data.roles["rate"].codes == 60
-    assert data.roles["rate"].why == "60 values, 198 rows each on average"
+    assert data.roles["rate"].why == ("60 values, 198 rows each on average, a median 0.25 apart "
+                                      "(25 steps of 0.01)")
     assert column_roles.coded(data.roles) == ["rate"]
     from pipeline import config as config_lib, preflight
 
@@ -217,7 +218,8 @@ def test_a_float_of_few_values_each_in_many_rows_is_also_a_code(tmp_path, monkey
     decisions = preflight.decide(config, data)
     assert decisions.transform_spec("y").coded == ("rate",)
     assert ("lockstep: float columns also embedded as codes (data.columns = {column = "
-            "\"feature\"} keeps one a number only): 'rate' (60 values, 198 rows each on average)"
+            "\"feature\"} keeps one a number only): 'rate' (60 values, 198 rows each on average, a "
+            "median 0.25 apart (25 steps of 0.01))"
             in decisions.column_lines())
     assert data.roles["sparse"] == data.roles["wide"] == Role(FEATURE, "")
     assert data.table_rows[code_name("rate")] == 60 + 1 + OOV_BUCKETS
@@ -226,6 +228,45 @@ def test_a_float_of_few_values_each_in_many_rows_is_also_a_code(tmp_path, monkey
     overridden = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""],
                                              columns={"rate": "feature"}))
     assert column_roles.coded(overridden.roles) == []
+
+
+def test_a_float_that_fills_its_grid_is_a_measurement_not_a_code(tmp_path):
+    """A float of few values, each in many rows, whose values fill the grid of the finest
+    decimal place they are written to (a weight in hundredths: diamonds' carat; a delay in whole
+    minutes written "2.0") is a number only; the same count of values spread over a table of
+    levels (rates 0.25 apart, written to the hundredth) is coded."""
+    from pipeline import column_roles
+
+    rng = np.random.default_rng(0)
+    rows = 12_000
+    carat = np.round(0.2 + 0.01 * rng.integers(0, 150, rows), 2)  # 150 hundredths, 80 rows each
+    delay = rng.integers(-10, 40, rows).astype(float)  # whole minutes, written "2.0"
+    rate = np.round(5 + 0.25 * rng.integers(0, 150, rows), 2)  # 150 levels 25 hundredths apart
+    lines = ["carat,delay,rate,y"] + [f"{c},{d},{r},{'ab'[i % 2]}"
+                                      for i, (c, d, r) in enumerate(zip(carat, delay, rate))]
+    (tmp_path / "d.csv").write_text("\n".join(lines) + "\n")
+    data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))
+    assert column_roles.coded(data.roles) == ["rate"]
+    assert data.roles["carat"] == data.roles["delay"] == Role(FEATURE, "")
+    assert data.roles["rate"].why == ("150 values, 80 rows each on average, a median 0.25 apart "
+                                      "(25 steps of 0.01)")
+
+
+def test_grid_gap_counts_steps_of_the_finest_decimal_place_written():
+    """The median gap between neighbouring values, in steps of the finest decimal place any
+    value needs (trailing zeros need none; a step is at most a unit); float32 noise written out
+    ("1.7999999523162842") makes its values far apart, as a table of levels is."""
+    from decimal import Decimal
+
+    from pipeline.column_roles import CODED_GAP, grid_gap
+
+    assert grid_gap(["0.23", "0.24", "0.26", "0.27"]) == (1.0, Decimal("0.01"))
+    assert grid_gap(["2.0", "3.0", "5.0"]) == (1.5, Decimal(1))
+    assert grid_gap(["10.0", "20.0", "30.0"]) == (10.0, Decimal(1))
+    assert grid_gap(["10.41", "10.9", "11.98"]) == (78.5, Decimal("0.01"))
+    assert grid_gap(["1.7999999523162842", "2.0"])[0] > 1e15
+    assert grid_gap(["7.5"])[0] == float("inf") and grid_gap([])[0] == float("inf")
+    assert grid_gap(["0.23", "0.24", "0.25"])[0] < CODED_GAP <= grid_gap(["5.0", "5.25"])[0]
 
 
 def test_a_float_column_is_counted_only_while_it_could_be_coded():
@@ -240,7 +281,7 @@ def test_a_float_column_is_counted_only_while_it_could_be_coded():
     column, kept = _Column(), _Column()
     for batch in range(40):
         column.add(pa.array([f"{batch}.{i}" for i in range(100)] * 3), floats=True)
-        kept.add(pa.array([f"0.{i}" for i in range(100)] * 3), floats=True)
+        kept.add(pa.array([f"{i}.5" for i in range(0, 300, 3)] * 3), floats=True)
     assert column.values is None and 40 * 100 > CODE_TOP_K
     assert kept.values is not None and len(kept.values.counts()) == 100
     assert kept.role("float").codes == 100
