@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from trainer_module import model as model_lib, settings, sharded_embedding
 from trainer_module.actions import STOP_TRAINING
+from trainer_module.scaling import cooldown_steps
 from trainer_module.summary import Stopping
 VALIDATION_LOSS = "validation_loss"
 # Scores over the planned steps, at most: one an epoch at the default budget (trainer.epochs),
@@ -80,14 +81,6 @@ def capped(job, train_rows: int | None):
     if share == job.trainer.validation_share:
         return job
     return job.with_trainer(dataclasses.replace(job.trainer, validation_share=share))
-
-
-def cooldown_steps(step: int, share: float, chunk: int) -> int:
-    """The steps of a cooldown from the weights of `step`: the `share` of a run of those steps
-    and the cooldown (trainer.decay_share, as the planned decay is of the planned steps), in
-    whole chunks."""
-    steps = math.ceil(step * share / (1.0 - share)) if 0 < share < 1 else 0
-    return math.ceil(steps / chunk) * chunk
 
 
 class BestWeights(tf.Module):

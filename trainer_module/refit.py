@@ -6,7 +6,11 @@ with fit on every row they are given; the first fit saw nine tenths of them.
 How long: the kept weights' epochs of the fit rows, in steps of the same global batch over the
 train split's rows (`steps`). Their schedule is the first fit's: warmup, the flat rate for the
 epochs of the step the decay started from, then the decay to zero over as many epochs as the
-first fit's (a cooldown, or the planned decay), to its end. The same seed draws the same initial
+first fit's (a cooldown, or the planned decay), to its end. Weights kept at the flat rate (the
+first fit's cooldown, scored on its validation rows, did not beat them) are refit for their
+epochs at the flat rate, then the cooldown that started from them (trainer.decay_share of the
+run and it): the refit ends decayed, as every planned run does, and not at the full rate (a
+table of 3,700 rows: ISLR Caravan, see docs/training.md). The same seed draws the same initial
 weights; the loop, the all-reduce and the weights' average are the first fit's, so N replicas
 still make one device's update.
 
@@ -28,13 +32,15 @@ import math
 import os
 
 from trainer_module.job import REFIT, TrainJob
-from trainer_module.scaling import Plan
+from trainer_module.scaling import Plan, cooldown_steps
 from trainer_module.summary import Refit, Stopping, TrainingSummary
 
 
-def steps(stopping: Stopping | None, plan: Plan, rows: int) -> tuple[int, int] | None:
+def steps(stopping: Stopping | None, plan: Plan, rows: int,
+          share: float = 0.0) -> tuple[int, int] | None:
     """(steps, decay steps) of the refit on `rows`, from the first fit's account; None where
-    there is nothing to refit (see the module's docstring)."""
+    there is nothing to refit (see the module's docstring). share: trainer.decay_share, the
+    cooldown's of weights kept at the flat rate."""
     if (stopping is None or stopping.best_step <= 0 or not stopping.fit_rows
             or rows <= stopping.fit_rows):
         return None
@@ -46,8 +52,9 @@ def steps(stopping: Stopping | None, plan: Plan, rows: int) -> tuple[int, int] |
         flat, decay = stopping.cooled_best, stopping.cooled_over
     elif plan.decay_steps and stopping.best_step > plan.train_steps - plan.decay_steps:
         flat, decay = plan.train_steps - plan.decay_steps, plan.decay_steps  # the planned decay
-    else:
-        flat, decay = stopping.best_step, 0  # kept before any decay: the flat rate's epochs
+    else:  # kept before any decay: the flat rate's epochs, then the cooldown from there
+        flat = stopping.best_step
+        decay = cooldown_steps(flat, share)
     decay = math.ceil(decay * ratio)
     return math.ceil(flat * ratio) + decay, decay
 
@@ -60,7 +67,7 @@ def job(first: TrainJob, plan: Plan, stopping: Stopping | None, rows: int | None
     cfg = first.trainer
     if asynchronous or cfg.validation_share <= 0 or not rows or rows > cfg.refit_rows:
         return None
-    planned = steps(stopping, plan, rows)
+    planned = steps(stopping, plan, rows, cfg.decay_share)
     if planned is None:
         return None
     total, decay = planned

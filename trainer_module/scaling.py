@@ -302,6 +302,15 @@ def _ceiling_words(cfg, train_rows: int) -> str:
                else ""))
 
 
+def cooldown_steps(step: int, share: float, chunk: int = 1) -> int:
+    """The steps of a cooldown from the weights of `step` (trainer_module/early_stopping.py, and a
+    refit's of weights kept before any decay): the `share` of a run of those steps and the
+    cooldown (trainer.decay_share, as the planned decay is of the planned steps), in whole
+    chunks."""
+    steps = math.ceil(step * share / (1.0 - share)) if 0 < share < 1 else 0
+    return math.ceil(steps / chunk) * chunk
+
+
 def learning_rate_factor(global_batch: int, base_batch: int, rule: str) -> float:
     """How much the base learning rate grows from base_batch to global_batch."""
     ratio = global_batch / base_batch

@@ -35,11 +35,18 @@ def test_the_decay_is_the_cooldowns_length_where_a_stops_chunk_ended_past_it():
     assert refit.steps(late, PLAN, 34_511)[1] == 34  # 30 x 1.11, not 50 x 1.11
 
 
-def test_weights_kept_before_the_cooldown_are_refit_at_the_flat_rate_for_their_epochs():
+def test_weights_kept_before_the_cooldown_are_refit_flat_for_their_epochs_then_cooled_down():
+    """Weights kept at the flat rate (the first fit's cooldown did not beat them on its
+    validation rows) are refit for their epochs at the flat rate, then the cooldown from there:
+    trainer.decay_share of the run and it (a quarter of the flat steps at 0.2), over the rows'
+    ratio; the refit ends decayed. trainer.decay_share = 0 (no decay): flat to the end."""
     plateau = dataclasses.replace(COOLED, best_step=400)  # the cooldown did not beat them
-    assert refit.steps(plateau, PLAN, 34_511) == (445, 0)
+    assert refit.steps(plateau, PLAN, 34_511, 0.2) == (445 + 112, 112)  # 100 cooldown steps
     no_cooldown = dataclasses.replace(COOLED, cooled_from=0, cooled_best=-1, best_step=300)
-    assert refit.steps(no_cooldown, PLAN, 34_511) == (334, 0)
+    assert refit.steps(no_cooldown, PLAN, 34_511, 0.2) == (334 + 84, 84)  # 75 x 1.11
+    assert refit.steps(plateau, PLAN, 34_511, 0.0) == (445, 0)
+    again = refit.job(_job(decay_share=0.2), PLAN, plateau, 34_511)
+    assert (again.trainer.train_steps, round(again.trainer.decay_share * 557)) == (557, 112)
 
 
 def test_weights_kept_in_the_planned_decay_are_refit_through_the_whole_decay():
