@@ -7,12 +7,9 @@ into parts (trainer_module/preprocessing.py), and `data.columns` overrides any o
   a sequential key, a hash, a name per row. An integer column must also be a near-dense range
   (row numbers, sequential keys): an integer measurement that happens to be unique per row stays
   a feature, and so does any float column (a coordinate, an amount).
-- **timestamp**: a text column whose every present cell is an ISO 8601 date or date-time
-  (`features.TIMESTAMP_PATTERN`), or a date as people write it, all cells in one form
-  (`features.DATE_FORMS`: 1/31/2017 06:00 AM, 31.01.17, Jan 5, 2017, 5 January 2017). The order
-  of a numeric date is read from the cells: a first field above 12 makes it day/month/year, a
-  second field above 12 month/day/year; when no field settles it, month/day/year, and the run
-  says so. `data.columns = {col = "timestamp:dmy"}` names the order (ymd, mdy, dmy), and
+- **timestamp**: a text column whose every present cell is a date, ISO 8601's or as people
+  write it, all cells in one form, its order read from the cells (pipeline/written_dates.py).
+  `data.columns = {col = "timestamp:dmy"}` names the order (ymd, mdy, dmy), and
   "timestamp:epoch" reads a numeric column as seconds since 1970.
 
 - **coded float** (a feature): a float column of at most features.CODE_TOP_K distinct values,
@@ -54,10 +51,10 @@ import pyarrow.compute as pc
 
 from components.csv_format import FLOAT, INT, STRING
 from pipeline.value_counts import ValueCounts
-from trainer_module.features import (CODE_TOP_K, DATE_FORMS, DMY, EPOCH, HASH_BUCKETS,
-                                     HASHED_TOP_K, MAX_VOCABULARY, MDY, MIN_COUNT, OOV_BUCKETS,
-                                     ORDERS, TIMESTAMP_PATTERN, VOCABULARY_TOP_K, YMD, code_name,
-                                     transformed_name)
+from pipeline.written_dates import ORDER_WORDS, WrittenDates
+from trainer_module.features import (CODE_TOP_K, EPOCH, HASH_BUCKETS, HASHED_TOP_K,
+                                     MAX_VOCABULARY, MIN_COUNT, OOV_BUCKETS, ORDERS,
+                                     VOCABULARY_TOP_K, YMD, code_name, transformed_name)
 
 ID_DISTINCT_SHARE = 0.99  # distinct / present values at or above this: every row its own value
 ID_RANGE_SLACK = 1.5  # an integer id spans at most this times its distinct count (a sequence)
@@ -87,9 +84,6 @@ CODED_ROWS_PER_VALUE = 50
 CODED_GAP = 2
 UNIQUE_TEXT = "near-unique text"  # found, never named
 
-
-_ORDER_WORDS = {YMD: "year-month-day", MDY: "month/day/year", DMY: "day/month/year",
-                EPOCH: "seconds since 1970"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,9 +117,7 @@ class _Column:
         self.present = 0
         self.first = None  # the one value seen so far, while the column may be constant
         self.constant = True
-        self.timestamps = True  # every present cell so far matched the pattern
-        self.forms = set(DATE_FORMS)  # the written date forms every present cell matched so far
-        self.fields = [0, 0]  # the largest first and second fields of a numeric date
+        self.dates = WrittenDates()  # whether every present cell so far was a date
         self.id_candidate = True
         self.within_batch_distinct = 0
         self.distinct: list[pa.Array] = []  # each batch's distinct values, while a candidate
@@ -150,16 +142,7 @@ class _Column:
             if len(unique) > 1 or (self.first is not None and unique[0].as_py() != self.first):
                 self.constant = False
             self.first = unique[0].as_py()
-        if self.timestamps:
-            self.timestamps = bool(pc.all(pc.match_substring_regex(present, TIMESTAMP_PATTERN)).as_py())
-        for form in sorted(self.forms):
-            if not pc.all(pc.match_substring_regex(present, DATE_FORMS[form])).as_py():
-                self.forms.discard(form)
-        if "numeric" in self.forms:
-            found = pc.extract_regex(present, r"^(?P<a>[0-9]{1,2})[-/.](?P<b>[0-9]{1,2})")
-            for i, field in enumerate(("a", "b")):
-                largest = pc.max(pc.cast(found.field(field), pa.int64())).as_py()
-                self.fields[i] = max(self.fields[i], largest or 0)
+        self.dates.add(present)
         if self.id_candidate:
             self.within_batch_distinct += len(unique)
             # Distinct over all batches is at most the sum of each batch's distinct counts.
@@ -174,13 +157,9 @@ class _Column:
             return Role(CONSTANT, "no values, only missing cells")
         if self.constant:
             return Role(CONSTANT, f"one value ({self.first!r}) in every present cell")
-        if kind == STRING and self.timestamps:
-            return Role(TIMESTAMP, "every cell an ISO 8601 date or time: parsed into "
-                                   "year, month, day, day of week, hour", YMD)
-        if kind == STRING and self.forms:
-            written = self._written_date()
-            if written:
-                return written
+        dates = self.dates.found() if kind == STRING else None
+        if dates:
+            return Role(TIMESTAMP, dates[1], dates[0])
         feature = (lambda: self._hashed(kind)  # noqa: E731 - evaluated only where no role was written
                    or self._large(kind, min_count, max_vocabulary) or self._coded(kind)
                    or Role(FEATURE, "", levels=self._levels(kind)))
@@ -263,26 +242,6 @@ class _Column:
                              f"repeats; the rest share {HASH_BUCKETS:,} hash buckets)",
                     kept=kept, rare=rare)
 
-    def _written_date(self) -> Role | None:
-        parts = "parsed into year, month, day, day of week, hour"
-        if "month_name_first" in self.forms:
-            return Role(TIMESTAMP, f"every cell a date with the month's name first: {parts}", MDY)
-        if "day_first_month_name" in self.forms:
-            return Role(TIMESTAMP, f"every cell a date, the day then the month's name: {parts}",
-                        DMY)
-        first, second = self.fields
-        if first > 12 and second > 12:
-            return None  # two fields above 12: no date
-        if first > 12:
-            return Role(TIMESTAMP, f"every cell a date, read day/month/year (a first field of "
-                                   f"{first}, above 12): {parts}", DMY)
-        if second > 12:
-            return Role(TIMESTAMP, f"every cell a date, read month/day/year (a second field of "
-                                   f"{second}, above 12): {parts}", MDY)
-        return Role(TIMESTAMP, "every cell a date, read month/day/year: NOT SETTLED by the data "
-                               "(no field above 12; data.columns = {col = \"timestamp:dmy\"} "
-                               f"reads day/month/year): {parts}", MDY)
-
 
 def grid_gap(texts: list[str]) -> tuple[float, decimal.Decimal]:
     """(the median gap between neighbouring distinct values of a float column, as written, in
@@ -347,7 +306,7 @@ class Profile:
                 found = self.columns[self.header.index(name)].role(types[name])
                 order = found.order if found.role == TIMESTAMP else YMD
             chosen[name] = Role(role, "set by data.columns"
-                                + (f", read {_ORDER_WORDS[order]}" if order else ""), order)
+                                + (f", read {ORDER_WORDS[order]}" if order else ""), order)
         roles = {}
         for name, column in zip(self.header, self.columns):
             if name == label:
