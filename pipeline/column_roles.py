@@ -319,7 +319,7 @@ class Profile:
         """{feature: rows} of the built-in model's embedding tables, as the built-in
         preprocessing will size them (trainer_module/preprocessing.py): a text column's values
         (a missing cell one more), at most VOCABULARY_TOP_K, and its OOV bucket; an integer
-        column's code, or a coded float's, likewise at most CODE_TOP_K; a hashed column's
+        column's code likewise, a coded float's at most CODE_TOP_K; a hashed column's
         HASHED_TOP_K and its hash buckets; a large one's kept values and its hash buckets; every
         one at most max_vocabulary."""
         rows = {}
@@ -338,7 +338,7 @@ class Profile:
             if role.role == HASHED:
                 rows[feature] = min(distinct, HASHED_TOP_K) + HASH_BUCKETS
             else:
-                cap = VOCABULARY_TOP_K if kind == STRING else CODE_TOP_K
+                cap = VOCABULARY_TOP_K if kind in (STRING, INT) else CODE_TOP_K
                 rows[feature] = min(distinct, cap, max_vocabulary) + OOV_BUCKETS
         return rows
 

@@ -227,3 +227,28 @@ def test_a_large_categorical_column_keeps_each_value_seen_often_enough(tmp_path)
         (out, _), _ = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
             lambda inputs: preprocessing.preprocessing_fn(inputs, capped))
     assert {r[features.transformed_name("user")] for r in out} == {0, 1}  # u1, or the OOV bucket
+
+
+def test_an_integer_code_keeps_as_many_values_as_text_does(tmp_path):
+    """An integer column's code keeps its values up to VOCABULARY_TOP_K, as a text column's
+    vocabulary does, not the CODE_TOP_K of a coded float: a panel's person id of 6,127 values,
+    each in ~3 rows (COUNT's rwm5yr: held-out AUC 0.8963 -> 0.9385 with every person a code),
+    is one index per value past the first CODE_TOP_K, and a server's raw value finds its own."""
+    import tensorflow_transform as tft
+
+    values = features.CODE_TOP_K + 300
+    rows = [{"person": [1000 + i % values], "y": [i % 2]} for i in range(2 * values)]
+    spec = {"person": tf.io.VarLenFeature(tf.int64), "y": tf.io.VarLenFeature(tf.int64)}
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(spec))
+    config = TransformSpec("y", CLASSIFICATION).to_custom_config()
+    with tft_beam.Context(temp_dir=str(tmp_path / "tmp")):
+        (out, _), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
+            lambda inputs: preprocessing.preprocessing_fn(inputs, config))
+        _ = transform_fn | tft_beam.WriteTransformFn(str(tmp_path / "fn"))
+    codes = [r[features.code_name("person")] for r in out]
+    assert len(set(codes)) == values and max(codes) == values - 1  # no value in the OOV bucket
+    output = tft.TFTransformOutput(str(tmp_path / "fn"))
+    assert output.vocabulary_size_by_name(features.code_vocab_name("person")) == values
+    served = output.transform_raw_features(
+        {"person": tf.sparse.from_dense(tf.constant([[1000 + values - 1], [1000]], tf.int64))})
+    assert served[features.code_name("person")].numpy().tolist() == [codes[values - 1], codes[0]]

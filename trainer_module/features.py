@@ -69,7 +69,8 @@ QUANTILE_BINS = 48
 
 def code_name(key: str) -> str:
     """An integer column's value as a code (a flight number, a distance that names a route):
-    its index among the column's CODE_TOP_K most frequent values."""
+    its index among the column's VOCABULARY_TOP_K most frequent values (a coded float's:
+    CODE_TOP_K)."""
     return f"{safe_name(key)}_code"
 
 
@@ -79,8 +80,9 @@ def code_vocab_name(key: str) -> str:
 
 CODE_TOP_K = 1024
 
-# A text column keeps at most its 200,000 most frequent values, an integer column's code its
-# CODE_TOP_K (tf.Transform's approximate vocabulary, exact below this many distinct values).
+# A text column keeps at most its 200,000 most frequent values, and so does an integer column's
+# code (a coded float's: CODE_TOP_K) (tf.Transform's approximate vocabulary, exact below this
+# many distinct values).
 VOCABULARY_TOP_K = 200_000
 # A large categorical column (pipeline/column_roles.py): a text or integer column with more
 # distinct values than VOCABULARY_TOP_K that repeat (user or item ids). It keeps every value seen

@@ -7,8 +7,9 @@
   columns go through one [batch, n] matrix (analyzers: one per statistic, not per column), and
   for the built-in model come out as one tensor (TransformSpec.packed: features.NUMERIC_COLUMNS);
 - integer feature i: as a numeric feature, and `i_code`, the index of its value among the
-  column's features.CODE_TOP_K most frequent ones (a flight number, or a distance, names a
-  route: a code the model embeds as it embeds text);
+  column's VOCABULARY_TOP_K most frequent ones, as many as text keeps (a flight number, or a
+  distance, names a route; a panel's person id names a person: a code the model embeds as it
+  embeds text);
 - coded float f (TransformSpec.coded: at most CODE_TOP_K values, each in many rows,
   pipeline/column_roles.py): as a numeric feature, and `f_code` as an integer's, each value
   named by its float32 bits (exact: 14.07 is one code, 14.08 another);
@@ -154,7 +155,8 @@ def builtin_features(columns: dict, timestamps=(), orders: dict | None = None,
                 vocabularies.kept(text, features.kept_codes_name(key))
                 if key in vocabularies.large else
                 tft.experimental.compute_and_apply_approximate_vocabulary(
-                    text, top_k=vocabularies.top_k(features.CODE_TOP_K),
+                    text, top_k=vocabularies.top_k(
+                        VOCABULARY_TOP_K if x.dtype == tf.int64 else features.CODE_TOP_K),
                     num_oov_buckets=features.OOV_BUCKETS,
                     vocab_filename=features.code_vocab_name(key)))
         elif x.dtype == tf.string:

@@ -276,6 +276,20 @@ def test_levels_are_integers_and_coded_floats_of_few_values_each_in_many_rows(tm
     assert preflight.decide(config, data).transform_spec("y").levels == ("children", "rate")
 
 
+def test_an_integer_codes_table_has_a_row_per_value_as_texts_does(tmp_path):
+    """An integer column of more than CODE_TOP_K values (a person id, each in 4 rows) has a
+    table row per value and the OOV bucket, as the preprocessing keeps them (up to
+    VOCABULARY_TOP_K, a text column's bound); a coded float's stays within CODE_TOP_K."""
+    from trainer_module.features import CODE_TOP_K, OOV_BUCKETS, code_name
+
+    values = CODE_TOP_K + 476
+    lines = ["person,y"] + [f"{7 + i % values},{'ab'[i % 2]}" for i in range(4 * values)]
+    (tmp_path / "d.csv").write_text("\n".join(lines) + "\n")
+    data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))
+    assert data.roles["person"] == Role(FEATURE, "")
+    assert data.table_rows[code_name("person")] == values + OOV_BUCKETS
+
+
 def test_grid_gap_counts_steps_of_the_finest_decimal_place_written():
     """The median gap between neighbouring values, in steps of the finest decimal place any
     value needs (trailing zeros need none; a step is at most a unit); float32 noise written out
