@@ -47,7 +47,7 @@ def test_the_refit_is_a_fit_on_every_train_row_and_resumes_after_a_sigterm(pengu
     fit_rows = whole.stopping.fit_rows
     assert whole.refit.rows == fit_rows + whole.stopping.validation_rows
     assert (whole.refit.steps, whole.refit.decay_steps) == refit.steps(
-        whole.stopping, whole.plan, whole.refit.rows)
+        whole.stopping, whole.plan, whole.refit.rows, job.trainer.decay_share)
     assert (tmp_path / "whole" / "run" / "lockstep_refit" / "checkpoints").is_dir()
     served = _served(job.serving_model_dir, records)
 
