@@ -21,13 +21,6 @@ into parts (trainer_module/preprocessing.py), and `data.columns` overrides any o
   rate names its grade). A float that fills its grid (a weight in hundredths, a delay in whole
   minutes) is a measurement, a number only: a code a value would let the model learn each
   value's rows by heart. `data.columns = {col = "feature"}` keeps a coded one a number only.
-- **levels** (a feature): an integer column or a coded float of at most features.CODE_TOP_K
-  values, CODED_ROWS_PER_VALUE rows each or more on average (a count of children, a rating, a
-  zip code's share in tenths, a rate from a table): its code tells every value apart, each
-  learned from many rows, so the built-in model takes no quantile position of it
-  (trainer_module/preprocessing.py), which would tell them apart a second time: its z-score, its
-  missing flag and its code. An integer of more values, or of values seen in few rows (an
-  amount, an id), keeps its position beside its code.
 - **large categorical** (a feature): a text or integer column with more than
   features.VOCABULARY_TOP_K distinct values that repeat (user or item ids): it keeps every value
   seen at least data.min_count times, up to data.max_vocabulary, its rare values in hash buckets
@@ -97,8 +90,6 @@ class Role:
     rare: int = 0
     # A coded float's distinct values (each embedded as a code besides the number).
     codes: int = 0
-    # An integer column or coded float whose values are levels (the module's docstring).
-    levels: bool = False
 
 
 def parse_override(name: str, value: str) -> tuple[str, str]:
@@ -162,7 +153,7 @@ class _Column:
             return Role(TIMESTAMP, dates[1], dates[0])
         feature = (lambda: self._hashed(kind)  # noqa: E731 - evaluated only where no role was written
                    or self._large(kind, min_count, max_vocabulary) or self._coded(kind)
-                   or Role(FEATURE, "", levels=self._levels(kind)))
+                   or Role(FEATURE, ""))
         if kind == FLOAT or not self.id_candidate or self.present < ID_MIN_VALUES:
             return feature()
         values = pa.chunked_array(self.distinct, pa.string())
@@ -212,15 +203,7 @@ class _Column:
             return None
         return Role(FEATURE, f"{distinct:,} values, {self.present / distinct:,.0f} rows each on "
                              f"average, a median {float(gap * float(step)):g} apart ({gap:,g} "
-                             f"steps of {float(step):g})", codes=distinct, levels=True)
-
-    def _levels(self, kind: str) -> bool:
-        """An integer column of at most CODE_TOP_K values, CODED_ROWS_PER_VALUE rows each or
-        more on average (levels: the module's docstring)."""
-        if kind != INT or self.values is None:
-            return False
-        distinct = len(self.values.counts())
-        return distinct <= CODE_TOP_K and self.present >= CODED_ROWS_PER_VALUE * distinct
+                             f"steps of {float(step):g})", codes=distinct)
 
     def _large(self, kind: str, min_count: int, max_vocabulary: int) -> Role | None:
         """A text or integer column of more than VOCABULARY_TOP_K distinct values whose values
@@ -355,12 +338,6 @@ def large(roles: dict[str, Role]) -> list[str]:
 def coded(roles: dict[str, Role]) -> list[str]:
     """The coded floats (each value also embedded as a code)."""
     return sorted(name for name, r in roles.items() if r.role == FEATURE and r.codes)
-
-
-def levels(roles: dict[str, Role]) -> list[str]:
-    """The integer columns and coded floats whose values are levels, each a code seen in many
-    rows (the built-in model takes no quantile position of them)."""
-    return sorted(name for name, r in roles.items() if r.role == FEATURE and r.levels)
 
 
 def timestamps(roles: dict[str, Role]) -> list[str]:

@@ -34,7 +34,6 @@ class Decisions:
                              hashed=tuple(column_roles.hashed(self.roles)),
                              large=tuple(column_roles.large(self.roles)),
                              coded=tuple(column_roles.coded(self.roles)),
-                             levels=tuple(column_roles.levels(self.roles)),
                              min_count=self.min_count, max_vocabulary=self.max_vocabulary)
 
     def column_lines(self) -> list[str]:

@@ -24,16 +24,16 @@ ROWS = [{"x": [1.0], "color": [b"red"], "n": [], "y": [3]},
         {"x": [5.0], "color": [], "n": [600], "y": []}]  # color and label missing
 
 
-def _transform(task, packed=False, levels=()):
+def _transform(task, packed=False):
     """The rows preprocessing_fn makes of ROWS under tf.Transform, for that task (`packed`: the
-    numeric columns in one tensor; `levels`: TransformSpec.levels): one Beam run each, shared by
-    the tests that read them (a copy each)."""
-    return copy.deepcopy(_transformed(task, packed, tuple(levels)))
+    numeric columns in one tensor): one Beam run each, shared by the tests that read them (a
+    copy each)."""
+    return copy.deepcopy(_transformed(task, packed))
 
 
 @functools.cache
-def _transformed(task, packed, levels):
-    spec = TransformSpec("y", task, packed=packed, levels=levels).to_custom_config()
+def _transformed(task, packed):
+    spec = TransformSpec("y", task, packed=packed).to_custom_config()
     with tempfile.TemporaryDirectory() as tmp, tft_beam.Context(temp_dir=tmp):
         metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(FEATURE_SPEC))
         (rows, _), _ = (ROWS, metadata) | tft_beam.AnalyzeAndTransformDataset(
@@ -87,26 +87,6 @@ def test_packed_numeric_columns_are_their_features_in_the_models_order():
         assert out[features.code_name("n")] == row[features.code_name("n")]
         assert out[features.transformed_name("color")] == row[features.transformed_name("color")]
         assert not {features.transformed_name("x"), features.position_name("n")} & set(out)
-
-
-def test_levels_have_no_position_in_the_packed_tensor():
-    """A column whose values are levels (TransformSpec.levels: each a code seen in many rows)
-    comes to the built-in model as its z-score, missing flag and code, its position 0: the code
-    tells the values apart; the other columns keep theirs, and so do the per-column features a
-    user's model reads."""
-    rows = _transform(CLASSIFICATION)
-    packed = _transform(CLASSIFICATION, packed=True, levels=("n",))
-    for row, out in zip(rows, packed):
-        expected = [[0.0, row[features.transformed_name("n")],
-                     row[features.missing_flag_name("n")]],
-                    [row[features.position_name(c)] for c in ("x",)]
-                    + [row[features.transformed_name("x")], row[features.missing_flag_name("x")]]]
-        assert np.asarray(out[features.NUMERIC_COLUMNS]).tolist() == expected
-        assert out[features.code_name("n")] == row[features.code_name("n")]
-    assert max(row[features.position_name("n")] for row in rows) > 0
-    unpacked = _transform(CLASSIFICATION, levels=("n",))
-    assert ([r[features.position_name("n")] for r in unpacked]
-            == [r[features.position_name("n")] for r in rows])
 
 
 def test_a_coded_float_is_also_a_code_named_by_its_value(tmp_path):

@@ -26,9 +26,6 @@ EXCLUDED_KEY, TIMESTAMPS_KEY, ORDERS_KEY = "excluded", "timestamps", "timestamp_
 HASHED_KEY = "hashed"
 # The float columns whose values are also codes (pipeline/column_roles.py, coded floats).
 CODED_KEY = "coded"
-# The integer columns and coded floats whose values are levels, each a code seen in many rows
-# (pipeline/column_roles.py): the packed numeric tensor carries no quantile position of them.
-LEVELS_KEY = "levels"
 # Whether the numeric columns come packed in one tensor (features.NUMERIC_COLUMNS) for the
 # built-in model, or as three features each (a user's trainer.model reads those).
 PACKED_KEY = "packed"
@@ -71,8 +68,7 @@ class TransformSpec:
     each is read in when not ISO's (features.ORDERS: {column: "mdy"}), the near-unique text
     columns hashed into buckets, the large categorical columns (each value seen `min_count` times
     kept, up to `max_vocabulary`, the rest hashed; every column keeps at most max_vocabulary),
-    the float columns whose values are also codes (`coded`), the columns whose values are levels
-    (`levels`: no quantile position in the packed tensor), whether the numeric columns come
+    the float columns whose values are also codes (`coded`), whether the numeric columns come
     packed for the built-in model (`packed`), and the user's own preprocessing_fn with its code's
     fingerprint."""
 
@@ -89,7 +85,6 @@ class TransformSpec:
     max_vocabulary: int = MAX_VOCABULARY
     coded: tuple[str, ...] = ()
     packed: bool = False
-    levels: tuple[str, ...] = ()
 
     def to_custom_config(self) -> dict[str, Any]:
         return {LABEL_KEY: self.label, TASK_KEY: check_task(self.task),
@@ -98,15 +93,13 @@ class TransformSpec:
                 ORDERS_KEY: dict(sorted(self.timestamp_orders.items())),
                 HASHED_KEY: sorted(self.hashed), LARGE_KEY: sorted(self.large),
                 MIN_COUNT_KEY: self.min_count, MAX_VOCABULARY_KEY: self.max_vocabulary,
-                CODED_KEY: sorted(self.coded), PACKED_KEY: self.packed,
-                LEVELS_KEY: sorted(self.levels)}
+                CODED_KEY: sorted(self.coded), PACKED_KEY: self.packed}
 
     @classmethod
     def from_custom_config(cls, values: dict[str, Any]) -> "TransformSpec":
         _check_keys(values, (LABEL_KEY, TASK_KEY, EXCLUDED_KEY, TIMESTAMPS_KEY,
                              PREPROCESSING_FN_KEY, CODE_KEY, ORDERS_KEY, HASHED_KEY, LARGE_KEY,
-                             MIN_COUNT_KEY, MAX_VOCABULARY_KEY, CODED_KEY, PACKED_KEY,
-                             LEVELS_KEY), "Transform")
+                             MIN_COUNT_KEY, MAX_VOCABULARY_KEY, CODED_KEY, PACKED_KEY), "Transform")
         for key in (MIN_COUNT_KEY, MAX_VOCABULARY_KEY):
             if not isinstance(values[key], int) or isinstance(values[key], bool) or values[key] < 1:
                 raise TrainerConfigError(f"Transform custom_config: {key} must be a whole "
@@ -123,8 +116,7 @@ class TransformSpec:
                    _text(values[CODE_KEY], CODE_KEY), dict(orders),
                    _names(values[HASHED_KEY], HASHED_KEY), _names(values[LARGE_KEY], LARGE_KEY),
                    values[MIN_COUNT_KEY], values[MAX_VOCABULARY_KEY],
-                   _names(values[CODED_KEY], CODED_KEY), _flag(values[PACKED_KEY], PACKED_KEY),
-                   _names(values[LEVELS_KEY], LEVELS_KEY))
+                   _names(values[CODED_KEY], CODED_KEY), _flag(values[PACKED_KEY], PACKED_KEY))
 
 
 def _text(value: Any, what: str) -> str:

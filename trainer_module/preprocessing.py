@@ -13,12 +13,6 @@
 - coded float f (TransformSpec.coded: at most CODE_TOP_K values, each in many rows,
   pipeline/column_roles.py): as a numeric feature, and `f_code` as an integer's, each value
   named by its float32 bits (exact: 14.07 is one code, 14.08 another);
-- levels (TransformSpec.levels: an integer column or coded float each of whose values is a code
-  seen in many rows, pipeline/column_roles.py): in the built-in model's packed tensor, position
-  0, so the model takes its z-score, its missing flag and its code: the code tells every value
-  apart, and the position's piecewise-linear encoding would tell them apart a second time, a
-  second set of weights a value to fit (ISLR Caravan's 85 integer columns of a few levels each,
-  docs/training.md); its per-column features (a user's model) keep the position;
 - string feature s: `s_xf` = vocabulary index with OOV buckets, missing mapped to its own token;
   a near-unique one (hashed): its 1,000 most frequent values, every other value in one of 1,000
   hash buckets;
@@ -67,7 +61,7 @@ def preprocessing_fn(inputs, custom_config):
     else:
         outputs = builtin_features(columns, spec.timestamps, spec.timestamp_orders, spec.hashed,
                                    Vocabularies(spec.large, spec.min_count, spec.max_vocabulary),
-                                   spec.coded, packed=spec.packed, levels=spec.levels)
+                                   spec.coded, packed=spec.packed)
     label_out = features.transformed_name(label)
     if label_out in outputs:
         raise ValueError(f"{PREPROCESSING_KEY}: it returns '{label_out}', the label's "
@@ -123,15 +117,13 @@ def _code_text(x):
 
 def builtin_features(columns: dict, timestamps=(), orders: dict | None = None,
                      hashed=(), vocabularies: Vocabularies | None = None, coded=(),
-                     packed: bool = False, levels=()) -> dict:
+                     packed: bool = False) -> dict:
     """The built-in rules over the raw columns (the module's docstring): z-scored numerics with
     missing flags, vocabulary indices for text (`hashed` ones: the most frequent values, the rest
     in hash buckets), timestamps in parts (each read in its order, `orders` {column:
     features.ORDERS}, ISO's by default), integers and the `coded` floats also as codes;
     `vocabularies`: how many values each column keeps. `packed`: the numeric columns' features
-    in one tensor, features.NUMERIC_COLUMNS, for the built-in model, where the `levels` (integer
-    columns and coded floats each of whose values is a code seen in many rows) have position 0:
-    their codes tell the values apart; else three features each."""
+    in one tensor, features.NUMERIC_COLUMNS, for the built-in model; else three features each."""
     vocabularies = vocabularies or Vocabularies()
     outputs = {}
     plain = {k: x for k, x in columns.items() if k not in timestamps and x.dtype != tf.string}
@@ -170,14 +162,14 @@ def builtin_features(columns: dict, timestamps=(), orders: dict | None = None,
                     vocab_filename=features.vocab_name(key)))
     if names:
         outputs.update(_numeric_features(names, tf.concat(values, axis=1),
-                                         tf.concat(present, axis=1), packed, levels))
+                                         tf.concat(present, axis=1), packed))
     return outputs
 
 
-def _numeric_features(names: list[str], values, present, packed: bool, levels=()) -> dict:
+def _numeric_features(names: list[str], values, present, packed: bool) -> dict:
     """The numeric columns' features from their [batch, n] values (0 where missing) and present
     flags: each column's z-score, missing flag and quantile position, three features a column or
-    (packed) one features.NUMERIC_COLUMNS tensor, where the `levels`' position is 0."""
+    (packed) one features.NUMERIC_COLUMNS tensor."""
     # All numeric columns as one [batch, n] matrix, and every statistic they need in one
     # tft.sum over [present, value, value^2, 1]: one analyzer, so one pass over the data
     # (tft.scale_to_z_score of the mean-filled values needs the mean first: a second pass;
@@ -201,8 +193,6 @@ def _numeric_features(names: list[str], values, present, packed: bool, levels=()
     scaled = tf.where(std > 0, centred / tf.where(std > 0, std, 1.0), centred)
     position = present * _quantile_position(values, present)
     if packed:
-        if set(names) & set(levels):  # their codes tell the values apart: no position
-            position = position * tf.constant([[float(name not in levels) for name in names]])
         # In the order of the columns' safe names, each column's (position, z-score, flag):
         # the built-in model's order of the per-column features (model.numeric_groups).
         order = sorted(range(len(names)), key=lambda i: features.safe_name(names[i]))

@@ -252,30 +252,6 @@ def test_a_float_that_fills_its_grid_is_a_measurement_not_a_code(tmp_path):
                                       "(25 steps of 0.01)")
 
 
-def test_levels_are_integers_and_coded_floats_of_few_values_each_in_many_rows(tmp_path):
-    """An integer column of at most CODE_TOP_K values, CODED_ROWS_PER_VALUE rows each or more on
-    average, and a coded float, are levels (the built-in model takes their codes, not their
-    quantile positions: TransformSpec.levels); an integer of as many values seen in fewer rows
-    (an amount), a float that is no code, and text are not."""
-    from pipeline import column_roles, config as config_lib, preflight
-
-    rng = np.random.default_rng(0)
-    rows = 6_000
-    children = rng.integers(0, 6, rows)  # 6 values, 1,000 rows each
-    amount = rng.integers(0, 300, rows)  # 300 values, 20 rows each
-    rate = np.round(5 + 0.25 * rng.integers(0, 40, rows), 2)  # a coded float
-    weight = np.round(rng.normal(70, 10, rows), 1)
-    lines = ["children,amount,rate,weight,color,y"] + [
-        f"{c},{a},{r},{w},{'abc'[i % 3]},{'ab'[i % 2]}"
-        for i, (c, a, r, w) in enumerate(zip(children, amount, rate, weight))]
-    (tmp_path / "d.csv").write_text("\n".join(lines) + "\n")
-    data = data_check.check(DataConfig(str(tmp_path / "d.csv"), "y", [""]))
-    assert column_roles.levels(data.roles) == ["children", "rate"]
-    assert data.roles["children"] == Role(FEATURE, "", levels=True)
-    config = config_lib.load(None, {"data.path": str(tmp_path / "d.csv"), "data.label": "y"})
-    assert preflight.decide(config, data).transform_spec("y").levels == ("children", "rate")
-
-
 def test_an_integer_codes_table_has_a_row_per_value_as_texts_does(tmp_path):
     """An integer column of more than CODE_TOP_K values (a person id, each in 4 rows) has a
     table row per value and the OOV bucket, as the preprocessing keeps them (up to
