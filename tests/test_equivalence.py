@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, penguins_job
-from trainer_module import equivalence, verify_process, weight_average
+from trainer_module import equivalence, target_statistics, verify_process, weight_average
 from trainer_module.settings import TrainerConfig
 
 pytestmark = pytest.mark.slow
@@ -52,6 +52,22 @@ def test_builtin_model_makes_one_devices_update(penguins_run, replicas):
         f"weights moved {result.moved:.1e}: {result.relative:.1e} of the movement, within "
         f"1e-04{rounded}: {replicas} replicas make the update one device makes on the global "
         "batch"]
+
+
+def test_the_target_statistics_are_counted_as_the_run_counts_them(penguins_run, monkeypatch):
+    """The built-in model's target statistics (trainer_module/target_statistics.py: penguins'
+    island and sex) are counted from the fit rows before both sides train, and the check holds
+    with them: a row's fold, and so its feature in training, is the same on any replica."""
+    counted, count = [], target_statistics.fill
+
+    def fill(model, dataset, task):
+        counted.append((len(target_statistics.layers(model)), count(model, dataset, task)))
+        return counted[-1][1]
+
+    monkeypatch.setattr(target_statistics, "fill", fill)
+    result = _verify(penguins_run, 4)
+    assert result.passed
+    assert counted[0][0] == 1 and 200 < counted[0][1] <= 285  # the fit rows of the train split
 
 
 def test_the_weights_averages_are_held_against_keras_averages(penguins_run, monkeypatch):

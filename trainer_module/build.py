@@ -7,11 +7,13 @@ from here, so the check tests what the run trains."""
 from __future__ import annotations
 
 import os
+import time
 
+from absl import logging
 import tensorflow as tf
 
 from trainer_module import features, hooks, input_pipeline, model as model_lib, precision, scaling
-from trainer_module import strategy as strategy_lib, table_plan, warmup
+from trainer_module import strategy as strategy_lib, table_plan, target_statistics, warmup
 from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY
 from trainer_module.settings import FLOAT16_ON_TPU, MIXED_FLOAT16, REGRESSION, TrainerConfig
 
@@ -133,6 +135,24 @@ def _split(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> dict:
     if strategy_lib.name(strategy) == "ParameterServerStrategy":
         return {"server_blocks": table_shards(inputs, strategy)}
     return {"shards": tables_in_blocks(inputs, strategy)}
+
+
+def fill_statistics(model: tf.keras.Model, job, raw_spec: dict, transform) -> int:
+    """The model's target statistics (trainer_module/target_statistics.py) counted from the job's
+    fit rows (its train split less its validation share), every process alike: the rows counted,
+    0 where the model has none (nothing is read then)."""
+    if not target_statistics.layers(model):
+        return 0
+    cfg = job.trainer
+    dataset = input_pipeline.make_dataset_fn(
+        job.train_files, raw_spec, job.label, job.task, target_statistics.FILL_BATCH,
+        training=False, transform=transform, part=input_pipeline.FIT,
+        validation_share=cfg.validation_share)(None)
+    tic = time.perf_counter()
+    rows = target_statistics.fill(model, dataset, job.task)
+    logging.info("Target statistics: %d fit rows counted in %.2f s", rows,
+                 time.perf_counter() - tic)
+    return rows
 
 
 def raw_spec(tf_transform_output, label: str) -> dict:

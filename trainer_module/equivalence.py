@@ -128,17 +128,17 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     inputs = build.model_inputs(tf_transform_output, job.label, job.task, cfg)
     per_example_loss = build.loss(cfg, job.task, inputs.outputs)
+    raw_spec, transform = _raw_and_transform(tf_transform_output, job)
     dataset_fn = input_pipeline.make_dataset_fn(
-        job.train_files, build.raw_spec(tf_transform_output, job.label), job.label, job.task,
-        plan.replica_step_batch, training=True, seed=cfg.seed,
-        transform=tf_transform_output.transform_features_layer())
+        job.train_files, raw_spec, job.label, job.task, plan.replica_step_batch, training=True,
+        seed=cfg.seed, transform=transform)
     fed = replicas // workers  # the replicas one process's input pipeline feeds
-
     tf.keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():
         model = build.model(inputs, strategy)
         kind, optimizer = optimizer, _optimizer(optimizer, cfg, plan)
         average = weight_average.made(model, cfg.weight_average)
+    build.fill_statistics(model, job, raw_spec, transform)  # as the run counts them
     # Each table split over the replicas counted whole (trainer_module/sharded_embedding.py).
     initial = [w.numpy() for w in model_lib.logical_weights(model)]
     sharded = tuple(sorted(model_lib.sharded_parts(model)[1]))
@@ -247,18 +247,26 @@ def one_device(job: TrainJob, replicas: int, make_optimizer, pipelines: int = 1,
                              hardware=hardware, hosts=pipelines)
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     inputs = build.model_inputs(tf_transform_output, job.label, job.task, cfg)
+    raw_spec, transform = _raw_and_transform(tf_transform_output, job)
     dataset_fn = input_pipeline.make_dataset_fn(
-        job.train_files, build.raw_spec(tf_transform_output, job.label), job.label, job.task,
-        plan.replica_step_batch, training=True, seed=cfg.seed,
-        transform=tf_transform_output.transform_features_layer(), part=input_pipeline.FIT,
+        job.train_files, raw_spec, job.label, job.task, plan.replica_step_batch, training=True,
+        seed=cfg.seed, transform=transform, part=input_pipeline.FIT,
         validation_share=cfg.validation_share, global_order=cfg.input_order == GLOBAL)
     tf.keras.utils.set_random_seed(cfg.seed)
-    initial = [w.numpy() for w in model_lib.logical_weights(
-        build.model(inputs, tf.distribute.get_strategy(), whole_tables=True))]
+    start = build.model(inputs, tf.distribute.get_strategy(), whole_tables=True)
+    build.fill_statistics(start, job, raw_spec, transform)  # as the run counts them
+    initial = [w.numpy() for w in model_lib.logical_weights(start)]
     return _keras_on_one_device(
         inputs, build.loss(cfg, job.task, inputs.outputs), cfg.seed, initial,
         make_optimizer(plan), _global_batches(dataset_fn, pipelines, replicas, plan.train_steps),
         plan.global_batch)
+
+
+def _raw_and_transform(tf_transform_output, job: TrainJob):
+    """(the raw examples' spec, Transform's layer): what the input and the counts of the target
+    statistics read."""
+    return (build.raw_spec(tf_transform_output, job.label),
+            tf_transform_output.transform_features_layer())
 
 
 def _worker_strategy(workers: int) -> tf.distribute.MultiWorkerMirroredStrategy:

@@ -10,6 +10,9 @@ the tabular deep-learning literature that matches gradient boosting with an MLP:
 - text and code columns as embeddings of their vocabulary index, the whole tables stacked in one
   variable (trainer_module/table_stack.py: one lookup and one optimizer update for all of them,
   weight for weight the model of one Embedding per feature);
+- each stacked table's value's target statistics (trainer_module/target_statistics.py: its fit
+  rows' share of each class, or mean label; a row's own fold left out in training), beside its
+  embedding;
 - a TabM-mini ensemble head (Gorishniy et al., ICLR 2025): k members share the backbone (dense
   layers with dropout), each scales the backbone's input by its own vector (initialized to random
   signs) and has its own output layer. In training the model returns every member's outputs,
@@ -28,6 +31,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from trainer_module import features, settings, sharded_embedding, table_plan, table_stack
+from trainer_module import target_statistics
 from trainer_module.autograph_rules import plain
 
 CLIP = 3.0  # a z-score's soft clip: z / sqrt(1 + (z / CLIP)^2), about z inside +-CLIP
@@ -340,10 +344,31 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, p
                 {key: rows.get(key, inputs[key]) for key in order}))
         else:
             parts.extend(rows[key] for key in order)
+        counted = _counted_tables(categorical, task, outputs, cfg, given)
+        if counted:
+            # Hashed into a row's fold: its ids and every float input.
+            hashed = ([features.NUMERIC_COLUMNS] if packed else []) + sorted(numeric)
+            parts.append(target_statistics.TargetStatistics(
+                counted, hashed, target_statistics.widths(task, outputs),
+                name=target_statistics.NAME)(
+                    {**{key: inputs[key] for key, _ in counted},
+                     **{key: inputs[key] for key in hashed}}))
     x = parts[0] if len(parts) == 1 else tf.keras.layers.Concatenate()(parts)
     out = EnsembleHead(max(cfg.ensemble_members, 1), cfg.hidden_units, outputs, task,
                        cfg.dropout, cfg.l2, seed=seed, name="ensemble")(x)
     return tf.keras.Model(inputs, out, name=name)
+
+
+def _counted_tables(categorical: dict[str, int], task: str, outputs: int,
+                    cfg: settings.TrainerConfig, given=()) -> list[list]:
+    """[[feature, rows]] of the tables whose values get target statistics: every table never
+    split over the replicas or the servers (trainer.shard_embeddings_over, whatever the
+    topology: the same model however the others are laid out), none where the task has too
+    many classes or trainer.target_statistics is off."""
+    if not cfg.target_statistics or not target_statistics.widths(task, outputs):
+        return []
+    return [[key, rows] for key, rows in sorted(categorical.items()) if key not in given
+            and not table_plan.kept_in_blocks(rows, cfg.embedding_dim, cfg.shard_embeddings_over)]
 
 
 def per_member(per_example_loss):

@@ -155,6 +155,10 @@ class TrainerConfig:
     embedding_dim: int = 8
     ensemble_members: int = 4
     dropout: float = 0.0
+    # Each text or code value's target statistics (its rows' share of each class, or mean label,
+    # on the fit rows; a row's own fold left out in training) as features of the built-in model
+    # (trainer_module/target_statistics.py; docs/training.md, "Target statistics").
+    target_statistics: bool = True
     # AdamW's decoupled weight decay (0: Adam).
     weight_decay: float = 3e-4
     # The model scored, kept and exported with its weights' moving average, this momentum after

@@ -180,6 +180,7 @@ def _fit(job: TrainJob, strategy, shared, callbacks,
         elastic = _elastic(job, plan, topology.restored, start, model)
         warm, cold_because = (_warm_start(model, job.base_model, average)
                               if start == 0 and cfg.warm_start else (False, ""))
+        build.fill_statistics(model, job, raw_spec, transform)  # after a warm start, a restore
 
         steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, raw_spec,
                            transform, start, average)

@@ -1,0 +1,119 @@
+"""Target statistics (trainer_module/target_statistics.py): each text or code value's fit rows'
+labels, counted by fold, give a row in training its value's mean over the other folds and, in
+inference, over all of them; a row's own label never reaches its own feature in training; the
+served model carries the counts; N replicas train as one device with them (lockstep verify,
+tests/test_equivalence.py's run on the bundled data counts them too)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from trainer_module import model as model_lib, settings, target_statistics
+
+TABLES = [["city_xf", 7], ["id_code", 40]]
+ROWS = 600
+
+
+def _data(seed=0, classes=2):
+    rng = np.random.default_rng(seed)
+    x = {"city_xf": rng.integers(0, 7, ROWS), "id_code": rng.integers(0, 40, ROWS),
+         "n_xf": rng.normal(size=ROWS).astype("float32")}
+    y = (x["id_code"] % classes + (rng.uniform(size=ROWS) < 0.2)) % classes
+    return x, y.astype("int64")
+
+
+def _layer(width=1):
+    inputs = {"city_xf": tf.keras.Input((), dtype=tf.int64, name="city_xf"),
+              "id_code": tf.keras.Input((), dtype=tf.int64, name="id_code"),
+              "n_xf": tf.keras.Input((), dtype=tf.float32, name="n_xf")}
+    layer = target_statistics.TargetStatistics(TABLES, ["n_xf"], width)
+    return tf.keras.Model(inputs, layer(inputs)), layer
+
+
+def _filled(x, y, width=1, task=settings.CLASSIFICATION, batch=128):
+    model, layer = _layer(width)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
+    assert target_statistics.fill(model, dataset, task) == ROWS
+    return model, layer
+
+
+def _expected(x, y, fold, table, training: bool, positive: np.ndarray):
+    """Each row's smoothed, centred, scaled mean from numpy: other folds in training."""
+    prior = positive.mean()
+    spread = np.sqrt(prior * (1 - prior))
+    out = []
+    for i in range(ROWS):
+        same = x[table] == x[table][i]
+        if training:
+            same &= fold != fold[i]
+        mean = (positive[same].sum() + prior * target_statistics.SMOOTHING) / (
+            same.sum() + target_statistics.SMOOTHING)
+        out.append((mean - prior) / spread)
+    return np.array(out)
+
+
+def test_a_row_in_training_sees_its_value_over_the_other_folds_and_in_inference_over_all():
+    x, y = _data()
+    model, layer = _filled(x, y)
+    fold = layer.fold(x).numpy()
+    assert sorted(set(fold)) == list(range(target_statistics.FOLDS))
+    positive = (y == 1).astype(float)
+    for training in (True, False):
+        got = model(x, training=training).numpy()
+        for t, (table, _) in enumerate(TABLES):
+            np.testing.assert_allclose(got[:, t], _expected(x, y, fold, table, training, positive),
+                                       rtol=1e-5, atol=1e-5)
+
+
+def test_a_rows_own_label_never_reaches_its_own_feature_in_training():
+    x, y = _data()
+    first, counted = _filled(x, y)
+    before, prior = first(x, training=True).numpy(), counted.prior.numpy()
+    flipped = y.copy()
+    flipped[17] = 1 - flipped[17]
+    model, layer = _filled(x, flipped)
+    layer.prior.assign(prior)  # the prior (every fit row's mean) moves by 1/600: pinned
+    after = model(x, training=True).numpy()
+    assert np.array_equal(after[17], before[17])
+    fold = layer.fold(x).numpy()
+    elsewhere = (x["id_code"] == x["id_code"][17]) & (fold != fold[17])
+    assert elsewhere.any() and not np.allclose(after[elsewhere, 1], before[elsewhere, 1])
+    assert not np.allclose(model(x, training=False).numpy()[17], before[17])
+
+
+def test_a_row_repeated_is_in_one_fold_whatever_its_batch():
+    x, y = _data()
+    _, layer = _filled(x, y)
+    twice = {k: np.concatenate([v, v[::-1]]) for k, v in x.items()}
+    fold = layer.fold(twice).numpy()
+    assert np.array_equal(fold[:ROWS], fold[ROWS:][::-1])
+    assert np.array_equal(layer.fold({k: v[:50] for k, v in x.items()}).numpy(), fold[:50])
+
+
+def test_more_classes_count_each_class_and_a_regression_its_mean():
+    x, y = _data(classes=3)
+    model, layer = _filled(x, y, width=3)
+    counts = layer.counts.numpy()
+    assert counts.shape == (47, target_statistics.FOLDS, 4)
+    for value in range(7):
+        rows = x["city_xf"] == value
+        assert np.allclose(counts[value].sum(axis=0), [*(np.bincount(y[rows], minlength=3)),
+                                                       rows.sum()])
+    assert model(x, training=False).shape == (ROWS, 2 * 3)
+    label = np.random.default_rng(1).normal(size=ROWS).astype("float32")
+    _, layer = _filled(x, label, task=settings.REGRESSION)
+    assert np.isclose(layer.counts.numpy()[7:, :, 0].sum(), label.sum(), atol=1e-3)
+    assert np.isclose(layer.prior.numpy()[0, 0], label.mean(), atol=1e-5)
+
+
+@pytest.mark.parametrize("task,outputs,width", [
+    (settings.CLASSIFICATION, 2, 1), (settings.CLASSIFICATION, 7, 7),
+    (settings.REGRESSION, 1, 1), (settings.CLASSIFICATION, 40, 0)])
+def test_the_built_in_model_has_them_unless_told_not_to(task, outputs, width):
+    tables = {"city_xf": 7, "id_code": 40}
+    built = model_lib.tabular(["n_xf"], tables, outputs, task, settings.TrainerConfig(
+        hidden_units=[8], embedding_dim=4, ensemble_members=2))
+    assert len(target_statistics.layers(built)) == (1 if width else 0)
+    off = model_lib.tabular(["n_xf"], tables, outputs, task, settings.TrainerConfig(
+        hidden_units=[8], embedding_dim=4, ensemble_members=2, target_statistics=False))
+    assert not target_statistics.layers(off)

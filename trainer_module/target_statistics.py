@@ -1,0 +1,178 @@
+"""Target statistics: what the label was, on the fit rows, where a text or code column had each
+value. A panel's person id seen three times, a rater seen twenty: the model learns the value's
+embedding from those few rows, one gradient step at a time, shrunk by weight decay at every
+step; CatBoost gives the same value a number, the share of its rows of each class (or their mean
+label) so far, and that is what its ordered target statistics are for.
+
+Here each value of a stacked table (text and codes, trainer_module/table_stack.py) gets, for
+each of FOLDS folds of the fit rows, the sums of its rows' labels (a class's one-hot for more
+than two classes, the positive class's 0/1 for two, the standardized value for a regression)
+and their count. A row's feature is its value's smoothed mean,
+(sum + prior x SMOOTHING) / (count + SMOOTHING), centred on the prior and scaled by its
+spread:
+
+- in training, from the other folds only: a row's own label is never in its own feature (with
+  it, a value seen three times would tell the model a third of the answer it is trained on:
+  target leakage; a row's fold is a hash of all its inputs, `TargetStatistics.fold`, so a row
+  repeated is in one fold, and a row is in the same fold on any replica and in any epoch);
+- in inference (validation, evaluation, serving), from every fold: the rows scored are not
+  among those counted.
+
+The statistics are the layer's weights, not trained (the step's gradient is over the trainable
+variables only): `fill` sets them from one pass over the fit rows before the first step, in
+every process alike, and the served model carries them. A table split over the replicas or the
+parameter servers (trainer_module/sharded_embedding.py) has none: its values are too many to
+count on every replica. Measured: docs/training.md, "Target statistics".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from trainer_module import settings
+from trainer_module.autograph_rules import plain
+
+NAME = "target_statistics"
+FOLDS = 5
+SMOOTHING = 1.0  # the prior's weight, in rows (0.3, 1 and 3 the same on COUNT's rwm5yr)
+MAX_CLASSES = 16  # past this many classes, one statistic a class is too wide: none
+_PRIME = 65521  # the fold's hash: a sum of each input's bits mod a prime, in int32
+FILL_BATCH = 4096  # the fit rows' batch in `fill`'s pass
+
+
+def widths(task: str, outputs: int) -> int:
+    """The statistics a value has: 1 for a regression (its mean label) and for two classes (the
+    share of the second), one a class for more, 0 (none) past MAX_CLASSES classes."""
+    if task == settings.REGRESSION or outputs == 2:
+        return 1
+    return outputs if outputs <= MAX_CLASSES else 0
+
+
+@tf.keras.utils.register_keras_serializable(package="lockstep")
+class TargetStatistics(tf.keras.layers.Layer):
+    """{feature: ids [batch] of the `tables`, and the float inputs `hashed`} -> [batch,
+    len(tables) x width]: each table's value's target statistics (the module's docstring), from
+    the other folds in training, from all of them in inference.
+
+    tables: [[feature, rows]]; hashed: the float inputs (besides the tables' ids) a row's fold
+    is a hash of; width: the statistics a value has (`widths`)."""
+
+    def __init__(self, tables, hashed, width: int, folds: int = FOLDS, **kwargs):
+        kwargs["autocast"] = False  # ids stay integers
+        kwargs.setdefault("dtype", "float32")
+        super().__init__(**kwargs)
+        self.tables = [[str(f), int(rows)] for f, rows in tables]
+        self.hashed, self.width, self.folds = list(hashed), int(width), int(folds)
+        self.offsets = np.cumsum([0] + [rows for _, rows in self.tables])[:-1].tolist()
+
+    def build(self, input_shape):
+        rows = sum(r for _, r in self.tables)
+        # [rows, folds, width + 1]: each value's label sums and (last) row count in each fold.
+        self.counts = self.add_weight("counts", [rows, self.folds, self.width + 1],
+                                      initializer="zeros", trainable=False)
+        # [2, width]: the fit rows' mean statistic (the prior) and its spread.
+        self.prior = self.add_weight(  # until `fill`: prior 0, spread 1
+            "prior", [2, self.width], trainable=False,
+            initializer=lambda shape, dtype=None: tf.concat(
+                [tf.zeros([1, shape[1]], dtype), tf.ones([1, shape[1]], dtype)], axis=0))
+        # Each hashed input's floats a row (the model's inputs' static shapes: a batch read
+        # outside the model may not have them).
+        self.hashed_widths = [int(np.prod(input_shape[k][1:])) for k in self.hashed]
+        super().build(input_shape)
+
+    def ids(self, inputs) -> tf.Tensor:
+        """[batch, tables]: each table's value's row among the counts."""
+        return (tf.stack([tf.cast(inputs[f], tf.int32) for f, _ in self.tables], axis=1)
+                + tf.constant(self.offsets, tf.int32))
+
+    def fold(self, inputs) -> tf.Tensor:
+        """[batch] int32: a row's fold, a hash of its ids and its floats' bits (the same row, the
+        same fold, wherever and whenever it is read)."""
+        parts = [tf.stack([tf.cast(inputs[f], tf.int32) for f, _ in self.tables], axis=1)]
+        parts += [tf.reshape(tf.bitcast(tf.cast(inputs[k], tf.float32), tf.int32), [-1, width])
+                  for k, width in zip(self.hashed, self.hashed_widths)]
+        bits = tf.concat(parts, axis=1)
+        weights = np.random.RandomState(7).randint(
+            1, 1 << 15, size=len(self.tables) + sum(self.hashed_widths))
+        mixed = tf.math.floormod(tf.math.floormod(bits, _PRIME) * weights.astype(np.int32),
+                                 _PRIME)
+        return tf.math.floormod(tf.math.floormod(tf.reduce_sum(mixed, axis=1), _PRIME),
+                                self.folds)
+
+    @plain  # training is a Python bool here (Keras traces each value apart)
+    def call(self, inputs, training=None):
+        counted = tf.gather(self.counts, self.ids(inputs))  # [batch, tables, folds, width + 1]
+        counted = tf.reduce_sum(counted, axis=2) - (
+            tf.einsum("btfw,bf->btw", counted, tf.one_hot(self.fold(inputs), self.folds))
+            if training else 0.0)
+        prior, spread = self.prior[0], self.prior[1]
+        mean = ((counted[:, :, :self.width] + prior * SMOOTHING)
+                / (counted[:, :, self.width:] + SMOOTHING))
+        return tf.reshape((mean - prior) / spread, [-1, len(self.tables) * self.width])
+
+    def get_config(self):
+        return {**super().get_config(), "tables": self.tables, "hashed": self.hashed,
+                "width": self.width, "folds": self.folds}
+
+
+def layers(model: tf.keras.Model) -> list[TargetStatistics]:
+    """The model's TargetStatistics layers, in its nested models too."""
+    found = []
+    for layer in model.layers:
+        if isinstance(layer, TargetStatistics):
+            found.append(layer)
+        elif isinstance(layer, tf.keras.Model):
+            found.extend(layers(layer))
+    return found
+
+
+def fill(model: tf.keras.Model, dataset, task: str) -> int:
+    """Counts the fit rows' labels into the model's target statistics. dataset: (features,
+    label) batches of every fit row once (read only where the model has the layer), the label
+    a class index or a regression's standardized value. Returns the rows counted (0: none)."""
+    rows = 0
+    for layer in layers(model):
+        count = _counter(layer, task)
+        shape = layer.counts.shape
+        total = tf.zeros([shape[0] * shape[1], shape[2]], tf.float64)
+        squares = tf.zeros([layer.width], tf.float64)
+        for x, y in dataset:
+            counted, squared = count(x, y)
+            total += counted
+            squares += squared
+        total = tf.reshape(total, shape)
+        # Every row is counted once a table: the first table's counts are the rows'.
+        first = tf.reduce_sum(total[:layer.tables[0][1]], axis=[0, 1])
+        rows = int(first[-1].numpy())
+        prior = first[:-1] / max(rows, 1)
+        variance = squares / max(rows, 1) - prior * prior
+        spread = tf.sqrt(tf.where(variance > 1e-12, variance, 1.0))
+        layer.counts.assign(tf.cast(total, tf.float32))
+        layer.prior.assign(tf.cast(tf.stack([prior, spread]), tf.float32))
+    return rows
+
+
+def _counter(layer: TargetStatistics, task: str):
+    """A traced function (features, label) -> ([value rows x folds, width + 1] the batch's label
+    sums and rows by value and fold, [width] its statistics' squares), in float64."""
+    segments = layer.counts.shape[0] * layer.folds
+
+    @tf.function(reduce_retracing=True)
+    @plain
+    def count(x, y):
+        if task == settings.REGRESSION:
+            encoded = tf.reshape(tf.cast(y, tf.float64), [-1, 1])
+        elif layer.width == 1:
+            encoded = tf.cast(tf.reshape(y, [-1]) == 1, tf.float64)[:, None]
+        else:
+            encoded = tf.one_hot(tf.cast(tf.reshape(y, [-1]), tf.int32), layer.width,
+                                 dtype=tf.float64)
+        counted = tf.concat([encoded, tf.ones_like(encoded[:, :1])], axis=1)  # [batch, w + 1]
+        place = layer.ids(x) * layer.folds + layer.fold(x)[:, None]  # [batch, tables]
+        tables = len(layer.tables)
+        summed = tf.math.unsorted_segment_sum(
+            tf.repeat(counted, tables, axis=0), tf.reshape(place, [-1]), segments)
+        return summed, tf.reduce_sum(encoded * encoded, axis=0)
+
+    return count
