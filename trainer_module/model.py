@@ -344,7 +344,7 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, p
                 {key: rows.get(key, inputs[key]) for key in order}))
         else:
             parts.extend(rows[key] for key in order)
-        counted = _counted_tables(categorical, task, outputs, cfg, given)
+        counted = target_statistics.counted_tables(categorical, task, outputs, cfg, given)
         if counted:
             # Hashed into a row's fold: its ids and every float input.
             hashed = ([features.NUMERIC_COLUMNS] if packed else []) + sorted(numeric)
@@ -357,18 +357,6 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, p
     out = EnsembleHead(max(cfg.ensemble_members, 1), cfg.hidden_units, outputs, task,
                        cfg.dropout, cfg.l2, seed=seed, name="ensemble")(x)
     return tf.keras.Model(inputs, out, name=name)
-
-
-def _counted_tables(categorical: dict[str, int], task: str, outputs: int,
-                    cfg: settings.TrainerConfig, given=()) -> list[list]:
-    """[[feature, rows]] of the tables whose values get target statistics: every table never
-    split over the replicas or the servers (trainer.shard_embeddings_over, whatever the
-    topology: the same model however the others are laid out), none where the task has too
-    many classes or trainer.target_statistics is off."""
-    if not cfg.target_statistics or not target_statistics.widths(task, outputs):
-        return []
-    return [[key, rows] for key, rows in sorted(categorical.items()) if key not in given
-            and not table_plan.kept_in_blocks(rows, cfg.embedding_dim, cfg.shard_embeddings_over)]
 
 
 def per_member(per_example_loss):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from trainer_module import settings
+from trainer_module import settings, table_plan
 from trainer_module.autograph_rules import plain
 
 NAME = "target_statistics"
@@ -47,6 +47,19 @@ def widths(task: str, outputs: int) -> int:
     if task == settings.REGRESSION or outputs == 2:
         return 1
     return outputs if outputs <= MAX_CLASSES else 0
+
+
+def counted_tables(categorical: dict[str, int], task: str, outputs: int,
+                   cfg: settings.TrainerConfig, given=()) -> list[list]:
+    """[[feature, rows]] of the built-in model's tables whose values get target statistics:
+    every table never split over the replicas or the servers (trainer.shard_embeddings_over,
+    whatever the topology: the same model however the others are laid out; `given`, tables
+    whose rows come in, left out), none where the task has too many classes or
+    trainer.target_statistics is off."""
+    if not cfg.target_statistics or not widths(task, outputs):
+        return []
+    return [[key, rows] for key, rows in sorted(categorical.items()) if key not in given
+            and not table_plan.kept_in_blocks(rows, cfg.embedding_dim, cfg.shard_embeddings_over)]
 
 
 @tf.keras.utils.register_keras_serializable(package="lockstep")
