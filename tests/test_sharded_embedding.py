@@ -52,12 +52,8 @@ def records(tmp_path_factory):
 
 def _model(shards, blocks=None):
     return model_lib.tabular(NUMERIC, {"user_xf": ROWS, "k_xf": 6}, 3, settings.CLASSIFICATION,
-                             # Without target statistics: they count the tables a run never
-                             # splits (past trainer.shard_embeddings_over), and these small
-                             # ones are split by hand here.
                              settings.TrainerConfig(hidden_units=[16, 16], embedding_dim=4,
-                                                    ensemble_members=4, seed=5,
-                                                    target_statistics=False),
+                                                    ensemble_members=4, seed=5),
                              # k_xf: 6 rows, on 8 replicas a block on 6 of them
                              # 1: whole, in the stack (a one-block layer is one device's)
                              shards=blocks or (None if shards == 1 else {

@@ -117,3 +117,21 @@ def test_the_built_in_model_has_them_unless_told_not_to(task, outputs, width):
     off = model_lib.tabular(["n_xf"], tables, outputs, task, settings.TrainerConfig(
         hidden_units=[8], embedding_dim=4, ensemble_members=2, target_statistics=False))
     assert not target_statistics.layers(off)
+
+
+def test_the_tables_counted_are_the_same_however_they_are_laid_out():
+    """A table split over the replicas has its statistics as a stacked one does (its ids come to
+    the model's core beside its rows): trainer.shard_embeddings_over lays the tables out, it
+    does not change the model; only a table whose counts would pass COUNTED_BYTES has none."""
+    tables = {"city_xf": 7, "id_code": 40}
+    cfg = settings.TrainerConfig(hidden_units=[8], embedding_dim=4, ensemble_members=2)
+    whole = model_lib.tabular(["n_xf"], tables, 2, settings.CLASSIFICATION, cfg)
+    split = model_lib.tabular(["n_xf"], tables, 2, settings.CLASSIFICATION, cfg,
+                              shards={"id_code": 1})
+    [counted] = target_statistics.layers(split)
+    assert counted.tables == target_statistics.layers(whole)[0].tables == [
+        ["city_xf", 7], ["id_code", 40]]
+    assert target_statistics.ids_name("id_code") in model_lib.sharded_parts(split)[0].input
+    huge = target_statistics.COUNTED_BYTES // (target_statistics.FOLDS * 2 * 4) + 1
+    assert target_statistics.counted_tables({"user_xf": huge, "city_xf": 7}, settings.CLASSIFICATION,
+                                            2, cfg) == [["city_xf", 7]]

@@ -26,6 +26,7 @@ from typing import Callable, Mapping
 import tensorflow as tf
 
 from trainer_module import autograph_rules, model as model_lib, precision, strategy as strategy_lib
+from trainer_module import target_statistics
 
 autograph_rules.install()  # tf_keras unconverted in the traced step (its docstring says why)
 strategy_lib.quiet_device_iterators()  # freeing the input takes no minutes (its docstring says why)
@@ -150,7 +151,8 @@ class SynchronousLoop:
             # Each sharded table's rows for this replica's examples, from the replicas that own
             # them: once a global step, outside the tape, the micro-batches' loop and XLA.
             ids = {key: x[key] for key in self._table_keys}
-            x = {**x, **{key: self.tables[key].exchange(ids[key]) for key in self._table_keys}}
+            x = target_statistics.with_ids(self._differentiated, {**x, **{
+                key: self.tables[key].exchange(ids[key]) for key in self._table_keys}}, ids)
         if self.accumulation_steps > 1:
             grads, row_grads, loss = self._accumulate(x, y)
         else:

@@ -210,7 +210,7 @@ def tabular(numeric: list[str], categorical: dict[str, int], outputs: int, task:
                     size, cfg.embedding_dim, sharded[key],
                     table_stack.table_initializer(cfg.embedding_dim, cfg.seed, i),
                     name=table_stack.layer_name(key))(inputs[key])
-        return tf.keras.Model(inputs, core(x))
+        return tf.keras.Model(inputs, core(target_statistics.with_ids(core, x, inputs)))
     return _tabular(numeric, categorical, outputs, task, cfg, packed=packed,
                     server_blocks=server_blocks)
 
@@ -258,7 +258,7 @@ def unsharded(model: tf.keras.Model) -> tf.keras.Model:
             embeddings_initializer=_Given(table.blocks.gathered()))
         x[key] = embedding(inputs[key])
         embedding.embeddings_initializer = tf.keras.initializers.get("uniform")  # its config
-    return tf.keras.Model(inputs, core(x))
+    return tf.keras.Model(inputs, core(target_statistics.with_ids(core, x, inputs)))
 
 
 class _Given(tf.keras.initializers.Initializer):
@@ -344,15 +344,16 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, p
                 {key: rows.get(key, inputs[key]) for key in order}))
         else:
             parts.extend(rows[key] for key in order)
-        counted = target_statistics.counted_tables(categorical, task, outputs, cfg, given)
+        counted = target_statistics.counted_tables(categorical, task, outputs, cfg)
         if counted:
+            # A table whose rows come in: its ids too, as an input of their own.
+            ids = {key: inputs[key] if key not in given else target_statistics.ids_input(inputs, key)
+                   for key, _ in counted}
             # Hashed into a row's fold: its ids and every float input.
             hashed = ([features.NUMERIC_COLUMNS] if packed else []) + sorted(numeric)
             parts.append(target_statistics.TargetStatistics(
                 counted, hashed, target_statistics.widths(task, outputs),
-                name=target_statistics.NAME)(
-                    {**{key: inputs[key] for key, _ in counted},
-                     **{key: inputs[key] for key in hashed}}))
+                name=target_statistics.NAME)({**ids, **{key: inputs[key] for key in hashed}}))
     x = parts[0] if len(parts) == 1 else tf.keras.layers.Concatenate()(parts)
     out = EnsembleHead(max(cfg.ensemble_members, 1), cfg.hidden_units, outputs, task,
                        cfg.dropout, cfg.l2, seed=seed, name="ensemble")(x)

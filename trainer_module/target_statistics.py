@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from trainer_module import settings, table_plan
+from trainer_module import settings
 from trainer_module.autograph_rules import plain
 
 NAME = "target_statistics"
@@ -38,6 +38,7 @@ FOLDS = 5
 SMOOTHING = 1.0  # the prior's weight, in rows (0.3, 1 and 3 the same on COUNT's rwm5yr)
 MAX_CLASSES = 16  # past this many classes, one statistic a class is too wide: none
 _PRIME = 65521  # the fold's hash: a sum of each input's bits mod a prime, in int32
+COUNTED_BYTES = 64 << 20  # a table's counts past this: none (a table of millions of ids)
 FILL_BATCH = 4096  # the fit rows' batch in `fill`'s pass
 
 
@@ -50,16 +51,37 @@ def widths(task: str, outputs: int) -> int:
 
 
 def counted_tables(categorical: dict[str, int], task: str, outputs: int,
-                   cfg: settings.TrainerConfig, given=()) -> list[list]:
+                   cfg: settings.TrainerConfig) -> list[list]:
     """[[feature, rows]] of the built-in model's tables whose values get target statistics:
-    every table never split over the replicas or the servers (trainer.shard_embeddings_over,
-    whatever the topology: the same model however the others are laid out; `given`, tables
-    whose rows come in, left out), none where the task has too many classes or
+    those whose counts take at most COUNTED_BYTES (not a model-parallel table of millions of
+    ids), whatever their layout (stacked, split over the replicas or the servers: the same
+    model on any topology); none where the task has too many classes or
     trainer.target_statistics is off."""
-    if not cfg.target_statistics or not widths(task, outputs):
+    width = widths(task, outputs)
+    if not cfg.target_statistics or not width:
         return []
-    return [[key, rows] for key, rows in sorted(categorical.items()) if key not in given
-            and not table_plan.kept_in_blocks(rows, cfg.embedding_dim, cfg.shard_embeddings_over)]
+    return [[key, rows] for key, rows in sorted(categorical.items())
+            if rows * FOLDS * (width + 1) * 4 <= COUNTED_BYTES]
+
+
+def ids_name(feature: str) -> str:
+    """The input that brings a split table's ids to the model's CORE (trainer_module/model.py),
+    whose input of the feature's own name is the rows the step looked up."""
+    return feature + "__ids"
+
+
+def ids_input(inputs: dict, feature: str):
+    """A split table's ids as an input of the model's CORE, added to its `inputs`."""
+    name = ids_name(feature)
+    inputs[name] = tf.keras.Input(shape=(), name=name, dtype=tf.int64)
+    return inputs[name]
+
+
+def with_ids(core: tf.keras.Model, x: dict, ids: dict) -> dict:
+    """CORE's inputs `x` (a split table's rows under its feature's name) with the tables' `ids`
+    that its target statistics count (`ids_name`)."""
+    return {**x, **{ids_name(key): value for key, value in ids.items()
+                    if ids_name(key) in core.input}}
 
 
 @tf.keras.utils.register_keras_serializable(package="lockstep")
