@@ -115,3 +115,34 @@ def test_pipeline_benchmark_smoke_run_prints_its_table(script, tmp_path):
     out, seconds = smoke(script, tmp_path)
     print(f"{script}: {seconds:.1f}s\n{out}")
     assert TABLES[script] in out, out
+
+
+@pytest.mark.slow
+def test_model_quality_fits_the_boosters_on_the_rows_lockstep_trained_on(penguins_run):
+    """--same-rows: benchmarks/model_quality.py reads the run's train split back from its
+    ExampleGen's columnar copies: every row of the split once, each one of the CSV's rows with
+    its cells (a float as float32, as the tf.Example holds it; a missing cell missing)."""
+    import collections
+    import re
+
+    import numpy as np
+    import pandas as pd
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import model_quality
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    rows = model_quality.train_split(penguins_run.pipeline_root)
+    source = pd.read_csv(REPO / "data" / "penguins" / "penguins.csv")
+    train = int(re.search(r"train (\d+) rows, eval \d+ rows", penguins_run.first.stdout).group(1))
+    assert len(rows) == train and sorted(rows.columns) == sorted(source.columns)
+    assert rows["species"].dtype == object and rows["sex"].isna().any()  # 11 rows lack it
+
+    def cells(frame):  # each row's cells, floats as float32
+        frame = frame[sorted(source.columns)]
+        return collections.Counter(tuple("" if pd.isna(v) else str(np.float32(v))
+                                         if isinstance(v, float) else str(v) for v in row)
+                                   for row in frame.itertuples(index=False))
+
+    assert cells(rows) <= cells(source)
