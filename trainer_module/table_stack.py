@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from trainer_module import layer_walk
 from trainer_module.autograph_rules import plain
 
 NAME = "categorical_tables"
@@ -119,15 +120,8 @@ class TableSlice:
 
 
 def stacks(model: tf.keras.Model) -> list[TableStack]:
-    """The model's TableStacks, in its nested models too (a walk of the layers: tf.Module's
-    `submodules` walks every tracked object, 0.16 s on a 53-column model)."""
-    found = []
-    for layer in model.layers:
-        if isinstance(layer, TableStack):
-            found.append(layer)
-        elif isinstance(layer, tf.keras.Model):
-            found.extend(stacks(layer))
-    return found
+    """The model's TableStacks, in its nested models too."""
+    return layer_walk.of_kind(model, TableStack)
 
 
 def by_table(model: tf.keras.Model, named: list[tuple[str, object]]) -> list[tuple[str, object]]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from trainer_module import settings
+from trainer_module import layer_walk, settings
 from trainer_module.autograph_rules import plain
 
 NAME = "target_statistics"
@@ -153,13 +153,7 @@ class TargetStatistics(tf.keras.layers.Layer):
 
 def layers(model: tf.keras.Model) -> list[TargetStatistics]:
     """The model's TargetStatistics layers, in its nested models too."""
-    found = []
-    for layer in model.layers:
-        if isinstance(layer, TargetStatistics):
-            found.append(layer)
-        elif isinstance(layer, tf.keras.Model):
-            found.extend(layers(layer))
-    return found
+    return layer_walk.of_kind(model, TargetStatistics)
 
 
 def fill(model: tf.keras.Model, dataset, task: str) -> int:
