@@ -203,11 +203,10 @@ def train_split(root: Path) -> pd.DataFrame:
     """The rows lockstep's Trainer fit: the train split its ExampleGen wrote under the pipeline
     root `root` (the rest of the 80 % is its eval split, which the gate scores), from the files'
     columnar copies (components/columnar_examples.py: a one-value list per present cell, a null
-    per missing),
-    each column as the CSV reader types it (text as str, a number with a missing cell float; a
-    float as the tf.Example holds it, in float32, which is what lockstep reads too)."""
+    per missing), each column as the CSV reader types it (text as str, a number with a missing
+    cell float; a float as the tf.Example holds it, in float32, which is what lockstep reads
+    too)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     sys.path.insert(0, str(REPO))
     from components import columnar_examples
@@ -219,9 +218,7 @@ def train_split(root: Path) -> pd.DataFrame:
     whole = pa.concat_tables(tables, promote=True)
     frame = {}
     for name in whole.column_names:
-        cells = pc.list_element(whole.column(name), 0) if pa.types.is_list(
-            whole.column(name).type) or pa.types.is_large_list(whole.column(name).type) \
-            else whole.column(name)
+        cells = columnar_examples.cells(whole.column(name))
         if pa.types.is_binary(cells.type) or pa.types.is_large_binary(cells.type):
             cells = cells.cast(pa.large_string())
         frame[name] = cells.to_pandas()
@@ -380,8 +377,8 @@ def main() -> int:
                         for booster, make in BOOSTERS.items()}
             theirs = boosters["HGB"]
             if args.same_rows:  # the split is the ExampleGen's, the same for every seed
-                first, key = (work / f"seed-{args.seeds[0]}" if args.seeds else work,
-                              headline(ours, task, "auc" in ours))
+                first = work / f"seed-{args.seeds[0]}" if args.seeds else work
+                key = headline(ours, task, "auc" in ours)
                 same.append((name, key, ours.get(key, float("nan")), on_the_same_rows(
                     first, test, label, task, args.boosters, ids)))
         except BaseException:  # a failed case keeps its directory (and run.log) to read

@@ -25,6 +25,7 @@ import posixpath
 from typing import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from tfx.dsl.io import fileio
 
 SUFFIX = ".arrow"
@@ -106,6 +107,15 @@ def table(record_path: str) -> pa.Table | None:
     if not fileio.exists(path):
         return None
     return _open(path).read_all()
+
+
+def cells(column) -> pa.ChunkedArray:
+    """A column of one-value lists (a copy's cells) as its values, null where missing; a flat
+    column as it is."""
+    column = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
+    if pa.types.is_large_list(column.type) or pa.types.is_list(column.type):
+        return pc.list_element(column, 0)
+    return column
 
 
 def _batches(reader: pa.ipc.RecordBatchFileReader, batch_size: int, names: list[str],

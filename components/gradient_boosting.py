@@ -51,6 +51,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from components import columnar_examples, fit_check, fs, generalization, row_sample
+from components.columnar_examples import cells as _cells  # a copy's one-value lists as values
 from trainer_module.settings import REGRESSION
 from trainer_module.custom_config import TransformSpec
 
@@ -131,15 +132,6 @@ class Reference:
 
 class NotMeasured(ValueError):
     """The split cannot be fitted or scored; the message says why, in words."""
-
-
-def _cells(column) -> pa.ChunkedArray:
-    """A column of one-value lists (the columnar copy's cells) as its values, null where missing;
-    a flat column as it is."""
-    column = column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column])
-    if pa.types.is_large_list(column.type) or pa.types.is_list(column.type):
-        return pc.list_element(column, 0)
-    return column
 
 
 def _numbers(column: pa.ChunkedArray) -> np.ndarray:
