@@ -54,20 +54,32 @@ def test_builtin_model_makes_one_devices_update(penguins_run, replicas):
         "batch"]
 
 
-def test_the_target_statistics_are_counted_as_the_run_counts_them(penguins_run, monkeypatch):
+@pytest.mark.parametrize("settings", [{}, {"embedding_min_rows": 20.0},
+                                      {"embedding_min_rows": 20.0, "shard_embeddings_over": 0}])
+def test_the_target_statistics_are_counted_as_the_run_counts_them(penguins_run, monkeypatch,
+                                                                  settings):
     """The built-in model's target statistics (trainer_module/target_statistics.py: penguins'
-    island and sex) are counted from the fit rows before both sides train, and the check holds
-    with them: a row's fold, and so its feature in training, is the same on any replica."""
+    island, sex, year and two integer columns' codes) are counted from the fit rows before both
+    sides train, and the check holds with them: a row's fold, and so its feature in training, is
+    the same on any replica. A table whose values average fewer than trainer.embedding_min_rows
+    fit rows is its statistics alone: at the default 100, every table of penguins' 251 fit rows
+    (three values: about 84 rows each); at 20, the codes' (a few rows a value), while island's,
+    sex's and year's embeddings train, on both sides, stacked or split over the replicas."""
     counted, count = [], target_statistics.fill
 
     def fill(model, dataset, task):
-        counted.append((len(target_statistics.layers(model)), count(model, dataset, task)))
+        [layer] = target_statistics.layers(model)
+        counted.append((layer, count(model, dataset, task)))
         return counted[-1][1]
 
     monkeypatch.setattr(target_statistics, "fill", fill)
-    result = _verify(penguins_run, 4)
-    assert result.passed
-    assert counted[0][0] == 1 and 200 < counted[0][1] <= 285  # the fit rows of the train split
+    result = _verify(penguins_run, 4, **settings)
+    assert result.passed and result.max_difference < 1e-5, result.lines()
+    assert counted and 200 < counted[0][1] <= 285  # the fit rows of the train split
+    kept = dict(zip([f for f, _ in counted[0][0].tables], counted[0][0].kept.numpy().tolist()))
+    trained = {"island_xf", "sex_xf", "year_code"} if settings else set()
+    assert {f for f, k in kept.items() if k} == trained, kept
+    assert {"body_mass_g_code", "flipper_length_mm_code"} <= set(kept) - trained
 
 
 def test_the_weights_averages_are_held_against_keras_averages(penguins_run, monkeypatch):

@@ -135,3 +135,29 @@ def test_the_tables_counted_are_the_same_however_they_are_laid_out():
     huge = target_statistics.COUNTED_BYTES // (target_statistics.FOLDS * 2 * 4) + 1
     assert target_statistics.counted_tables({"user_xf": huge, "city_xf": 7}, settings.CLASSIFICATION,
                                             2, cfg) == [["city_xf", 7]]
+
+
+
+def test_a_table_whose_values_are_seen_on_few_rows_is_its_statistics_alone():
+    """trainer.embedding_min_rows: `fill` keeps a counted table's embedding rows where its seen
+    values average at least min_rows fit rows (city_xf: 600 rows over 7 values), and leaves out
+    those of one whose values average fewer (id_code: 15 each), in training and in inference;
+    a table not counted keeps its rows; min_rows 0 keeps every table's."""
+    x, y = _data()
+    order, dim = ["city_xf", "id_code", "zone_xf"], 3
+    rows = np.random.default_rng(2).normal(size=(ROWS, len(order) * dim)).astype("float32")
+    for min_rows, kept in ((0.0, [1, 1]), (20.0, [1, 0]), (15.0, [1, 1]), (86.0, [0, 0])):
+        inputs = {k: tf.keras.Input((), dtype=tf.int64 if k != "n_xf" else tf.float32, name=k)
+                  for k in ("city_xf", "id_code", "n_xf")}
+        inputs[target_statistics.ROWS] = tf.keras.Input((len(order) * dim,), name="rows")
+        layer = target_statistics.TargetStatistics(TABLES, ["n_xf"], 1, order=order, dim=dim,
+                                                   min_rows=min_rows)
+        model = tf.keras.Model(inputs, layer(inputs))
+        target_statistics.fill(model, tf.data.Dataset.from_tensor_slices((x, y)).batch(128),
+                               settings.CLASSIFICATION)
+        assert layer.kept.numpy().tolist() == kept, min_rows
+        expected = rows * np.repeat([*kept, 1], dim)
+        for training in (True, False):
+            out, statistics = model({**x, target_statistics.ROWS: rows}, training=training)
+            np.testing.assert_array_equal(out.numpy(), expected)
+            assert statistics.shape == (ROWS, len(TABLES))

@@ -10,9 +10,10 @@ the tabular deep-learning literature that matches gradient boosting with an MLP:
 - text and code columns as embeddings of their vocabulary index, the whole tables stacked in one
   variable (trainer_module/table_stack.py: one lookup and one optimizer update for all of them,
   weight for weight the model of one Embedding per feature);
-- each stacked table's value's target statistics (trainer_module/target_statistics.py: its fit
-  rows' share of each class, or mean label; a row's own fold left out in training), beside its
-  embedding;
+- each table's value's target statistics (trainer_module/target_statistics.py: its fit rows'
+  share of each class, or mean label; a row's own fold left out in training), beside its
+  embedding, or instead of it where the table's values average fewer than
+  trainer.embedding_min_rows fit rows (learned from two rows, an embedding costs more than it gives);
 - a TabM-mini ensemble head (Gorishniy et al., ICLR 2025): k members share the backbone (dense
   layers with dropout), each scales the backbone's input by its own vector (initialized to random
   signs) and has its own output layer. In training the model returns every member's outputs,
@@ -343,11 +344,12 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, p
                             embedding_dim, seed, i))(inputs[key])
         stacked = [[key, categorical[key], i] for i, key in enumerate(order) if key not in rows]
         if stacked:
-            parts.append(table_stack.TableStack(stacked, embedding_dim, order, seed,
-                                                name=table_stack.NAME)(
-                {key: rows.get(key, inputs[key]) for key in order}))
+            tables = table_stack.TableStack(stacked, embedding_dim, order, seed,
+                                            name=table_stack.NAME)(
+                {key: rows.get(key, inputs[key]) for key in order})
         else:
-            parts.extend(rows[key] for key in order)
+            tables = (rows[order[0]] if len(order) == 1
+                      else tf.keras.layers.Concatenate()([rows[key] for key in order]))
         counted = target_statistics.counted_tables(categorical, task, outputs, cfg)
         if counted:
             # A table whose rows come in: its ids too, as an input of their own.
@@ -355,9 +357,11 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, p
                    for key, _ in counted}
             # Hashed into a row's fold: its ids and every float input.
             hashed = ([features.NUMERIC_COLUMNS] if packed else []) + sorted(numeric)
-            parts.append(target_statistics.TargetStatistics(
-                counted, hashed, target_statistics.widths(task, outputs),
-                name=target_statistics.NAME)({**ids, **{key: inputs[key] for key in hashed}}))
+            tables = target_statistics.TargetStatistics(  # [the tables' rows, kept or not; statistics]
+                counted, hashed, target_statistics.widths(task, outputs), order=order,
+                dim=embedding_dim, min_rows=cfg.embedding_min_rows, name=target_statistics.NAME)(
+                {**ids, **{key: inputs[key] for key in hashed}, target_statistics.ROWS: tables})
+        parts.extend(tables if isinstance(tables, list) else [tables])
     x = parts[0] if len(parts) == 1 else tf.keras.layers.Concatenate()(parts)
     out = EnsembleHead(max(cfg.ensemble_members, 1), cfg.hidden_units, outputs, task,
                        cfg.dropout, cfg.l2, seed=seed, name="ensemble")(x)

@@ -159,6 +159,10 @@ class TrainerConfig:
     # on the fit rows; a row's own fold left out in training) as features of the built-in model
     # (trainer_module/target_statistics.py; docs/training.md, "Target statistics").
     target_statistics: bool = True
+    # A table with target statistics whose seen values average fewer fit rows than this is its
+    # statistics alone, its embedding left out (a person id seen twice; 0: every embedding kept).
+    # Held-out AUC on rwm5yr 0.9508 -> 0.9529, docs/training.md, "Target statistics".
+    embedding_min_rows: float = 100.0
     # AdamW's decoupled weight decay (0: Adam).
     weight_decay: float = 3e-4
     # The model scored, kept and exported with its weights' moving average, this momentum after
@@ -211,10 +215,11 @@ class TrainerConfig:
         if not 0 <= self.weight_average < 1:
             raise TrainerConfigError(f"trainer.weight_average is a momentum, at least 0 and below "
                                      f"1 (0: no average), got {self.weight_average}")
-        if self.ensemble_members < 1 or not 0 <= self.dropout < 1 or self.weight_decay < 0:
+        if (self.ensemble_members < 1 or not 0 <= self.dropout < 1 or self.weight_decay < 0
+                or self.embedding_min_rows < 0):
             raise TrainerConfigError(
                 "trainer.ensemble_members must be at least 1, trainer.dropout at least 0 and "
-                "below 1, trainer.weight_decay at least 0")
+                "below 1, trainer.weight_decay and embedding_min_rows at least 0")
         if self.accumulation_steps < 1:
             raise TrainerConfigError(
                 f"trainer.accumulation_steps must be at least 1, got {self.accumulation_steps}")

@@ -22,7 +22,13 @@ The statistics are the layer's weights, not trained (the step's gradient is over
 variables only): `fill` sets them from one pass over the fit rows before the first step, in
 every process alike, and the served model carries them. A table split over the replicas or the
 parameter servers (trainer_module/sharded_embedding.py) has none: its values are too many to
-count on every replica. Measured: docs/training.md, "Target statistics".
+count on every replica.
+
+A table whose seen values average fewer than trainer.embedding_min_rows fit rows each (a panel's
+person ids, seen two to five times; a rater seen twenty) is its statistics alone: the layer takes
+the tables' embedding rows in and gives that table's back as zeros (`kept`, which `fill` sets from
+the counts: the same on any layout). An embedding learned from two rows a value costs more than it
+gives once the value's statistic is there. Measured: docs/training.md, "Target statistics".
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ MAX_CLASSES = 16  # past this many classes, one statistic a class is too wide: n
 _PRIME = 65521  # the fold's hash: a sum of each input's bits mod a prime, in int32
 COUNTED_BYTES = 64 << 20  # a table's counts past this: none (a table of millions of ids)
 FILL_BATCH = 4096  # the fit rows' batch in `fill`'s pass
+ROWS = "__embedding_rows"  # the input of the tables' rows, which the layer keeps or leaves out
 
 
 def widths(task: str, outputs: int) -> int:
@@ -91,15 +98,23 @@ class TargetStatistics(tf.keras.layers.Layer):
     the other folds in training, from all of them in inference.
 
     tables: [[feature, rows]]; hashed: the float inputs (besides the tables' ids) a row's fold
-    is a hash of; width: the statistics a value has (`widths`)."""
+    is a hash of; width: the statistics a value has (`widths`).
 
-    def __init__(self, tables, hashed, width: int, folds: int = FOLDS, **kwargs):
+    order, dim: with them, the input has ROWS too, the categorical features' embedding rows
+    [batch, len(order) x dim] in `order`, and the output is [those rows, the statistics], where
+    a counted table whose seen values average fewer than `min_rows` fit rows each (a panel's
+    person ids, seen two to five times) has its rows left out (zeros): it is its statistics
+    alone (`kept`, set by `fill`)."""
+
+    def __init__(self, tables, hashed, width: int, folds: int = FOLDS, order=None, dim: int = 0,
+                 min_rows: float = 0.0, **kwargs):
         kwargs["autocast"] = False  # ids stay integers
         kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         self.tables = [[str(f), int(rows)] for f, rows in tables]
         self.hashed, self.width, self.folds = list(hashed), int(width), int(folds)
         self.offsets = np.cumsum([0] + [rows for _, rows in self.tables])[:-1].tolist()
+        self.order, self.dim, self.min_rows = list(order or []), int(dim), float(min_rows)
 
     def build(self, input_shape):
         rows = sum(r for _, r in self.tables)
@@ -111,6 +126,9 @@ class TargetStatistics(tf.keras.layers.Layer):
             "prior", [2, self.width], trainable=False,
             initializer=lambda shape, dtype=None: tf.concat(
                 [tf.zeros([1, shape[1]], dtype), tf.ones([1, shape[1]], dtype)], axis=0))
+        # [tables]: 1 where a table's rows are kept, 0 where it is its statistics alone.
+        self.kept = self.add_weight("kept", [len(self.tables)], initializer="ones",
+                                    trainable=False)
         # Each hashed input's floats a row (the model's inputs' static shapes: a batch read
         # outside the model may not have them).
         self.hashed_widths = [int(np.prod(input_shape[k][1:])) for k in self.hashed]
@@ -135,6 +153,13 @@ class TargetStatistics(tf.keras.layers.Layer):
         return tf.math.floormod(tf.math.floormod(tf.reduce_sum(mixed, axis=1), _PRIME),
                                 self.folds)
 
+    def keep(self, rows: tf.Tensor) -> tf.Tensor:
+        """The embedding rows [batch, len(order) x dim], each counted table's times its `kept`."""
+        counted = [f for f, _ in self.tables]
+        weights = tf.concat([self.kept[counted.index(f)][None] if f in counted else [1.0]
+                             for f in self.order], axis=0)
+        return rows * tf.cast(tf.repeat(weights, self.dim), rows.dtype)
+
     @plain  # training is a Python bool here (Keras traces each value apart)
     def call(self, inputs, training=None):
         counted = tf.gather(self.counts, self.ids(inputs))  # [batch, tables, folds, width + 1]
@@ -144,11 +169,15 @@ class TargetStatistics(tf.keras.layers.Layer):
         prior, spread = self.prior[0], self.prior[1]
         mean = ((counted[:, :, :self.width] + prior * SMOOTHING)
                 / (counted[:, :, self.width:] + SMOOTHING))
-        return tf.reshape((mean - prior) / spread, [-1, len(self.tables) * self.width])
+        statistics = tf.reshape((mean - prior) / spread, [-1, len(self.tables) * self.width])
+        if not self.order:
+            return statistics
+        return [self.keep(inputs[ROWS]), statistics]
 
     def get_config(self):
         return {**super().get_config(), "tables": self.tables, "hashed": self.hashed,
-                "width": self.width, "folds": self.folds}
+                "width": self.width, "folds": self.folds, "order": self.order,
+                "dim": self.dim, "min_rows": self.min_rows}
 
 
 def layers(model: tf.keras.Model) -> list[TargetStatistics]:
@@ -179,7 +208,16 @@ def fill(model: tf.keras.Model, dataset, task: str) -> int:
         spread = tf.sqrt(tf.where(variance > 1e-12, variance, 1.0))
         layer.counts.assign(tf.cast(total, tf.float32))
         layer.prior.assign(tf.cast(tf.stack([prior, spread]), tf.float32))
+        layer.kept.assign(kept(layer, tf.reduce_sum(total[..., -1], axis=1).numpy()))
     return rows
+
+
+def kept(layer: TargetStatistics, seen: np.ndarray) -> np.ndarray:
+    """[tables] 1.0 where a table's seen values average at least the layer's min_rows fit rows
+    (seen: each value's), else 0.0 (`TargetStatistics`)."""
+    means = [seen[start:start + rows].sum() / max(np.count_nonzero(seen[start:start + rows]), 1)
+             for (_, rows), start in zip(layer.tables, layer.offsets)]
+    return (np.array(means) >= layer.min_rows).astype(np.float32)
 
 
 def _counter(layer: TargetStatistics, task: str):
