@@ -495,7 +495,9 @@ def portable_run(tmp_path_factory):
                           "[trainer]\nemulate_replicas = 8\nper_replica_batch = 8\n"
                           # Every embedding table split by rows over the 8 replicas
                           # (trainer_module/sharded_embedding.py).
-                          "shard_embeddings_over = 0\n")
+                          "shard_embeddings_over = 0\n"
+                          # Island's, sex's and year's tables trained (PENGUIN_TABLES_TRAINED).
+                          f"embedding_min_rows = {PENGUIN_TABLES_TRAINED}\n")
         hook = root / "hook"
         hook.mkdir()
         (hook / "sitecustomize.py").write_text(HOOK)
@@ -570,9 +572,19 @@ def _compile(root):
                     "--output", root / "out" / "pipeline.yaml", cwd=root)
 
 
+# trainer.embedding_min_rows for the tests that check what the tables' rows do (split over the
+# replicas or the servers, resumed, refit): at the default (100) each of penguins' tables is its
+# target statistics alone (three values of about 84 fit rows each), its rows left out of the
+# model, so a wrong row or gradient could not show; at 20 island's, sex's and year's tables
+# train, and the integer columns' codes (a few rows a value) are statistics alone.
+PENGUIN_TABLES_TRAINED = 20.0
+
+
 def penguins_job(penguins_run, out_dir, **trainer):
     """A TrainJob on the shared penguins run's examples and transform graph, writing under
-    out_dir; trainer: TrainerConfig fields."""
+    out_dir; trainer: TrainerConfig fields (embedding_min_rows: PENGUIN_TABLES_TRAINED unless
+    given)."""
+    trainer.setdefault("embedding_min_rows", PENGUIN_TABLES_TRAINED)
     import glob
 
     from trainer_module.job import TrainJob

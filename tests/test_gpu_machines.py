@@ -17,7 +17,7 @@ from google.protobuf import json_format
 from tfx.types import artifact_utils, standard_artifacts
 
 from components import entrypoint, vertex_job, vertex_training
-from conftest import REPO, penguins_job
+from conftest import PENGUIN_TABLES_TRAINED, REPO, penguins_job
 from pipeline import config as config_lib, orchestrators, preflight
 from trainer_module.settings import TrainerConfig, TrainerConfigError
 from trainer_module.custom_config import TrainSpec
@@ -200,7 +200,8 @@ def test_the_plan_prints_machines_replicas_and_the_per_machine_batch():
 
 SETTINGS = dict(train_steps=24, checkpoint_every=8, steps_per_execution=4, validation_share=0.0,
                 warmup_steps=20, per_replica_batch=32, input_order="global",
-                seed=4)  # seeds 1, 2 and 3: test_four_machines_train_as_one_device... says why not
+                seed=4,  # seeds 1, 2 and 3: test_four_machines_train_as_one_device... says why not
+                embedding_min_rows=PENGUIN_TABLES_TRAINED)  # the task's job and penguins_job's alike
 
 
 def _weights(run_dir) -> dict:

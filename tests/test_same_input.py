@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import PipelineRun, eval_examples, lockstep, penguin_parts
+from conftest import PENGUIN_TABLES_TRAINED, PipelineRun, eval_examples, lockstep, penguin_parts
 
-# One device at the 8-replica run's global batch (8 x 8): the same plan, steps and learning rate.
-ONE_DEVICE = "[trainer]\nglobal_batch = 64\n"
+# One device at the 8-replica run's global batch (8 x 8): the same plan, steps and learning rate,
+# and the same tables trained (conftest.PENGUIN_TABLES_TRAINED).
+ONE_DEVICE = f"[trainer]\nglobal_batch = 64\nembedding_min_rows = {PENGUIN_TABLES_TRAINED}\n"
 
 
 @pytest.fixture(scope="module")
