@@ -573,10 +573,10 @@ def _compile(root):
 
 
 # trainer.embedding_min_rows for the tests that check what the tables' rows do (split over the
-# replicas or the servers, resumed, refit): at the default (100) each of penguins' tables is its
-# target statistics alone (three values of about 84 fit rows each), its rows left out of the
-# model, so a wrong row or gradient could not show; at 20 island's, sex's and year's tables
-# train, and the integer columns' codes (a few rows a value) are statistics alone.
+# replicas or the servers, resumed, refit), pinned whatever the default: at 20 island's, sex's
+# and year's tables train (three values of about 84 fit rows each), and the integer columns'
+# codes (a few rows a value) are statistics alone; at 100 every table of penguins would be its
+# statistics alone, its rows left out of the model, and a wrong row or gradient could not show.
 PENGUIN_TABLES_TRAINED = 20.0
 
 

@@ -62,8 +62,8 @@ def test_the_target_statistics_are_counted_as_the_run_counts_them(penguins_run, 
     island, sex, year and two integer columns' codes) are counted from the fit rows before both
     sides train, and the check holds with them: a row's fold, and so its feature in training, is
     the same on any replica. A table whose values average fewer than trainer.embedding_min_rows
-    fit rows is its statistics alone: at the default 100, every table of penguins' 251 fit rows
-    (three values: about 84 rows each); at 20 (penguins_job's, conftest.PENGUIN_TABLES_TRAINED),
+    fit rows is its statistics alone: at 100, every table of penguins' 251 fit rows (three
+    values: about 84 rows each); at 20 (penguins_job's, conftest.PENGUIN_TABLES_TRAINED),
     the codes' (a few rows a value), while island's, sex's and year's embeddings train, on both
     sides, stacked or split over the replicas."""
     counted, count = [], target_statistics.fill
