@@ -6,6 +6,8 @@ newest complete version (its push record written last, a SavedModel that parses:
 components/serving_versions.py), the model a server is serving. The Evaluator scores it beside the
 candidate on the current eval split, so the candidate must not be worse than what serves now, on
 the same rows; a metric recorded at an old push was measured on other data and chooses nothing.
+A version that answers another label or task (its push record's target against this run's)
+fails the run with one line (serving_versions.check_target): a serving dir serves one pipeline.
 It emits that version as a Model artifact. With none pushed yet it emits an empty Model marked `found = 0`, which the
 Evaluator treats as "no baseline" and the Trainer as "no warm start".
 
@@ -17,6 +19,8 @@ Its output depends on the world outside the pipeline, so the runners turn cachin
 """
 
 from __future__ import annotations
+
+import json
 
 from absl import logging
 from tfx import types
@@ -33,9 +37,10 @@ SOURCE_KEY = "pushed_destination"
 PASSED_OVER_KEY = "passed_over"  # newer versions not taken, and why: one line
 
 
-def baseline_version(serving_dir: str) -> tuple[str | None, str]:
-    """(path, passed over): the newest complete version under serving_dir whose files are what
-    was pushed (None: none is), and a line naming the newer ones that are not ("" when none)."""
+def baseline_version(serving_dir: str) -> tuple[serving_versions.Version | None, str]:
+    """(version, passed over): the newest complete version under serving_dir whose files are
+    what was pushed (None: none is), and a line naming the newer ones that are not ("" when
+    none)."""
     passed = []
     for version in reversed(serving_versions.versions(serving_dir)):
         if serving_versions.content_hash(version.path) == version.record.get("sha256"):
@@ -46,7 +51,7 @@ def baseline_version(serving_dir: str) -> tuple[str | None, str]:
     note = (f"version {', '.join(map(str, passed))} passed over: its files are not what was "
             "pushed (sha256 against its push record); a model server would serve it: remove it"
             if passed else "")
-    return (version.path if version else None), note
+    return version, note
 
 
 def is_found(model_artifact) -> bool:
@@ -54,7 +59,9 @@ def is_found(model_artifact) -> bool:
 
 
 class LatestPushedModelSpec(ComponentSpec):
-    PARAMETERS = {"serving_dir": ExecutionParameter(type=str)}
+    PARAMETERS = {"serving_dir": ExecutionParameter(type=str),
+                  # what this run's model answers (serving_versions.target), as JSON
+                  "target": ExecutionParameter(type=str)}
     INPUTS = {}
     OUTPUTS = {"model": ChannelParameter(type=standard_artifacts.Model)}
 
@@ -62,15 +69,19 @@ class LatestPushedModelSpec(ComponentSpec):
 class Executor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties):
         model = artifact_utils.get_single_instance(output_dict["model"])
-        source, passed_over = baseline_version(exec_properties["serving_dir"])
+        serving_dir = exec_properties["serving_dir"]
+        version, passed_over = baseline_version(serving_dir)
         if passed_over:
             logging.warning("Serving dir %s: %s", exec_properties["serving_dir"], passed_over)
             model.set_string_custom_property(PASSED_OVER_KEY, passed_over)
-        if source is None:
+        if version is None:
             logging.info("No pushed model under %s yet.", exec_properties["serving_dir"])
             model.set_int_custom_property(FOUND_KEY, 0)
             fileio.makedirs(model.uri)
             return
+        serving_versions.check_target(serving_dir, version.number, version.record,
+                                      json.loads(exec_properties.get("target") or "{}"))
+        source = version.path
         io_utils.copy_dir(source, path_utils.serving_model_path(model.uri))
         model.set_int_custom_property(FOUND_KEY, 1)
         model.set_string_custom_property(SOURCE_KEY, source)
@@ -81,7 +92,7 @@ class LatestPushedModel(base_component.BaseComponent):
     SPEC_CLASS = LatestPushedModelSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)
 
-    def __init__(self, serving_dir: str):
+    def __init__(self, serving_dir: str, target: str = ""):
         super().__init__(spec=LatestPushedModelSpec(
-            serving_dir=serving_dir,
+            serving_dir=serving_dir, target=target,
             model=types.Channel(type=standard_artifacts.Model)))

@@ -12,6 +12,8 @@ in a line for the run summary).
 
 from __future__ import annotations
 
+import json
+
 from absl import logging
 from tfx import types
 from tfx.dsl.components.base import base_component, base_executor, executor_spec
@@ -40,6 +42,9 @@ class PusherSpec(ComponentSpec):
         # The run's gate as JSON (pipeline/evaluation.py, Gate.to_dict): echoed on the output
         # as `gate`, so a report of this run, read back later, says what the model had to beat.
         "gate": ExecutionParameter(type=str),
+        # What the model answers (serving_versions.target), as JSON: recorded with the version,
+        # so that a run of another label refuses this serving dir (components/latest_model.py).
+        "target": ExecutionParameter(type=str),
     }
     INPUTS = {
         "model": ChannelParameter(type=standard_artifacts.Model),
@@ -107,7 +112,8 @@ class Executor(base_executor.BaseExecutor):
         result = serving_versions.push(
             source, target, model_uri=model.uri, metric=metric, check=check,
             keep=exec_properties.get("keep_versions") or 0, run_id=run_id or "",
-            data=trained_on, digest=digest)
+            data=trained_on, digest=digest,
+            answers=json.loads(exec_properties.get("target") or "{}"))
         out.set_int_custom_property(PUSHED_KEY, int(result.pushed))
         out.set_string_custom_property(NOTE_KEY, result.note)
         if result.destination:
@@ -123,9 +129,9 @@ class Pusher(base_component.BaseComponent):
     def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel,
                  examples: types.BaseChannel, evaluation: types.BaseChannel, serving_dir: str,
                  metric_name: str, higher_is_better: bool, keep_versions: int = 0,
-                 gate: str = ""):
+                 gate: str = "", target: str = ""):
         super().__init__(spec=PusherSpec(
             model=model, model_blessing=model_blessing, examples=examples, evaluation=evaluation,
             serving_dir=serving_dir, keep_versions=keep_versions, metric_name=metric_name,
-            higher_is_better=int(higher_is_better), gate=gate,
+            higher_is_better=int(higher_is_better), gate=gate, target=target,
             pushed_model=types.Channel(type=standard_artifacts.PushedModel)))

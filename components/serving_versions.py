@@ -38,6 +38,7 @@ PUSH_RECORD = "lockstep-push.json"
 SAVED_MODEL = "saved_model.pb"
 LEDGER = ".lockstep"
 TEMP_PREFIX = ".push-"
+TARGET_KEY = "target"  # in a push record: what the model answers, {"label": ..., "task": ...}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,31 @@ class PushResult:
     pushed: bool
     destination: str | None  # the new version, or the version this content went to before
     note: str  # one line for the summary
+
+
+class OtherTarget(ValueError):
+    """The serving dir serves a model of another label or task than the run's."""
+
+
+def target(label: str, task: str) -> dict:
+    """What a model answers, as its push record names it."""
+    return {"label": label, "task": task}
+
+
+def check_target(serving_dir: str, number: int | None, record: dict | None, run: dict) -> None:
+    """Raises OtherTarget where version `number` (its push `record`) answers another label or
+    task than `run` (target()): the run's Evaluator could not compare its model with that one,
+    and its push would replace what the served model's clients ask for. A version whose record
+    names no target (pushed before records named one) passes."""
+    pushed = (record or {}).get(TARGET_KEY) or {}
+    if not pushed or not run or all(pushed.get(k) == v for k, v in run.items()):
+        return
+    raise OtherTarget(
+        f"serving dir {serving_dir} serves version {number}, a model of label "
+        f"'{pushed.get('label')}' ({pushed.get('task')}), and this run's label is "
+        f"'{run['label']}' ({run['task']}): its model could neither be compared with that one nor "
+        "replace it; give this pipeline a serving dir of its own (--serving-dir, "
+        "paths.serving_dir)")
 
 
 def _read_record(version_dir: str) -> dict | None:
@@ -162,13 +188,14 @@ def _pushed_before(serving_dir: str, entry: str, digest: str) -> dict | None:
 
 def push(source: str, serving_dir: str, *, model_uri: str = "", metric: dict | None = None,
          check: Callable[[str], None] | None = None, keep: int = 0, run_id: str = "",
-         data: dict | None = None, digest: str = "") -> PushResult:
+         data: dict | None = None, digest: str = "", answers: dict | None = None) -> PushResult:
     """Pushes the SavedModel at `source` as a new version, unless this content was pushed before.
 
     data: what the model was trained on ({"spans": [...], "fingerprint": ...}), recorded.
     check(path): raises if the copy at `path` does not load and serve; nothing is published then.
     keep: keep the newest `keep` versions and remove older ones (0: keep all).
-    digest: content_hash(source), where the caller has it already."""
+    digest: content_hash(source), where the caller has it already.
+    answers: what the model answers (target()), recorded for later runs' check_target."""
     fileio = fs.fileio()
     digest = digest or content_hash(source)
     ledger = _join(serving_dir, LEDGER, "pushed")
@@ -192,6 +219,8 @@ def push(source: str, serving_dir: str, *, model_uri: str = "", metric: dict | N
         record = {"version": number, "sha256": digest, "model": model_uri, "run_id": run_id,
                   "pushed_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
                       timespec="seconds"), "metric": metric or {}, "data": data or {}}
+        if answers:
+            record[TARGET_KEY] = answers
         with fs.publishing(final, TEMP_PREFIX) as staging:
             fs.copy_tree(source, staging)
             if check:

@@ -30,7 +30,7 @@ from components.statistics_gen import StatisticsGen
 from components.trainer import Trainer
 from components.transform import Transform
 from components.vertex_training import VertexTrainer
-from components import vertex_job
+from components import serving_versions, vertex_job
 from pipeline import evaluation
 from pipeline.binding import HERE, Binding
 from pipeline.node_ids import (
@@ -196,10 +196,10 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
         custom_config=transform_spec(config, decisions).to_custom_config(),
         analyzer_cache_dir=analyzer_cache_dir(config) if config.data.span_pattern else "",
         **transform_settings(config)).with_id(TRANSFORM_NODE)
-    latest = LatestPushedModel(serving_dir=config.paths.serving_dir).with_id(BASELINE_NODE)
-    trainer_inputs = {}
-    if config.trainer.warm_start:
-        trainer_inputs["base_model"] = latest.outputs["model"]
+    answers = json.dumps(serving_versions.target(label, task))
+    latest = LatestPushedModel(serving_dir=config.paths.serving_dir,
+                               target=answers).with_id(BASELINE_NODE)
+    trainer_inputs = {"base_model": latest.outputs["model"]} if config.trainer.warm_start else {}
     trainer_class, vertex = Trainer, {}
     if vertex_job.submits_job(config.trainer):
         trainer_class = VertexTrainer
@@ -234,7 +234,7 @@ def create_pipeline(config: Config, input_base: str, pattern: str, decisions: De
         serving_dir=config.paths.serving_dir, keep_versions=config.push.keep_versions,
         metric_name=gate.tfma_name(),
         higher_is_better=evaluation.METRICS[gate.metric].higher_is_better,
-        gate=json.dumps(gate.to_dict())).with_id(PUSHER_NODE)
+        gate=json.dumps(gate.to_dict()), target=answers).with_id(PUSHER_NODE)
     components = _up_to([example_gen, statistics_gen, schema_gen, example_validator, transform,
                          latest, trainer, reference, evaluator, pusher], to_node)
     return tfx_pipeline.Pipeline(

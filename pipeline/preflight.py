@@ -248,6 +248,19 @@ def check_drift(config: Config, data) -> DriftCheck | None:
     return DriftCheck(previous, newest, tuple(drifts), config.data.max_drift)
 
 
+def check_serving_target(config: Config, decisions: Decisions) -> None:
+    """Raises ConfigError where the serving model answers another label or task than this run's
+    (components/serving_versions.py, check_target): before anything runs, not in the Evaluator."""
+    from components import serving_versions
+
+    number, record = _serving_record(config.paths.serving_dir)
+    try:
+        serving_versions.check_target(config.paths.serving_dir, number, record,
+                                      serving_versions.target(config.data.label, decisions.task))
+    except serving_versions.OtherTarget as err:
+        raise ConfigError(str(err)) from None
+
+
 def _serving_record(serving: str) -> tuple[int | None, dict | None]:
     """The serving version's number and push record. A local serving dir is read with the
     standard library (the check runs before TensorFlow loads, which would talk on the terminal):

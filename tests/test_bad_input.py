@@ -97,3 +97,25 @@ def test_input_that_would_fail_deep_inside_is_one_line_before_any_component(
     _column_csv(tmp_path / "x.csv", header, cells, encoding)
     line = _run_expecting_error(tmp_path, "--data", tmp_path / "x.csv", "--label", "label")
     assert expected in line, line
+
+
+def test_a_serving_dir_that_serves_another_label(tmp_path):
+    """The serving dir holds another pipeline's model (label 'origin'): this run's model could not
+    be compared with it in the Evaluator, nor replace it for its clients. One line naming the
+    dir and the flag, before any component runs; the served version is left as it was."""
+    import json
+
+    run = PipelineRun(tmp_path)
+    served = run.serving_dir / "1700000000"
+    served.mkdir(parents=True)
+    record = {"version": 1700000000, "target": {"label": "origin", "task": "classification"}}
+    (served / "lockstep-push.json").write_text(json.dumps(record))
+    result = run.run_here()
+    assert result.returncode == 2
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("lockstep: error:")]
+    assert (f"serving dir {run.serving_dir} serves version 1700000000, a model of label 'origin' "
+            "(classification), and this run's label is 'species' (classification)") in line, line
+    assert line.endswith("(--serving-dir, paths.serving_dir)"), line
+    assert not run.pipeline_root.exists(), "nothing may be written on bad input"
+    assert run.pushed_versions() == [served]
+    assert json.loads((served / "lockstep-push.json").read_text()) == record

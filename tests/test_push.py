@@ -222,6 +222,13 @@ def _damage(version_dir) -> None:
     data.write_bytes(bytes(content))
 
 
+def _baseline(serving) -> tuple[str, str]:
+    from components import latest_model
+
+    version, passed_over = latest_model.baseline_version(str(serving))
+    return version.path, passed_over
+
+
 def test_a_damaged_version_is_never_the_baseline_and_its_model_is_pushed_again(tmp_path):
     """The newest version's variables are overwritten after its push (a disk fault): it parses,
     but its files are not what was pushed. The baseline is the version before it, with a line
@@ -231,19 +238,57 @@ def test_a_damaged_version_is_never_the_baseline_and_its_model_is_pushed_again(t
     serving = tmp_path / "serving"
     older = serving_versions.push(_model(tmp_path / "m0", 1.0), str(serving))
     model = _model(tmp_path / "m1", 2.0)
+    assert latest_model.baseline_version(str(tmp_path / "none")) == (None, "")
     newer = serving_versions.push(model, str(serving))
-    assert latest_model.baseline_version(str(serving)) == (newer.destination, "")
+    assert _baseline(serving) == (newer.destination, "")
     _damage(tmp_path / "serving" / os.path.basename(newer.destination))
     number = os.path.basename(newer.destination)
-    assert latest_model.baseline_version(str(serving)) == (
+    assert _baseline(serving) == (
         older.destination, f"version {number} passed over: its files are not what was pushed "
         "(sha256 against its push record); a model server would serve it: remove it")
     again = serving_versions.push(model, str(serving))
     assert again.pushed and again.note.endswith(
         f"; version {number} no longer held what was pushed (sha256), so this model was pushed "
         "again"), again.note
-    assert latest_model.baseline_version(str(serving)) == (again.destination, "")
+    assert _baseline(serving) == (again.destination, "")
     assert float(tf.saved_model.load(again.destination).scale.numpy()) == 2.0
+
+
+def test_the_baseline_of_another_label_or_task_fails_the_run_in_one_line(tmp_path):
+    """LatestPushedModel, the check that holds where no preflight ran (Kubeflow): the serving
+    version's push record names what it answers; a run of another label or task fails, naming
+    the dir and the flag. The same target, and a record from before targets were recorded, pass."""
+    from tfx.types import standard_artifacts
+
+    from components import latest_model
+
+    serving = tmp_path / "serving"
+    species = serving_versions.target("species", "classification")
+    pushed = serving_versions.push(_model(tmp_path / "m", 2.0), str(serving), answers=species)
+    record = json.loads(open(os.path.join(pushed.destination, serving_versions.PUSH_RECORD)).read())
+    assert record["target"] == {"label": "species", "task": "classification"}
+
+    def baseline(run_target):
+        model = standard_artifacts.Model()
+        model.uri = str(tmp_path / f"out-{len(os.listdir(tmp_path))}")
+        latest_model.Executor().Do({}, {"model": [model]}, {
+            "serving_dir": str(serving), "target": json.dumps(run_target)})
+        return latest_model.is_found(model)
+
+    assert baseline(species) and baseline({})
+    number = os.path.basename(pushed.destination)
+    for label, task in (("body_mass_g", "regression"), ("species", "regression")):
+        with pytest.raises(serving_versions.OtherTarget) as err:
+            baseline(serving_versions.target(label, task))
+        assert str(err.value) == (
+            f"serving dir {serving} serves version {number}, a model of label 'species' "
+            f"(classification), and this run's label is '{label}' ({task}): its model could "
+            "neither be compared with that one nor replace it; give this pipeline a serving dir "
+            "of its own (--serving-dir, paths.serving_dir)")
+    del record["target"]  # pushed before push records named a target
+    with open(os.path.join(pushed.destination, serving_versions.PUSH_RECORD), "w") as handle:
+        json.dump(record, handle)
+    assert baseline(serving_versions.target("body_mass_g", "regression"))
 
 
 @pytest.mark.slow

@@ -80,7 +80,8 @@ def prepare(config: Config, places: bool = True) -> Prepared:
     Returns:
       the Prepared run; its drift is not measured yet (check_drift).
     Raises:
-      ConfigError, CsvError, SpanError: the config, the user's code or the data, named.
+      ConfigError, CsvError, SpanError: the config, the user's code or the data, named; and
+        (places) a serving dir whose model answers another label or task.
       SkewError: the train and eval rows differ past data.max_skew, the column named.
       StorageError: a local pipeline root or serving dir is read-only or lacks room (places).
     """
@@ -91,6 +92,7 @@ def prepare(config: Config, places: bool = True) -> Prepared:
                         code=tuple(preflight.check_hooks(config, decisions, data)), skew=skew)
     if places:
         check_storage(prepared)
+        preflight.check_serving_target(config, decisions)
     return prepared
 
 
