@@ -23,7 +23,6 @@ MAX_MODULE_LINES = 400
 # {"file::function": its length when the rule began to be checked}: to be split, never longer.
 OVER = {
     "pipeline/definition.py::create_pipeline": 84,
-    "trainer_module/input_pipeline.py::make_dataset_fn": 83,
     "trainer_module/scaling.py::make_plan": 79,
     "pipeline/data_check.py::check": 76,
 }

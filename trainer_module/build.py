@@ -15,7 +15,8 @@ import tensorflow as tf
 from trainer_module import features, hooks, input_pipeline, model as model_lib, precision, scaling
 from trainer_module import strategy as strategy_lib, table_plan, target_statistics, warmup
 from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY
-from trainer_module.settings import FLOAT16_ON_TPU, MIXED_FLOAT16, REGRESSION, TrainerConfig
+from trainer_module.settings import FLOAT16_ON_TPU, GLOBAL, MIXED_FLOAT16, REGRESSION
+from trainer_module.settings import TrainerConfig
 
 
 def model_inputs(tf_transform_output, label: str, task: str,
@@ -137,17 +138,33 @@ def _split(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy) -> dict:
     return {"shards": tables_in_blocks(inputs, strategy)}
 
 
-def fill_statistics(model: tf.keras.Model, job, raw_spec: dict, transform) -> int:
+def train_input(job, plan: scaling.Plan, raw_spec: dict, transform, start: int,
+                asynchronous: bool = False):
+    """The run's dataset_fn of its fit rows: each worker of an asynchronous run shuffles the
+    whole split its own way and starts afresh on resume (no global order to skip into); a
+    synchronous run skips the steps trained before `start`."""
+    cfg = job.trainer
+    return input_pipeline.make_dataset_fn(
+        job.train_files, raw_spec, job.label, job.task, plan.replica_step_batch, training=True,
+        seed=None if asynchronous else cfg.seed, skip_steps=0 if asynchronous else start,
+        transform=transform, part=input_pipeline.FIT,
+        validation_share=cfg.validation_share, global_order=cfg.input_order == GLOBAL)
+
+
+def fill_statistics(model: tf.keras.Model, job, raw_spec: dict, transform, rows=None) -> int:
     """The model's target statistics (trainer_module/target_statistics.py) counted from the job's
     fit rows (its train split less its validation share), every process alike: the rows counted,
-    0 where the model has none (nothing is read then)."""
+    0 where the model has none (nothing is read then). rows: those fit rows, each once, where
+    the training input has them (its dataset_fn's `once`: read here, they are its cache); else
+    they are read in a pass of their own."""
     if not target_statistics.layers(model):
         return 0
     cfg = job.trainer
-    dataset = input_pipeline.make_dataset_fn(
-        job.train_files, raw_spec, job.label, job.task, target_statistics.FILL_BATCH,
-        training=False, transform=transform, part=input_pipeline.FIT,
-        validation_share=cfg.validation_share)(None)
+    dataset = rows.rebatch(target_statistics.FILL_BATCH) if rows is not None else (
+        input_pipeline.make_dataset_fn(
+            job.train_files, raw_spec, job.label, job.task, target_statistics.FILL_BATCH,
+            training=False, transform=transform, part=input_pipeline.FIT,
+            validation_share=cfg.validation_share)(None))
     tic = time.perf_counter()
     rows = target_statistics.fill(model, dataset, job.task)
     logging.info("Target statistics: %d fit rows counted in %.2f s", rows,

@@ -180,10 +180,12 @@ def _fit(job: TrainJob, strategy, shared, callbacks,
         elastic = _elastic(job, plan, topology.restored, start, model)
         warm, cold_because = (_warm_start(model, job.base_model, average)
                               if start == 0 and cfg.warm_start else (False, ""))
-        build.fill_statistics(model, job, raw_spec, transform)  # after a warm start, a restore
-
-        steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, raw_spec,
-                           transform, start, average)
+        dataset_fn = build.train_input(job, plan, raw_spec, transform, start, asynchronous)
+        # After a warm start, a restore; its pass parses the rows training reads.
+        build.fill_statistics(model, job, raw_spec, transform,
+                              rows=dataset_fn.once(plan.replicas, plan.hosts))
+        steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, dataset_fn,
+                           average)
         logs, train_seconds = _train_to_end(controller, steps, job, chief, not stopping and average)
         tables = model_lib.split_tables(model)  # before an asynchronous run's copy, its tables whole
         model = _local_copy(model, inputs, strategy) if asynchronous else model  # off the servers
@@ -329,18 +331,11 @@ def _chunk(cfg: TrainerConfig, plan: scaling.Plan) -> int:
 
 
 def _step_loop(job: TrainJob, strategy, plan: scaling.Plan, model, optimizer, loss, metrics,
-               raw_spec: dict, transform, start: int, average=None):
-    """The synchronous step loop (loop.py), or the asynchronous one (parameter_server.py), with
-    its input: each worker of an asynchronous run shuffles the whole split its own way, and
-    starts afresh on resume (there is no global order to skip into)."""
+               dataset_fn, average=None):
+    """The synchronous step loop (loop.py), or the asynchronous one (parameter_server.py), over
+    the input of `dataset_fn` (build.train_input)."""
     cfg = job.trainer
-    asynchronous = parameter_server.is_parameter_server(strategy)
-    dataset_fn = input_pipeline.make_dataset_fn(
-        job.train_files, raw_spec, job.label, job.task, plan.replica_step_batch, training=True,
-        seed=None if asynchronous else cfg.seed, skip_steps=0 if asynchronous else start,
-        transform=transform, part=input_pipeline.FIT,
-        validation_share=cfg.validation_share, global_order=cfg.input_order == GLOBAL)
-    if asynchronous:
+    if parameter_server.is_parameter_server(strategy):
         return parameter_server.AsynchronousLoop(strategy, model, optimizer, loss, plan.global_batch,
                                              dataset_fn, metrics=metrics,
                                              steps_per_closure=cfg.steps_per_execution)
