@@ -22,9 +22,9 @@ The statistics are the layer's weights, not trained (the step's gradient is over
 variables only): `fill` sets them from one pass over the fit rows before the first step, in
 every process alike, and the served model carries them. Where the training input keeps the fit
 rows in memory (one pipeline), that pass is its first parse of them, which training then reads
-(trainer_module/input_pipeline.py, `once`): the rows are parsed once for both. A table split over the replicas or the
-parameter servers (trainer_module/sharded_embedding.py) has none: its values are too many to
-count on every replica.
+(trainer_module/input_pipeline.py, `once`): the rows are parsed once for both. A table split
+over the replicas or the parameter servers (trainer_module/sharded_embedding.py) has none: its
+values are too many to count on every replica.
 
 A table whose seen values average fewer than trainer.embedding_min_rows fit rows each (a panel's
 person ids, seen two to five times; a rater seen twenty) is its statistics alone: the layer takes
