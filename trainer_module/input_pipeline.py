@@ -284,9 +284,11 @@ class InputFn:
         self.cache, self.chunk_steps = (caching(self.files, cache, chunk_steps) if training
                                         else (cache, chunk_steps))
         self.shared = {}  # unit -> one_pipeline's chunks
+        # Traced as written (trainer_module/autograph_rules.py); decorated here, not where the
+        # class is defined: the Kubeflow compile imports this module with TensorFlow's stand-ins.
+        self.parse_batch = plain(self._parse_batch)
 
-    @plain  # traced as written: trainer_module/autograph_rules.py
-    def parse_batch(self, records):
+    def _parse_batch(self, records):
         parsed = tf.io.parse_example(records, self.feature_spec)
         if self.transform is not None:
             parsed = self.transform(parsed)
