@@ -72,20 +72,19 @@ class Executor(base_executor.BaseExecutor):
         serving_dir = exec_properties["serving_dir"]
         version, passed_over = baseline_version(serving_dir)
         if passed_over:
-            logging.warning("Serving dir %s: %s", exec_properties["serving_dir"], passed_over)
+            logging.warning("Serving dir %s: %s", serving_dir, passed_over)
             model.set_string_custom_property(PASSED_OVER_KEY, passed_over)
         if version is None:
-            logging.info("No pushed model under %s yet.", exec_properties["serving_dir"])
+            logging.info("No pushed model under %s yet.", serving_dir)
             model.set_int_custom_property(FOUND_KEY, 0)
             fileio.makedirs(model.uri)
             return
         serving_versions.check_target(serving_dir, version.number, version.record,
                                       json.loads(exec_properties.get("target") or "{}"))
-        source = version.path
-        io_utils.copy_dir(source, path_utils.serving_model_path(model.uri))
+        io_utils.copy_dir(version.path, path_utils.serving_model_path(model.uri))
         model.set_int_custom_property(FOUND_KEY, 1)
-        model.set_string_custom_property(SOURCE_KEY, source)
-        logging.info("Latest pushed model: %s", source)
+        model.set_string_custom_property(SOURCE_KEY, version.path)
+        logging.info("Latest pushed model: %s", version.path)
 
 
 class LatestPushedModel(base_component.BaseComponent):

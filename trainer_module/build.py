@@ -151,16 +151,17 @@ def train_input(job, plan: scaling.Plan, raw_spec: dict, transform, start: int,
         validation_share=cfg.validation_share, global_order=cfg.input_order == GLOBAL)
 
 
-def fill_statistics(model: tf.keras.Model, job, raw_spec: dict, transform, rows=None) -> int:
+def fill_statistics(model: tf.keras.Model, job, raw_spec: dict, transform,
+                    fit_rows=None) -> int:
     """The model's target statistics (trainer_module/target_statistics.py) counted from the job's
     fit rows (its train split less its validation share), every process alike: the rows counted,
-    0 where the model has none (nothing is read then). rows: those fit rows, each once, where
+    0 where the model has none (nothing is read then). fit_rows: those rows, each once, where
     the training input has them (its dataset_fn's `once`: read here, they are its cache); else
     they are read in a pass of their own."""
     if not target_statistics.layers(model):
         return 0
     cfg = job.trainer
-    dataset = rows.rebatch(target_statistics.FILL_BATCH) if rows is not None else (
+    dataset = fit_rows.rebatch(target_statistics.FILL_BATCH) if fit_rows is not None else (
         input_pipeline.make_dataset_fn(
             job.train_files, raw_spec, job.label, job.task, target_statistics.FILL_BATCH,
             training=False, transform=transform, part=input_pipeline.FIT,

@@ -54,7 +54,6 @@ from trainer_module import build, input_pipeline, loop, model as model_lib, prec
 from trainer_module import weight_average
 from trainer_module import strategy as strategy_lib
 from trainer_module.job import TrainJob
-from trainer_module.settings import GLOBAL
 from trainer_module.summary import Verification
 
 # Passes when the largest weight difference is at most this fraction of how far the reference
@@ -248,10 +247,7 @@ def one_device(job: TrainJob, replicas: int, make_optimizer, pipelines: int = 1,
     tf_transform_output = tft.TFTransformOutput(job.transform_dir)
     inputs = build.model_inputs(tf_transform_output, job.label, job.task, cfg)
     raw_spec, transform = _raw_and_transform(tf_transform_output, job)
-    dataset_fn = input_pipeline.make_dataset_fn(
-        job.train_files, raw_spec, job.label, job.task, plan.replica_step_batch, training=True,
-        seed=cfg.seed, transform=transform, part=input_pipeline.FIT,
-        validation_share=cfg.validation_share, global_order=cfg.input_order == GLOBAL)
+    dataset_fn = build.train_input(job, plan, raw_spec, transform, start=0)  # the run's own
     tf.keras.utils.set_random_seed(cfg.seed)
     start = build.model(inputs, tf.distribute.get_strategy(), whole_tables=True)
     build.fill_statistics(start, job, raw_spec, transform)  # as the run counts them

@@ -183,7 +183,7 @@ def _fit(job: TrainJob, strategy, shared, callbacks,
         dataset_fn = build.train_input(job, plan, raw_spec, transform, start, asynchronous)
         # After a warm start, a restore; its pass parses the rows training reads.
         build.fill_statistics(model, job, raw_spec, transform,
-                              rows=dataset_fn.once(plan.replicas, plan.hosts))
+                              fit_rows=dataset_fn.once(plan.replicas, plan.hosts))
         steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, dataset_fn,
                            average)
         logs, train_seconds = _train_to_end(controller, steps, job, chief, not stopping and average)
