@@ -28,8 +28,10 @@ autograph_rules.install()  # tf_keras unconverted in the traced signatures
 
 def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTransformOutput,
                          label_key: str, task: str, path: str,
-                         scaling: tuple[float, float]) -> None:
-    """scaling: the label's (shift, scale), `label_scaling`, read once by the caller."""
+                         scaling: tuple[float, float], weights_of: tf.keras.Model | None = None) -> None:
+    """scaling: the label's (shift, scale), `label_scaling`, read once by the caller.
+    weights_of: the model whose weights WEIGHTS holds, where `model` is a bag's mean
+    (trainer_module/bag.py: its first member's, the weights a warm start copies)."""
     model.tft_layer = tf_transform_output.transform_features_layer()
     raw_spec = tf_transform_output.raw_feature_spec()
     # A request without the label parses with the raw spec where the label is a VarLenFeature
@@ -69,7 +71,7 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
 
     model.save(path, save_format="tf", save_traces=False, signatures={
         "serving_default": serve, "transform_features": transform_features})
-    write_weights(model, path)
+    write_weights(weights_of or model, path)
 
 
 def write_weights(model: tf.keras.Model, model_dir: str) -> None:

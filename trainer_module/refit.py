@@ -21,6 +21,9 @@ the first fit's last checkpoint too (trainer_module/train.py): the next attempt 
 fit at its stop, on the global batch it recorded, trains it no further, and so makes the same
 refit job, which resumes from its own checkpoint.
 
+A bag: on a train split of trainer.bag_min_rows to bag_rows rows, the refit is made trainer.bags times,
+each from the next seed, and the mean of the models is exported (`members`, trainer_module/bag.py).
+
 No refit: a train split of more than trainer.refit_rows rows (0: none refit), no validation
 rows, an asynchronous run (it has no cooldown to follow), weights kept at step 0, or no rows
 beyond the fit rows."""
@@ -79,11 +82,34 @@ def job(first: TrainJob, plan: Plan, stopping: Stopping | None, rows: int | None
     return dataclasses.replace(first, model_run_dir=run_dir).with_trainer(trainer)
 
 
-def merged(first: TrainingSummary, refitted: TrainingSummary, rows: int) -> TrainingSummary:
-    """The job's summary: the first fit's plan, logs and stopping, the refit's eval figures,
-    and its account (`Refit`)."""
+def merged(first: TrainingSummary, refitted: list[TrainingSummary], rows: int,
+           seed: int) -> TrainingSummary:
+    """The job's summary: the first fit's plan, logs and stopping, the eval figures of the
+    model exported (the last refit's: a bag's mean, trainer_module/bag.py), and the refits'
+    account (`Refit`). seed: the first refit's (a bag's members: the seeds after it)."""
+    seconds = sum(each.train_seconds for each in refitted)
+    last = refitted[-1]
     return dataclasses.replace(
-        first, eval=refitted.eval, train_seconds=first.train_seconds + refitted.train_seconds,
-        refit=Refit(steps=refitted.plan.train_steps, decay_steps=refitted.plan.decay_steps,
-                    rows=rows, seconds=refitted.train_seconds,
-                    resumed_at=refitted.resumed_at))
+        first, eval=last.eval, train_seconds=first.train_seconds + seconds,
+        refit=Refit(steps=last.plan.train_steps, decay_steps=last.plan.decay_steps, rows=rows,
+                    seconds=seconds, resumed_at=next(  # the member a SIGTERM stopped
+                        (each.resumed_at for each in reversed(refitted) if each.resumed_at), 0),
+                    bagged=len(refitted), seed=seed))
+
+
+def members(again: TrainJob, rows: int) -> list[TrainJob]:
+    """The refit's jobs, a bag's members (trainer_module/bag.py): the refit `again`, and where
+    the train split has trainer.bag_min_rows to bag_rows rows, trainer.bags - 1 more, each from
+    the next seed, in a directory of its own (`member_dir`)."""
+    cfg = again.trainer
+    count = cfg.bags if 0 < rows and cfg.bag_min_rows <= rows <= cfg.bag_rows else 1
+    return [again] + [
+        dataclasses.replace(again, model_run_dir=member_dir(again.model_run_dir, i)).with_trainer(
+            dataclasses.replace(cfg, seed=cfg.seed + i)) for i in range(1, count)]
+
+
+def member_dir(refit_dir: str, index: int) -> str:
+    """The directory of the bag's member `index` (0: the refit's own, REFIT), beside it."""
+    if not refit_dir or not index:
+        return refit_dir
+    return os.path.join(os.path.dirname(refit_dir.rstrip("/")), f"{REFIT}_{index}")

@@ -17,7 +17,9 @@ an uninterrupted run ends with.
   directory of the same job that got furthest.
 - A refit after early stopping (trainer_module/refit.py) is a job of its own, in REFIT under its
   first fit's ModelRun directory (job.REFIT): it parks beside the ModelRun directories too, its
-  first fit's last checkpoint with it (`park_last`), and finds the refit of a sibling attempt.
+  first fit's last checkpoint with it (`park_last`), and finds the refit of a sibling attempt. So
+  does each member of a bag of refits (trainer_module/bag.py, in REFIT_<i>), the members before
+  it parked with it.
 
 Elastic resume: where the job runs (the replicas, hosts, TPU slice) is not part of its identity.
 Each checkpoint records the topology it was written on (`TopologyState`, in the checkpoint itself:
@@ -50,10 +52,11 @@ def checkpoint_dir(job: TrainJob) -> str:
 
 
 def _attempt(job: TrainJob) -> tuple[str, str]:
-    """(the attempt's ModelRun directory, the job's directory under it: "" or REFIT's)."""
+    """(the attempt's ModelRun directory, the job's directory under it: "", REFIT's or a bag
+    member's, REFIT_<i>: trainer_module/bag.py)."""
     run_dir = job.model_run_dir.rstrip("/")
-    if os.path.basename(run_dir) == REFIT:
-        return os.path.dirname(run_dir), REFIT
+    if os.path.basename(run_dir).startswith(REFIT):
+        return os.path.dirname(run_dir), os.path.basename(run_dir)
     return run_dir, ""
 
 

@@ -112,6 +112,14 @@ class TrainerConfig:
     # that model (trainer_module/refit.py). Past it, a tenth more rows moved no table's figure
     # and the second fit costs about what the first did (nycflights13: 10.3 s beside 16). 0: none.
     refit_rows: int = 100_000
+    # On a train split of bag_min_rows to bag_rows rows, the refit is made `bags` times, each
+    # from its own seed, and the mean of the models is exported (trainer_module/bag.py): a seed
+    # moves a small table's held-out figure by more than the mean of two does. Below
+    # bag_min_rows a second refit's fixed costs are most of the Trainer (penguins: 9.0 -> 12.1
+    # s) and its eval split too small to show a gain. 1: one refit.
+    bags: int = 2
+    bag_min_rows: int = 1_000
+    bag_rows: int = 5_000
     train_examples: int = _run_parameter(0)
     train_steps: int = _run_parameter(0)
     # Learning rate: scaled with the global batch (lr_scaling), with linear warmup. Anchored at
@@ -211,8 +219,10 @@ class TrainerConfig:
         if self.shard_embeddings_over < -1:
             raise TrainerConfigError("trainer.shard_embeddings_over is a number of bytes, 0 (shard "
                                      f"every table) or -1 (none), got {self.shard_embeddings_over}")
-        if self.max_train_examples < 0:
-            raise TrainerConfigError("trainer.max_train_examples cannot be negative")
+        if self.max_train_examples < 0 or self.bags < 1 or min(self.bag_rows,
+                                                                self.bag_min_rows) < 0:
+            raise TrainerConfigError("trainer.max_train_examples, bag_min_rows and bag_rows cannot "
+                                     f"be negative, trainer.bags must be at least 1, got {self.bags}")
         if not 0 <= self.weight_average < 1:
             raise TrainerConfigError(f"trainer.weight_average is a momentum, at least 0 and below "
                                      f"1 (0: no average), got {self.weight_average}")

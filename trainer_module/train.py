@@ -18,7 +18,7 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import actions as actions_lib, build, controller as controller_lib
+from trainer_module import actions as actions_lib, bag, build, controller as controller_lib
 from trainer_module import early_stopping, eval_split, model as model_lib
 from trainer_module import export, input_pipeline, loop, parameter_server, verify_process
 from runtime import processes
@@ -109,7 +109,8 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         parameter_server.relay_progress()
     strategy = (parameter_server.make_strategy(cfg) if cfg.strategy == PARAMETER_SERVER
                 else strategy_lib.resolve_strategy(cfg))
-    verified = _verify(job, strategy_lib.hardware(strategy)) if cfg.verify else None
+    verified = (verify_process.verified(job, strategy_lib.hardware(strategy)) if cfg.verify
+                else None)
     # Read once for the job, the refit's fit too: the split's rows (the refit's steps are fixed,
     # and it holds out no validation rows), the Transform output and its traced transform.
     rows, tf_transform_output = _train_rows(job), tft.TFTransformOutput(job.transform_dir)
@@ -120,22 +121,27 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
         return summary
     logging.info("Refit: every row of the train split, %d steps", again.trainer.train_steps)
     first, chief = early_stopping.capped(job, rows), strategy_lib.is_chief(strategy)
+    members, models = refit.members(again, rows), []  # a bag of refits: trainer_module/bag.py
     try:
-        refitted = _fit(again, strategy, shared, callbacks, None)[0]
+        refitted = [_fit(member, strategy, shared, callbacks, None, (models, len(members)))[0]
+                    for member in members]
     except termination.Preempted:
-        if chief:  # the first fit's checkpoint too: the next attempt resumes at its stop
-            resume.park_last(first)
+        if chief:  # the first fit's and the members' before: the next attempt resumes at their ends
+            for done in [first, *members[:len(models)]]:
+                resume.park_last(done)
         raise
     if chief:
-        resume.finished(first)
-    return refit.merged(summary, refitted, rows)
+        for done in [first, *members]:
+            resume.finished(done)
+    return refit.merged(summary, refitted, rows, again.trainer.seed)
 
 
-def _fit(job: TrainJob, strategy, shared, callbacks,
-         verified) -> tuple[TrainingSummary, TrainJob | None]:
+def _fit(job: TrainJob, strategy, shared, callbacks, verified,
+         bagged=None) -> tuple[TrainingSummary, TrainJob | None]:
     """One fit of the job on `strategy`, exported unless a refit follows: (its summary, the
     refit's TrainJob or None; trainer_module/refit.py). shared: (the train split's rows, the
-    Transform output, its traced transform or None), read once by train_job."""
+    Transform output, its traced transform or None), read once by train_job. bagged: a refit's
+    (the bag's models before it, its size): the last member exports their mean (bag.py)."""
     cfg = job.trainer
     tf.keras.utils.set_random_seed(cfg.seed)
     tf.keras.backend.reset_uids()  # each fit's layers named as in a fresh process ("model")
@@ -154,8 +160,7 @@ def _fit(job: TrainJob, strategy, shared, callbacks,
         average = weight_average.made(model, cfg.weight_average, synchronous=not asynchronous)
         metrics = train_metrics(job.task)
         layer = tf_transform_output.transform_features_layer() if asynchronous else None
-    transform = layer or traced
-    chief = strategy_lib.is_chief(strategy)
+    transform, chief = layer or traced, strategy_lib.is_chief(strategy)
     # A worker that is not the chief writes checkpoints and an export too (the all-reduce and the
     # export's collectives need every worker), into a directory of its own removed at the end.
     with scratch_lib.Scratch(chief) as scratch:
@@ -184,24 +189,25 @@ def _fit(job: TrainJob, strategy, shared, callbacks,
         # After a warm start, a restore; its pass parses the rows training reads.
         build.fill_statistics(model, job, raw_spec, transform,
                               fit_rows=dataset_fn.once(plan.replicas, plan.hosts))
-        steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, dataset_fn,
-                           average)
+        steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, dataset_fn, average)
         logs, train_seconds = _train_to_end(controller, steps, job, chief, not stopping and average)
         tables = model_lib.split_tables(model)  # before an asynchronous run's copy, its tables whole
         model = _local_copy(model, inputs, strategy) if asynchronous else model  # off the servers
         ended = stopping.summary(controller.step, plan.train_steps) if stopping else None
         again = refit.job(job, plan, ended, rows, asynchronous)
-        if chief and again is None:  # what was parked is needed until the refit ends
+        if chief and again is None and bagged is None:  # parked: needed until the refits end
             resume.finished(job)
-        eval_metrics = {} if again else _evaluate_and_export(
-            model, job, plan, raw_spec, tf_transform_output, transform,
+        models, size = bagged or ([], 1)
+        models.append(model)
+        eval_metrics = {} if again or len(models) < size else _evaluate_and_export(
+            models, job, plan, raw_spec, tf_transform_output, transform,
             job.serving_model_dir if chief else scratch.mkdir("export"))
         return TrainingSummary(
             plan, dict(logs), eval_metrics, strategy_lib.name(strategy),
             strategy.num_replicas_in_sync, chief=chief, train_seconds=train_seconds,
             warm_started=bool(warm), not_warm_started=cold_because, model=cfg.model,
-            loss=cfg.loss, verify=verified,
-            resumed_at=start, unreadable_checkpoints=tuple(controller.unreadable),
+            loss=cfg.loss, verify=verified, resumed_at=start,
+            unreadable_checkpoints=tuple(controller.unreadable),
             stopping=ended, elastic=elastic, input_fingerprint=fingerprint, preempted=preempted,
             sharded_tables=tables,
             asynchronous=_asynchronous_summary(steps, plan) if asynchronous else None), again
@@ -243,17 +249,21 @@ def _train_to_end(controller, steps, job: TrainJob, chief: bool,
     return logs, seconds
 
 
-def _evaluate_and_export(model, job: TrainJob, plan: scaling.Plan, raw_spec,
+def _evaluate_and_export(models: list, job: TrainJob, plan: scaling.Plan, raw_spec,
                          tf_transform_output, transform, target: str) -> dict:
     """The eval split's metrics ({} without one), and the serving model written to `target`
-    (the tables split over the replicas whole: the served model has no strategy)."""
+    (the tables split over the replicas whole: the served model has no strategy): the model, or
+    a bag's mean of its members' (trainer_module/bag.py)."""
+    members = [model_lib.unsharded(member) for member in models] if len(models) > 1 else None
+    model = bag.averaged(members, job.task) if members else models[0]
     label_scaling = export.label_scaling(tf_transform_output, job.label, job.task)  # read once
     eval_metrics = (eval_split.evaluate(model, job, raw_spec, transform, job.task, plan,
                                         label_scaling[1])
                     if job.eval_files else {})
     logging.info("Eval: %s", eval_metrics)
     export.export_serving_model(model_lib.unsharded(model), tf_transform_output, job.label,
-                                job.task, target, label_scaling)
+                                job.task, target, label_scaling,
+                                weights_of=members[0] if members else None)
     return eval_metrics
 
 
@@ -356,23 +366,6 @@ def _local_copy(model: tf.keras.Model, inputs, strategy) -> tf.keras.Model:
 def _asynchronous_summary(steps, plan: scaling.Plan) -> Asynchronous:
     return Asynchronous(plan.workers, plan.parameter_servers, steps.updates,
                         **steps.staleness())
-
-
-class VerificationFailed(RuntimeError):
-    """trainer.verify: the replicas do not make one device's update; the message says where."""
-
-
-def _verify(job: TrainJob, hardware: str):
-    """trainer.verify: `lockstep verify`'s check (trainer_module/equivalence.py), before
-    training, in a process of its own (it needs CPU replicas of its own), at the batch the plan
-    gives this run's hardware; a failure stops the run."""
-    result = verify_process.run_in_subprocess(job, hardware=hardware)
-    for line in result.lines():
-        logging.info(line)
-    if not result.passed:
-        raise VerificationFailed(result.lines()[-1] + " (trainer.verify; `lockstep verify` "
-                                 "prints the same)")
-    return result
 
 
 def main(argv: list[str]) -> int:

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 
+from absl import logging
 import tensorflow as tf
 
 from runtime import processes
@@ -67,6 +68,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print("\n".join(result.lines()), flush=True)
     return 0 if result.passed else 1
+
+
+class VerificationFailed(RuntimeError):
+    """trainer.verify: the replicas do not make one device's update; the message says where."""
+
+
+def verified(job: TrainJob, hardware: str) -> Verification:
+    """trainer.verify: `lockstep verify`'s check (trainer_module/equivalence.py), before
+    training, in a process of its own (it needs CPU replicas of its own), at the batch the plan
+    gives this run's hardware; a failure stops the run."""
+    result = run_in_subprocess(job, hardware=hardware)
+    for line in result.lines():
+        logging.info(line)
+    if not result.passed:
+        raise VerificationFailed(result.lines()[-1] + " (trainer.verify; `lockstep verify` "
+                                 "prints the same)")
+    return result
 
 
 def run_in_subprocess(job: TrainJob, replicas: int = 2, steps: int = 3, timeout: float = 600,

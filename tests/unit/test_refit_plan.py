@@ -2,6 +2,7 @@
 the kept weights' epochs of the fit rows, in steps of the same global batch over all the rows."""
 
 import dataclasses
+import os
 
 from trainer_module import refit
 from trainer_module.custom_config import TrainSpec
@@ -100,11 +101,34 @@ def test_the_summary_keeps_the_first_fits_account_and_says_the_refit():
     second = TrainingSummary(dataclasses.replace(PLAN, train_steps=557, decay_steps=112),
                              {"loss": 0.09}, {"rmse": 530.0}, "MirroredStrategy", 2,
                              train_seconds=7.5)
-    both = refit.merged(first, second, 34_511)
+    both = refit.merged(first, [second], 34_511, 42)
     assert both.plan == PLAN and both.stopping == COOLED and both.train == {"loss": 0.1}
     assert both.eval == {"rmse": 530.0} and both.train_seconds == 15.5
-    assert both.refit == Refit(steps=557, decay_steps=112, rows=34_511, seconds=7.5)
+    assert both.refit == Refit(steps=557, decay_steps=112, rows=34_511, seconds=7.5, seed=42)
     assert both.refit.words() == (
         "on all 34,511 rows of the train split for 557 steps, the rate decayed to zero over "
         "the last 112 (the kept weights' epochs of the fit rows), 7.5 s: the model exported")
     assert TrainingSummary.from_dict(both.to_dict()) == both
+    # A bag of two (trainer_module/bag.py): the last member's eval (the mean's), both members'
+    # seconds, and the member a SIGTERM stopped (the second) as where the refit resumed.
+    member = dataclasses.replace(second, eval={"rmse": 520.0}, train_seconds=7.0, resumed_at=15)
+    bagged = refit.merged(first, [dataclasses.replace(second, resumed_at=557), member], 34_511, 42)
+    assert bagged.eval == {"rmse": 520.0} and bagged.train_seconds == 22.5
+    assert (bagged.refit.bagged, bagged.refit.resumed_at) == (2, 15)
+    assert bagged.refit.words().endswith(
+        "(the kept weights' epochs of the fit rows), resumed at step 15, from seeds 42 and 43, "
+        "14.5 s: the mean of the 2 models exported")
+    assert TrainingSummary.from_dict(bagged.to_dict()) == bagged
+
+
+def test_a_bag_of_refits_on_a_small_table_each_from_its_own_seed_and_directory():
+    """trainer_module/bag.py: trainer.bags refits where the train split has trainer.bag_min_rows
+    to bag_rows rows, each from the next seed, beside the refit's directory; one outside."""
+    again = refit.job(_job(), PLAN, COOLED, 34_511)  # its steps; the rows below decide the bag
+    members = refit.members(again, 4_000)
+    assert [m.trainer.seed for m in members] == [again.trainer.seed, again.trainer.seed + 1]
+    assert [os.path.basename(m.model_run_dir) for m in members] == [
+        "lockstep_refit", "lockstep_refit_1"]
+    assert refit.members(again, 5_001) == [again] and refit.members(again, 999) == [again]
+    three = again.with_trainer(dataclasses.replace(again.trainer, bags=3, bag_min_rows=0))
+    assert [m.trainer.seed for m in refit.members(three, 10)] == [42, 43, 44]
