@@ -21,8 +21,9 @@ the first fit's last checkpoint too (trainer_module/train.py): the next attempt 
 fit at its stop, on the global batch it recorded, trains it no further, and so makes the same
 refit job, which resumes from its own checkpoint.
 
-A bag: on a train split of trainer.bag_min_rows to bag_rows rows, the refit is made trainer.bags times,
-each from the next seed, and the mean of the models is exported (`members`, trainer_module/bag.py).
+A bag: on a train split of trainer.bag_min_rows to bag_rows rows, the built-in model's refit is
+made trainer.bags times, each from the next seed, and the mean of the models is exported
+(`members`, trainer_module/bag.py); a model of the user's own is refit once.
 
 No refit: a train split of more than trainer.refit_rows rows (0: none refit), no validation
 rows, an asynchronous run (it has no cooldown to follow), weights kept at step 0, or no rows
@@ -99,10 +100,11 @@ def merged(first: TrainingSummary, refitted: list[TrainingSummary], rows: int,
 
 def members(again: TrainJob, rows: int) -> list[TrainJob]:
     """The refit's jobs, a bag's members (trainer_module/bag.py): the refit `again`, and where
-    the train split has trainer.bag_min_rows to bag_rows rows, trainer.bags - 1 more, each from
-    the next seed, in a directory of its own (`member_dir`)."""
+    the built-in model's train split has trainer.bag_min_rows to bag_rows rows, trainer.bags - 1
+    more, each from the next seed, in a directory of its own (`member_dir`). A model of the
+    user's own (trainer.model) is refit once: the model served is the one their code builds."""
     cfg = again.trainer
-    count = cfg.bags if 0 < rows and cfg.bag_min_rows <= rows <= cfg.bag_rows else 1
+    count = cfg.bags if not cfg.model and cfg.bag_min_rows <= rows <= cfg.bag_rows else 1
     return [again] + [
         dataclasses.replace(again, model_run_dir=member_dir(again.model_run_dir, i)).with_trainer(
             dataclasses.replace(cfg, seed=cfg.seed + i)) for i in range(1, count)]

@@ -130,5 +130,8 @@ def test_a_bag_of_refits_on_a_small_table_each_from_its_own_seed_and_directory()
     assert [os.path.basename(m.model_run_dir) for m in members] == [
         "lockstep_refit", "lockstep_refit_1"]
     assert refit.members(again, 5_001) == [again] and refit.members(again, 999) == [again]
+    # A model of the user's own is served as their code builds it: one refit.
+    theirs = again.with_trainer(dataclasses.replace(again.trainer, model="wide_deep.model:build"))
+    assert refit.members(theirs, 4_000) == [theirs]
     three = again.with_trainer(dataclasses.replace(again.trainer, bags=3, bag_min_rows=0))
     assert [m.trainer.seed for m in refit.members(three, 10)] == [42, 43, 44]
