@@ -1,22 +1,23 @@
-"""A bag of refits: on a small table, the refit after early stopping (trainer_module/refit.py) is
-made `trainer.bags` times, each from its own seed (its own initial weights and order of the
-rows), and the model exported is their mean: the mean of their probabilities (as
-log-probabilities, a softmax of which gives it) or of their values. On a table of a few thousand
-rows one seed moves the held-out AUC by 0.005 to 0.018; the mean of two fits from two seeds
-halves what a seed adds to their error (bagging; deep ensembles: Lakshminarayanan et al. 2017).
-The first fit and its refit start from the same initial weights, and their mean did not pay
-(ISLR Caravan 0.7667 and 0.7687 with the refit alone, 0.7654 and 0.7680 with the first fit beside
-it; two seeds' refits: 0.7724): the members' seeds are what differ.
+"""A bag of refits: on a small table, the built-in model's refit after early stopping
+(trainer_module/refit.py) is made `trainer.bags` times, each from its own seed (its own initial
+weights and order of the rows), and the model evaluated and exported is their mean: the mean of
+their probabilities (as log-probabilities, a softmax of which gives it) or of their values. On a
+table of a few thousand rows one seed moves the held-out AUC by 0.005 to 0.018; the mean of fits
+from several seeds takes out much of what a seed adds (bagging; deep ensembles: Lakshminarayanan
+et al. 2017). The first fit and its refit start from the same initial weights, and their mean did
+not pay (ISLR Caravan 0.7667 and 0.7687 with the refit alone, 0.7654 and 0.7680 with the first
+fit beside it; two seeds' refits: 0.7724): the members' seeds are what differ.
 
 Each member is a refit job of its own (its seed, its directory under the first fit's ModelRun
-directory: trainer_module/refit.py's `members`), trained by the same loop, so N replicas make one device's update for
-each, and a SIGTERM in any member resumes as a refit does (trainer_module/train.py parks the
-members before it). Where: a train split of trainer.bag_min_rows (1,000) to bag_rows (5,000)
-rows. Past bag_rows, a table's seeds moved its figure less than the bar a comparison asks about
-(COUNT's rwm5yr, 12,559 rows: +0.0008) and each member costs a refit's steps; below
-bag_min_rows, a second refit's fixed costs (its trace, its statistics' pass) are most of the
-Trainer (the bundled penguins' 285 rows: 9.0 -> 12.1 s) and an eval split of a few dozen rows
-shows no gain (docs/training.md, "A bag of refits")."""
+directory: trainer_module/refit.py's `members`), trained by the same loop, so N replicas make one
+device's update for each, and a SIGTERM in any member resumes as a refit does
+(trainer_module/train.py parks the members before it). Where: a train split of
+trainer.bag_min_rows (1,000) to bag_rows (5,000) rows. Past bag_rows, a table's seeds moved its
+figure less than the bar a comparison asks about (COUNT's rwm5yr, 12,559 rows: +0.0008) and each
+member costs a refit's steps; below bag_min_rows, a second refit's fixed costs (its trace, its
+statistics' pass) are most of the Trainer (the bundled penguins' 285 rows: 9.0 -> 12.1 s) and an
+eval split of a few dozen rows shows no gain (docs/training.md, "A bag of refits"). A model of
+the user's own (trainer.model) is refit once: served as their code builds it."""
 
 from __future__ import annotations
 
