@@ -188,7 +188,11 @@ def test_eval_slices_keep_the_gate_on_the_whole_eval_split():
     ({"precision": "mixed_float16", "tpu_slice": "v5e-4"},
      "mixed_float16 cannot run on a TPU (TPUStrategy refuses loss scaling); use mixed_bfloat16"),
     ({"precision": "mixed_float16", "strategy": "tpu"}, "mixed_float16 cannot run on a TPU"),
-    ({"accumulation_steps": 0}, "trainer.accumulation_steps must be at least 1, got 0")])
+    ({"accumulation_steps": 0}, "trainer.accumulation_steps must be at least 1, got 0"),
+    ({"bags": 0}, "trainer.bags must be at least 1, bag_min_rows and bag_rows at least 0; got "
+                  "0, 1000 and 5000"),
+    ({"bag_rows": -1}, "trainer.bags must be at least 1, bag_min_rows and bag_rows at least 0; "
+                       "got 2, 1000 and -1")])
 def test_precision_and_accumulation_are_checked(values, message):
     with pytest.raises(TrainerConfigError, match=re.escape(message)):
         trainer_config_from_dict(values)

@@ -111,7 +111,8 @@ def members(again: TrainJob, rows: int) -> list[TrainJob]:
 
 
 def member_dir(refit_dir: str, index: int) -> str:
-    """The directory of the bag's member `index` (0: the refit's own, REFIT), beside it."""
-    if not refit_dir or not index:
-        return refit_dir
+    """The directory of the bag's member `index` (1, 2, ...; the first is the refit's own,
+    REFIT), beside the refit's: REFIT_<index> ("" where the refit has none)."""
+    if not refit_dir:
+        return ""
     return os.path.join(os.path.dirname(refit_dir.rstrip("/")), f"{REFIT}_{index}")

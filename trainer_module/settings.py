@@ -219,10 +219,8 @@ class TrainerConfig:
         if self.shard_embeddings_over < -1:
             raise TrainerConfigError("trainer.shard_embeddings_over is a number of bytes, 0 (shard "
                                      f"every table) or -1 (none), got {self.shard_embeddings_over}")
-        if self.max_train_examples < 0 or self.bags < 1 or min(self.bag_rows,
-                                                                self.bag_min_rows) < 0:
-            raise TrainerConfigError("trainer.max_train_examples, bag_min_rows and bag_rows cannot "
-                                     f"be negative, trainer.bags must be at least 1, got {self.bags}")
+        if self.max_train_examples < 0:
+            raise TrainerConfigError("trainer.max_train_examples cannot be negative")
         if not 0 <= self.weight_average < 1:
             raise TrainerConfigError(f"trainer.weight_average is a momentum, at least 0 and below "
                                      f"1 (0: no average), got {self.weight_average}")
@@ -266,6 +264,13 @@ class TrainerConfig:
                     f"got {self.strategy!r}")
         self._validate_fallback_slices()
         self._validate_gpu_machines()
+        self._validate_bags()
+
+    def _validate_bags(self) -> None:
+        if self.bags < 1 or min(self.bag_rows, self.bag_min_rows) < 0:
+            raise TrainerConfigError(
+                f"trainer.bags must be at least 1, bag_min_rows and bag_rows at least 0; got "
+                f"{self.bags}, {self.bag_min_rows} and {self.bag_rows}")
 
     def _validate_fallback_slices(self) -> None:
         """Each a known slice whose replicas divide tpu_slice's global batch (x accumulation)."""
