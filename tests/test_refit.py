@@ -8,6 +8,7 @@ at its end, resumes the second where it stopped and exports the uninterrupted ru
 
 import dataclasses
 import json
+import logging
 import os
 import shutil
 
@@ -17,7 +18,7 @@ import tensorflow as tf
 
 from conftest import REPO, eval_examples, penguins_job, python_started
 from runtime import termination
-from trainer_module import export, refit, train
+from trainer_module import export, refit, reuse, settings, train
 
 pytestmark = pytest.mark.slow
 
@@ -49,10 +50,14 @@ def _attempt(job, out_dir, *extra) -> tuple[int, str, dict]:
 
 
 def test_the_refit_is_a_fit_on_every_train_row_and_resumes_after_a_sigterm(penguins_run,
-                                                                           tmp_path):
+                                                                           tmp_path, caplog):
     job = penguins_job(penguins_run, tmp_path / "whole", **SETTINGS)
     records, _ = eval_examples(tf.io.gfile.glob(job.eval_files[0]), "species")
-    whole = train.train_job(job)
+    with caplog.at_level(logging.INFO):
+        whole = train.train_job(job)
+    # The refit and the bag's second member train the first fit's model and traced step again,
+    # set as built (trainer_module/reuse.py): the fits made alone below are builds of their own.
+    assert caplog.text.count(reuse.TAKEN) == 2
     assert whole.refit and whole.stopping and whole.eval
     fit_rows = whole.stopping.fit_rows
     assert whole.refit.rows == fit_rows + whole.stopping.validation_rows
@@ -117,3 +122,27 @@ def test_the_refit_is_a_fit_on_every_train_row_and_resumes_after_a_sigterm(pengu
     assert result["refit"]["resumed_at"] == 15 and result["refit"]["steps"] == whole.refit.steps
     np.testing.assert_allclose(_served(cut.serving_model_dir, records), served, atol=1e-6)
     assert not (runs / ".interrupted").exists() or not any((runs / ".interrupted").iterdir())
+
+
+def test_a_refit_takes_the_fits_objects_only_where_a_build_of_its_own_trains_the_same():
+    """reuse.reusable: not a model of the user's own or one with dropout (a traced random draw
+    would go on from the fit before's), not a loss-scaled optimizer, not asynchronous; and
+    Kept.take gives nothing to a plan whose batch, rate or warmup the traced step does not
+    hold."""
+    model = tf.keras.Sequential([tf.keras.Input([2]), tf.keras.layers.Dense(1)])
+    adam = tf.keras.optimizers.Adam()
+    cfg = settings.TrainerConfig()
+    assert reuse.reusable(cfg, model, adam, asynchronous=False)
+    assert not reuse.reusable(cfg, model, adam, asynchronous=True)
+    assert not reuse.reusable(dataclasses.replace(cfg, dropout=0.1), model, adam, False)
+    assert not reuse.reusable(dataclasses.replace(cfg, model="my.module:build"), model, adam,
+                              False)
+    scaled = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam())
+    assert not reuse.reusable(cfg, model, scaled, False)
+    plan = dataclasses.make_dataclass("Plan", [
+        "global_batch", "per_replica_batch", "accumulation_steps", "replicas", "learning_rate",
+        "warmup_steps", "decay_steps", "train_steps"])(64, 64, 1, 1, 0.002, 20, 99, 500)
+    kept = reuse.Kept()
+    kept.keep(cfg, plan, False, model, adam, None, None, {}, None)
+    other = dataclasses.replace(plan, warmup_steps=10)
+    assert kept.take(other, model, None) is None and kept.fitted is None  # let go either way

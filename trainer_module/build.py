@@ -15,7 +15,8 @@ import tensorflow as tf
 from trainer_module import features, hooks, input_pipeline, model as model_lib, precision, scaling
 from trainer_module import strategy as strategy_lib, table_plan, target_statistics, warmup
 from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY
-from trainer_module.settings import FLOAT16_ON_TPU, GLOBAL, MIXED_FLOAT16, REGRESSION
+from trainer_module.settings import CLASSIFICATION, FLOAT16_ON_TPU, GLOBAL, MIXED_FLOAT16
+from trainer_module.settings import REGRESSION
 from trainer_module.settings import TrainerConfig
 
 
@@ -45,8 +46,9 @@ def loss(cfg: TrainerConfig, task: str, outputs: int):
 
 def schedule(plan: scaling.Plan, cooldown: bool = False) -> warmup.WarmupSchedule:
     """The run's learning rate by step: the plan's warmup, flat, then decay; with `cooldown`
-    (make it in the strategy's scope), the decay ends where its `horizon` says, which early
-    stopping's cooldown moves (None where the plan has no decay)."""
+    (make it in the strategy's scope), the decay ends where its `horizon` says, variables which
+    early stopping's cooldown moves and a refit sets (trainer_module/reuse.py; None where the
+    plan has no decay)."""
     horizon = warmup.Horizon(plan.train_steps, plan.decay_steps) if cooldown else None
     return warmup.WarmupSchedule(plan.learning_rate, plan.warmup_steps, plan.train_steps,
                                  plan.decay_steps, horizon)
@@ -61,6 +63,14 @@ def optimizer(cfg: TrainerConfig, schedule) -> tf.keras.optimizers.Optimizer:
     else:
         inner = tf.keras.optimizers.Adam(learning_rate=schedule)
     return precision.wrap_optimizer(inner, cfg.precision)
+
+
+def metrics(task: str) -> dict[str, tf.keras.metrics.Metric]:
+    """The Trainer's metrics by logs key (make them in the strategy's scope): accuracy for
+    classification, none for regression (the loss is the MSE)."""
+    if task == CLASSIFICATION:
+        return {"accuracy": tf.keras.metrics.SparseCategoricalAccuracy("train_accuracy")}
+    return {}
 
 
 def model(inputs: hooks.ModelInputs, strategy: tf.distribute.Strategy,
@@ -149,6 +159,18 @@ def train_input(job, plan: scaling.Plan, raw_spec: dict, transform, start: int,
         seed=None if asynchronous else cfg.seed, skip_steps=0 if asynchronous else start,
         transform=transform, part=input_pipeline.FIT,
         validation_share=cfg.validation_share, global_order=cfg.input_order == GLOBAL)
+
+
+def input_fingerprint(job, plan: scaling.Plan, validating: bool) -> str:
+    """The fingerprint of what the loop reads (input_pipeline.fingerprint): the train split's
+    rows and what orders them on this topology (the hosts, where each reads its own files)."""
+    cfg = job.trainer
+    cache, chunk_steps = input_pipeline.caching(input_pipeline.list_files(job.train_files))
+    return input_pipeline.fingerprint(
+        job.train_files, seed=None if plan.asynchronous else cfg.seed,
+        validation_share=cfg.validation_share if validating else 0.0,
+        global_batch=plan.global_batch, cached=cache, chunk_steps=chunk_steps,
+        hosts=1 if cfg.input_order == GLOBAL or plan.asynchronous else plan.hosts)
 
 
 def fill_statistics(model: tf.keras.Model, job, raw_spec: dict, transform,

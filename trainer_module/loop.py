@@ -85,7 +85,14 @@ class SynchronousLoop:
             optimizer.build(model.trainable_variables)
         self._gradients = (tf.function(self._compute_gradients, jit_compile=True)
                            if jit_compile else self._compute_gradients)
+        # The iterator is an argument: `restart` gives the traced loop another fit's input.
         self._loop = tf.function(self._run_steps)
+
+    def restart(self, dataset) -> "SynchronousLoop":
+        """The same traced step over another input (a refit's, trainer_module/reuse.py): its
+        iterator has the same element spec, so the loop is not traced again."""
+        self._iterator = iter(dataset)
+        return self
 
     def _compute_gradients(self, x, y):
         """(the variables' gradients, the sharded tables' rows' gradients, loss, outputs)."""
@@ -196,13 +203,13 @@ class SynchronousLoop:
             tf.linalg.global_norm([g for g in grads if g is not None])))
         tf.cond(finite, update, lambda: tf.constant(False))
 
-    def _run_steps(self, num_steps):
+    def _run_steps(self, iterator, num_steps):
         total = tf.constant(0.0)
         done = tf.constant(0)
         skipped = tf.constant(0)
         last = tf.constant(0.0)
         for _ in tf.range(num_steps):
-            loss, norm = self.strategy.run(self._replica_step, args=(next(self._iterator),))
+            loss, norm = self.strategy.run(self._replica_step, args=(next(iterator),))
             if self.weight_average is not None:
                 self.weight_average.update(self.strategy, self.optimizer.iterations)
             last = self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
@@ -219,7 +226,7 @@ class SynchronousLoop:
     def train(self, num_steps: int) -> dict[str, float]:
         """Runs num_steps global steps; raises NonFiniteLoss naming the step that went bad."""
         start = int(self.optimizer.iterations.numpy())
-        mean_loss, last, done, skipped = self._loop(tf.constant(num_steps))
+        mean_loss, last, done, skipped = self._loop(self._iterator, tf.constant(num_steps))
         done = int(done)
         if not bool(tf.math.is_finite(last)):
             raise NonFiniteLoss(f"loss or gradient became {float(last)} at global step {start + done}; "

@@ -22,13 +22,13 @@ from trainer_module import actions as actions_lib, bag, build, controller as con
 from trainer_module import early_stopping, eval_split, model as model_lib
 from trainer_module import export, input_pipeline, loop, parameter_server, verify_process
 from runtime import processes
-from trainer_module import refit, resume, scaling, sharded_embedding, slices
+from trainer_module import refit, resume, reuse, scaling, sharded_embedding, slices
 from trainer_module import scratch as scratch_lib
 from trainer_module import strategy as strategy_lib
 from runtime import error_line, termination
 from trainer_module import weight_average
 from trainer_module.job import TrainJob
-from trainer_module.settings import CLASSIFICATION, GLOBAL, PARAMETER_SERVER, TrainerConfig
+from trainer_module.settings import GLOBAL, PARAMETER_SERVER, TrainerConfig
 from trainer_module.summary import Asynchronous, Elastic, TrainingSummary
 
 
@@ -88,14 +88,6 @@ def _plan(job: TrainJob, strategy: tf.distribute.Strategy, rows: int | None,
     return job, plan
 
 
-def train_metrics(task: str) -> dict[str, tf.keras.metrics.Metric]:
-    """The Trainer's metrics by logs key (make them in the strategy's scope): accuracy for
-    classification, none for regression (the loss is the MSE)."""
-    if task == CLASSIFICATION:
-        return {"accuracy": tf.keras.metrics.SparseCategoricalAccuracy("train_accuracy")}
-    return {}
-
-
 def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     """Trains, evaluates and exports one job; returns its summary (plan, train logs, eval).
 
@@ -115,7 +107,7 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
     # and it holds out no validation rows), the Transform output and its traced transform.
     rows, tf_transform_output = _train_rows(job), tft.TFTransformOutput(job.transform_dir)
     shared = (rows, tf_transform_output, None if parameter_server.is_parameter_server(strategy)
-              else _traced_transform(tf_transform_output))
+              else _traced_transform(tf_transform_output), reuse.Kept())
     summary, again = _fit(job, strategy, shared, callbacks, verified)
     if again is None:
         return summary
@@ -140,25 +132,23 @@ def _fit(job: TrainJob, strategy, shared, callbacks, verified,
          bagged=None) -> tuple[TrainingSummary, TrainJob | None]:
     """One fit of the job on `strategy`, exported unless a refit follows: (its summary, the
     refit's TrainJob or None; trainer_module/refit.py). shared: (the train split's rows, the
-    Transform output, its traced transform or None), read once by train_job. bagged: a refit's
-    (the bag's models before it, its size): the last member exports their mean (bag.py)."""
+    Transform output, its traced transform or None, the fit before's objects: reuse.Kept), made
+    once by train_job. bagged: a refit's (the bag's models before it, its size): the last member
+    exports their mean (bag.py)."""
     cfg = job.trainer
     tf.keras.utils.set_random_seed(cfg.seed)
     tf.keras.backend.reset_uids()  # each fit's layers named as in a fresh process ("model")
     asynchronous = parameter_server.is_parameter_server(strategy)
-    rows, tf_transform_output, traced = shared
+    rows, tf_transform_output, traced, kept = shared
     restore_from = resume.restore_from(job)  # read once, passed on (and the rows)
     job, plan = _plan(job, strategy, rows, restore_from)
     inputs = build.model_inputs(tf_transform_output, job.label, job.task, cfg)
     loss, validating = build.loss(cfg, job.task, inputs.outputs), cfg.validation_share > 0
-    fingerprint = _input_fingerprint(job, plan, validating)
+    fingerprint = build.input_fingerprint(job, plan, validating)
     with strategy.scope():
-        model = build.model(inputs, strategy)
-        schedule = build.schedule(plan, cooldown=validating and not asynchronous)
+        fitted, model, schedule, optimizer, average, metrics = _objects(
+            cfg, job.task, plan, build.model(inputs, strategy), asynchronous, kept, bagged)
         best = early_stopping.BestWeights(model, schedule.horizon) if validating else None
-        optimizer = build.optimizer(cfg, schedule)
-        average = weight_average.made(model, cfg.weight_average, synchronous=not asynchronous)
-        metrics = train_metrics(job.task)
         layer = tf_transform_output.transform_features_layer() if asynchronous else None
     transform, chief = layer or traced, strategy_lib.is_chief(strategy)
     # A worker that is not the chief writes checkpoints and an export too (the all-reduce and the
@@ -189,8 +179,10 @@ def _fit(job: TrainJob, strategy, shared, callbacks, verified,
         # After a warm start, a restore; its pass parses the rows training reads.
         build.fill_statistics(model, job, raw_spec, transform,
                               fit_rows=dataset_fn.once(plan.replicas, plan.hosts))
-        steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, dataset_fn, average)
+        steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, dataset_fn,
+                           average, fitted)
         logs, train_seconds = _train_to_end(controller, steps, job, chief, not stopping and average)
+        kept.keep(cfg, plan, asynchronous, model, optimizer, schedule, average, metrics, steps)
         tables = model_lib.split_tables(model)  # before an asynchronous run's copy, its tables whole
         model = _local_copy(model, inputs, strategy) if asynchronous else model  # off the servers
         ended = stopping.summary(controller.step, plan.train_steps) if stopping else None
@@ -218,6 +210,23 @@ def _traced_transform(tf_transform_output):
     (input_pipeline.traced_once). An asynchronous run applies the layer itself, made in the
     strategy's scope, so that its tables are copied to every worker."""
     return input_pipeline.traced_once(tf_transform_output.transform_features_layer())
+
+
+def _objects(cfg: TrainerConfig, task: str, plan: scaling.Plan, model, asynchronous: bool,
+             kept: reuse.Kept, bagged):
+    """(the fit before's objects this fit takes or None, then the model, schedule, optimizer,
+    weights' average and metrics it trains): a refit takes the fit before's, set as built
+    (trainer_module/reuse.py); else those of `model`, just built. A synchronous schedule's decay
+    is read from variables (a Horizon), which early stopping's cooldown and a refit set. In the
+    strategy's scope."""
+    fitted = kept.take(plan, model, bagged[0] if bagged else None)
+    if fitted:
+        return (fitted, fitted.model, fitted.schedule, fitted.optimizer, fitted.average,
+                fitted.metrics)
+    schedule = build.schedule(plan, cooldown=not asynchronous)
+    return (None, model, schedule, build.optimizer(cfg, schedule),
+            weight_average.made(model, cfg.weight_average, synchronous=not asynchronous),
+            build.metrics(task))
 
 
 def _actions(job: TrainJob, plan: scaling.Plan, stopping, schedule) -> list:
@@ -265,18 +274,6 @@ def _evaluate_and_export(models: list, job: TrainJob, plan: scaling.Plan, raw_sp
                                 job.task, target, label_scaling,
                                 weights_of=members[0] if members else None)
     return eval_metrics
-
-
-def _input_fingerprint(job: TrainJob, plan: scaling.Plan, validating: bool) -> str:
-    """The fingerprint of what the loop reads (input_pipeline.fingerprint): the train split's
-    rows and what orders them on this topology (the hosts, where each reads its own files)."""
-    cfg = job.trainer
-    cache, chunk_steps = input_pipeline.caching(input_pipeline.list_files(job.train_files))
-    return input_pipeline.fingerprint(
-        job.train_files, seed=None if plan.asynchronous else cfg.seed,
-        validation_share=cfg.validation_share if validating else 0.0,
-        global_batch=plan.global_batch, cached=cache, chunk_steps=chunk_steps,
-        hosts=1 if cfg.input_order == GLOBAL or plan.asynchronous else plan.hosts)
 
 
 def _elastic(job: TrainJob, plan: scaling.Plan, restored: scaling.Topology | None, start: int,
@@ -341,10 +338,13 @@ def _chunk(cfg: TrainerConfig, plan: scaling.Plan) -> int:
 
 
 def _step_loop(job: TrainJob, strategy, plan: scaling.Plan, model, optimizer, loss, metrics,
-               dataset_fn, average=None):
+               dataset_fn, average=None, fitted=None):
     """The synchronous step loop (loop.py), or the asynchronous one (parameter_server.py), over
-    the input of `dataset_fn` (build.train_input)."""
+    the input of `dataset_fn` (build.train_input); fitted: the fit before's objects a refit took
+    (reuse.py), whose traced loop it trains on."""
     cfg = job.trainer
+    if fitted:
+        return fitted.steps.restart(strategy.distribute_datasets_from_function(dataset_fn))
     if parameter_server.is_parameter_server(strategy):
         return parameter_server.AsynchronousLoop(strategy, model, optimizer, loss, plan.global_batch,
                                              dataset_fn, metrics=metrics,
