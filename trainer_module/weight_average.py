@@ -29,6 +29,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from trainer_module import model as model_lib
+from trainer_module.autograph_rules import plain
 
 WARMUP = 10.0  # m_t = min(m, (1 + t) / (WARMUP + t))
 
@@ -70,6 +71,7 @@ class WeightAverage(tf.Module):
         self.tables = [table.kept_copy() for table in tables]
         self.names = [v.name for v in weights]
 
+    @plain  # traced as written (autograph_rules.py): AutoGraph failed on its lambdas each trace
     def update(self, strategy: tf.distribute.Strategy, step) -> None:
         """After a global step, in the cross-replica context (a step loop's tf.function): each
         average moves towards its weight, on each replica's device from its own copy."""
