@@ -2,10 +2,12 @@
 the refit on every train row (trainer_module/refit.py) and a bag's members (trainer_module/bag.py).
 
 Tracing the step (the model, its gradient, AdamW's update and the weights' average, in one
-tf.function of steps_per_execution steps) is the larger part of a small table's fixed cost, and a
+tf.function of steps_per_execution steps) is a large part of a small table's fixed cost, and a
 refit traced it again: the same model, optimizer and global batch, with other initial weights
-(the first fit's draw, or the next seed's for a bag's member), other rows, steps and decay. So a
-refit takes the fit before it's objects and sets them to what a fresh build makes (`Kept.take`):
+(the first fit's draw, or the next seed's for a bag's member), other rows, steps and decay (loans:
+the refit's 2.2 s from its counting pass to its step 100 are 1.4 s without the trace;
+docs/performance.md). So a refit takes the objects of the fit before it and sets them to what a
+fresh build makes (`Kept.take`):
 
 - the weights: the model is built again from the refit's seed (built, not traced: its
   initializers draw what a fresh fit's do) and its weights copied in; the fit before's trained
