@@ -10,8 +10,8 @@ docs/performance.md). So a refit takes the objects of the fit before it and sets
 fresh build makes (`Kept.take`):
 
 - the weights: the model is built again from the refit's seed (built, not traced: its
-  initializers draw what a fresh fit's do) and its weights copied in; the fit before's trained
-  weights go to that new model, which a bag keeps as its member;
+  initializers draw what a fresh fit's do) and its weights copied in; where a bag keeps the fit
+  before as a member, its trained weights go to that new model, which takes its place;
 - the optimizer's variables: as built (its step 0, its slots zero);
 - the learning rate's decay: the schedule's `Horizon` variables (every synchronous schedule with
   a decay reads its end and length from them, `build.schedule`) set to the refit's, and the
@@ -83,17 +83,17 @@ class Kept:
     def take(self, plan: scaling.Plan, fresh: tf.keras.Model, models: list | None) -> Fitted | None:
         """The last fit's objects set to a fresh fit's state for `plan` (None: nothing kept, or
         a plan they do not fit). fresh: the model built for this fit, in the strategy's scope;
-        it gets the last fit's trained weights, and takes its place in `models` (a bag's members
-        before this one) where that is among them. Call in the strategy's scope."""
+        where the last fit's model is among `models` (a bag's members before this one), fresh
+        gets its trained weights and takes its place there. Call in the strategy's scope."""
         fitted, self.fitted = self.fitted, None
         if fitted is None or self.key != plan_key(plan):
             return None
-        trained = fitted.model.get_weights()
-        fitted.model.set_weights(fresh.get_weights())
-        fresh.set_weights(trained)
+        initial = fresh.get_weights()
         for i, member in enumerate(models or []):
-            if member is fitted.model:
+            if member is fitted.model:  # a bag's member: its weights kept in `fresh`
+                fresh.set_weights(fitted.model.get_weights())
                 models[i] = fresh
+        fitted.model.set_weights(initial)
         for variable in fitted.optimizer.variables:
             variable.assign(tf.zeros_like(variable))
         horizon = fitted.schedule.horizon
