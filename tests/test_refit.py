@@ -149,6 +149,7 @@ def test_a_refit_takes_the_fits_objects_only_where_a_build_of_its_own_trains_the
         "global_batch", "per_replica_batch", "accumulation_steps", "replicas", "learning_rate",
         "warmup_steps", "decay_steps", "train_steps"])(64, 64, 1, 1, 0.002, 20, 99, 500)
     kept = reuse.Kept()
-    kept.keep(cfg, plan, False, model, adam, None, None, {}, None)
+    kept.keep(cfg, plan, False, reuse.Fitted(model=model, optimizer=adam, schedule=None,
+                                             average=None, metrics={}, steps=None))
     other = dataclasses.replace(plan, warmup_steps=10)
     assert kept.take(other, model, None) is None and kept.fitted is None  # let go either way

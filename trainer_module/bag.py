@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from trainer_module import layer_walk
 from trainer_module.model import ensemble_mean
 
 
@@ -32,8 +33,7 @@ def averaged(models: list[tf.keras.Model], task: str) -> tf.keras.Model:
     copied) and are named member_0, member_1, ... in it."""
     if len(models) == 1:
         return models[0]
-    inputs = {name: tf.keras.Input(shape=tensor.shape[1:], name=name, dtype=tensor.dtype)
-              for name, tensor in models[0].input.items()}
+    inputs = layer_walk.inputs_like(models[0])
     # Each fit's model is named as in a fresh process ("model"): the same layers under a name
     # of their own.
     named = [tf.keras.Model(member.inputs, member.outputs, name=f"member_{index}")

@@ -1,5 +1,6 @@
-"""The layers of one kind in a Keras model, in its nested models too: what table_stack.stacks and
-target_statistics.layers find, walked one way."""
+"""A Keras model's parts, walked one way: the layers of one kind, in its nested models too (what
+table_stack.stacks and target_statistics.layers find), and new Inputs like its inputs (what a model
+made around it, model.unsharded and bag.averaged, takes)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,9 @@ def of_kind(model: tf.keras.Model, kind: type) -> list:
         elif isinstance(layer, tf.keras.Model):
             found.extend(of_kind(layer, kind))
     return found
+
+
+def inputs_like(model: tf.keras.Model) -> dict:
+    """New Keras Inputs of the model's input names, shapes and dtypes (its input a dict)."""
+    return {name: tf.keras.Input(shape=tensor.shape[1:], name=name, dtype=tensor.dtype)
+            for name, tensor in model.input.items()}

@@ -32,7 +32,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from trainer_module import features, settings, sharded_embedding, table_plan, table_stack
-from trainer_module import target_statistics
+from trainer_module import layer_walk, target_statistics
 from trainer_module.autograph_rules import plain
 
 # A z-score's soft clip, z / sqrt(1 + (z / CLIP)^2): about z inside +-CLIP, bounded past it. It
@@ -253,8 +253,7 @@ def unsharded(model: tf.keras.Model) -> tf.keras.Model:
     core, tables = sharded_parts(model)
     if not tables:
         return model
-    inputs = {name: tf.keras.Input(shape=tensor.shape[1:], name=name, dtype=tensor.dtype)
-              for name, tensor in model.input.items()}
+    inputs = layer_walk.inputs_like(model)
     x = dict(inputs)
     for key, table in tables.items():
         # Made from the gathered rows: no draw of a whole table to overwrite, no second copy.

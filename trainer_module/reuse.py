@@ -73,10 +73,8 @@ class Kept:
         self.fitted: Fitted | None = None
         self.key: tuple | None = None  # the plan_key of the fit kept
 
-    def keep(self, cfg, plan: scaling.Plan, asynchronous: bool, *objects) -> None:
-        """A fit's objects (model, optimizer, schedule, average, metrics, step loop: `Fitted`'s),
-        kept for the next fit where they are `reusable` (else none)."""
-        fitted = Fitted(*objects)
+    def keep(self, cfg, plan: scaling.Plan, asynchronous: bool, fitted: Fitted) -> None:
+        """A fit's objects, kept for the next fit where they are `reusable` (else none)."""
         reused = reusable(cfg, fitted.model, fitted.optimizer, asynchronous)
         self.fitted, self.key = (fitted, plan_key(plan)) if reused else (None, None)
 

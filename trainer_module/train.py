@@ -131,10 +131,9 @@ def train_job(job: TrainJob, callbacks=()) -> TrainingSummary:
 def _fit(job: TrainJob, strategy, shared, callbacks, verified,
          bagged=None) -> tuple[TrainingSummary, TrainJob | None]:
     """One fit of the job on `strategy`, exported unless a refit follows: (its summary, the
-    refit's TrainJob or None; trainer_module/refit.py). shared: (the train split's rows, the
-    Transform output, its traced transform or None, the fit before's objects: reuse.Kept), made
-    once by train_job. bagged: a refit's (the bag's models before it, its size): the last member
-    exports their mean (bag.py)."""
+    refit's TrainJob or None; refit.py). shared: (the train split's rows, the Transform output,
+    its traced transform or None, the fit before's objects: reuse.Kept), made once by train_job.
+    bagged: a refit's (the bag's models before it, its size): the last exports their mean."""
     cfg = job.trainer
     tf.keras.utils.set_random_seed(cfg.seed)
     tf.keras.backend.reset_uids()  # each fit's layers named as in a fresh process ("model")
@@ -182,7 +181,8 @@ def _fit(job: TrainJob, strategy, shared, callbacks, verified,
         steps = _step_loop(job, strategy, plan, model, optimizer, loss, metrics, dataset_fn,
                            average, fitted)
         logs, train_seconds = _train_to_end(controller, steps, job, chief, not stopping and average)
-        kept.keep(cfg, plan, asynchronous, model, optimizer, schedule, average, metrics, steps)
+        kept.keep(cfg, plan, asynchronous, reuse.Fitted(model=model, optimizer=optimizer,
+                  schedule=schedule, average=average, metrics=metrics, steps=steps))
         tables = model_lib.split_tables(model)  # before an asynchronous run's copy, its tables whole
         model = _local_copy(model, inputs, strategy) if asynchronous else model  # off the servers
         ended = stopping.summary(controller.step, plan.train_steps) if stopping else None
