@@ -119,3 +119,13 @@ def test_a_serving_dir_that_serves_another_label(tmp_path):
     assert not run.pipeline_root.exists(), "nothing may be written on bad input"
     assert run.pushed_versions() == [served]
     assert json.loads((served / "lockstep-push.json").read_text()) == record
+    # `lockstep verify` pushes nothing: the same serving dir is no reason to refuse it.
+    from pipeline import config as config_lib
+    from pipeline.config import ConfigError
+    from pipeline.use_cases import preparing
+
+    config = config_lib.load(None, {"paths.serving_dir": str(run.serving_dir),
+                                    "paths.pipeline_root": str(run.pipeline_root)})
+    assert preparing.prepare(config, serving=False).decisions.task == "classification"
+    with pytest.raises(ConfigError, match="serves version 1700000000, a model of label 'origin'"):
+        preparing.prepare(config)

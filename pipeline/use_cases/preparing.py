@@ -69,7 +69,7 @@ class Prepared:
                 + [self.decisions.gate_line()] + list(self.code))
 
 
-def prepare(config: Config, places: bool = True) -> Prepared:
+def prepare(config: Config, places: bool = True, serving: bool = True) -> Prepared:
     """Checks local data (remote data is not read) and takes the decisions a run or a compile
     is built from.
 
@@ -77,11 +77,13 @@ def prepare(config: Config, places: bool = True) -> Prepared:
       config: the config, absolutized.
       places: probe the local pipeline root and serving dir for a write and room
         (check_storage); a compile, which runs nothing here, passes False and writes nothing.
+      serving: with places, the serving dir too (its room, and that its model answers this
+        run's label and task); `lockstep verify`, which pushes nothing, passes False.
     Returns:
       the Prepared run; its drift is not measured yet (check_drift).
     Raises:
       ConfigError, CsvError, SpanError: the config, the user's code or the data, named; and
-        (places) a serving dir whose model answers another label or task.
+        (places and serving) a serving dir whose model answers another label or task.
       SkewError: the train and eval rows differ past data.max_skew, the column named.
       StorageError: a local pipeline root or serving dir is read-only or lacks room (places).
     """
@@ -91,7 +93,8 @@ def prepare(config: Config, places: bool = True) -> Prepared:
     prepared = Prepared(config, data, decisions,
                         code=tuple(preflight.check_hooks(config, decisions, data)), skew=skew)
     if places:
-        check_storage(prepared)
+        check_storage(prepared, serving=serving)
+    if places and serving:
         preflight.check_serving_target(config, decisions)
     return prepared
 

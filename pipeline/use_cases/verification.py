@@ -36,7 +36,7 @@ def verify(config: Config, *, replicas: int = 2, steps: int = 3, workers: int = 
     Raises:
       ConfigError: remote data, or what prepare raises; run_lock.Locked; PipelineFailed.
     """
-    prepared = preparing.prepare(config)
+    prepared = preparing.prepare(config, serving=False)  # it pushes nothing
     for line in prepared.lines():
         say(line)
     if prepared.data is None:
