@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from trainer_module import controller as controller_lib, early_stopping, input_pipeline, loop
-from trainer_module import warmup
+from trainer_module import least_gain, warmup
 
 from test_controller import GLOBAL_BATCH, Stop, _dataset, tiny_model
 
@@ -77,11 +77,11 @@ def _run(tmp_path, values, *, kill_at=None, patience=3, every=2, total=20, decay
 
 
 def test_a_new_best_must_beat_the_old_by_a_margin():
-    assert early_stopping.better(0.5, math.inf)
-    assert early_stopping.better(0.4, 0.5)
-    assert not early_stopping.better(0.4999, 0.5)  # less than 0.1 %
-    assert not early_stopping.better(0.00005, 0.0001)  # near zero: less than 1e-4
-    assert not early_stopping.better(math.nan, 0.5)
+    assert least_gain.better(0.5, math.inf)
+    assert least_gain.better(0.4, 0.5)
+    assert not least_gain.better(0.4999, 0.5)  # less than 0.1 %
+    assert not least_gain.better(0.00005, 0.0001)  # near zero: less than 1e-4
+    assert not least_gain.better(math.nan, 0.5)
 
 
 def test_training_stops_after_patience_scores_without_a_new_best_and_keeps_the_best(tmp_path):

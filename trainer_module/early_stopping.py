@@ -2,8 +2,8 @@
 (trainer_module/input_pipeline.py, FIT and VALIDATION) score the model every `every` steps; the
 best weights so far are kept, and training stops once `patience` scores in a row did not beat
 the best, or as soon as the best is so near zero that no score could beat it by the least gain
-that counts (`better`). At the end the model holds the best weights. The eval split is never
-used here: it stays the gate's unbiased measure.
+that counts (trainer_module/least_gain.py). At the end the model holds the best weights. The
+eval split is never used here: it stays the gate's unbiased measure.
 
 The best weights, their step and score, and the count since are variables in the Controller's
 checkpoints (`BestWeights`), saved with the model at the same step, so a run killed and resumed
@@ -22,6 +22,7 @@ import math
 import tensorflow as tf
 
 from trainer_module import model as model_lib, settings, sharded_embedding
+from trainer_module.least_gain import better, unbeatable
 from trainer_module.actions import STOP_TRAINING
 from trainer_module.scaling import cooldown_steps
 from trainer_module.summary import Stopping
@@ -29,19 +30,6 @@ VALIDATION_LOSS = "validation_loss"
 # Scores over the planned steps, at most: one an epoch at the default budget (trainer.epochs),
 # so a run that stops within it is scored once an epoch whatever the ceiling.
 VALIDATIONS = round(settings.TrainerConfig.epochs)
-
-
-# A score is a new best when it is lower by more than this share of the best (or MIN_DELTA, near
-# zero): a model that already separates the rows (a loss of 1e-4) does not train on for gains
-# of a millionth.
-RELATIVE_DELTA, MIN_DELTA = 1e-3, 1e-4
-
-
-def better(loss: float, best: float) -> bool:
-    """Whether `loss` is a new best against `best` (inf before the first score)."""
-    if not math.isfinite(loss):
-        return False
-    return not math.isfinite(best) or loss < best - max(RELATIVE_DELTA * best, MIN_DELTA)
 
 
 # On a large table, a score at least every this many examples: `patience` scores without a new
@@ -271,7 +259,7 @@ class EarlyStopping:
             self.best.since.assign_add(1)
         # A best this close to zero cannot be beaten by the least gain that counts (MIN_DELTA):
         # the scores patience would wait for could only keep these weights (loans: 620 steps).
-        self.settled = not better(0.0, float(self.best.loss.numpy()))
+        self.settled = unbeatable(float(self.best.loss.numpy()))
         if self.settled or (not self._cooling() and int(self.best.since.numpy()) >= self.patience
                             and not self._cool_down(step)):
             self._stop(step, logs)
@@ -287,7 +275,7 @@ class EarlyStopping:
         if int(self.best.stopped_at.numpy()) != step:
             return False
         self.stopped_early = True
-        self.settled = not better(0.0, float(self.best.loss.numpy()))
+        self.settled = unbeatable(float(self.best.loss.numpy()))
         return True
 
     def end(self, step: int, logs: dict) -> None:

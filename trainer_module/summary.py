@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from runtime import termination
+from trainer_module.least_gain import MIN_DELTA, unbeatable
 from trainer_module.scaling import Plan
 from trainer_module.table_plan import Table
 
@@ -139,6 +140,22 @@ class Stopping:
     averaged: float = 0.0  # the weights' average's momentum (trainer.weight_average; 0: none)
     cooled_best: int = -1  # the step whose weights the cooldown started from (-1: none recorded)
     cooled_over: int = 0  # the cooldown's steps, where the rate reached zero (0: none)
+
+    def unbeatable(self) -> bool:
+        """Whether the kept weights' validation loss is so near zero that no score could beat
+        it by the least gain that counts (trainer_module/least_gain.py): then no refit follows
+        (trainer_module/refit.py)."""
+        return unbeatable(self.validation_loss)
+
+    def no_refit_words(self) -> str:
+        """Why no refit follows where the kept weights leave nothing to gain ("" otherwise):
+        'none: the validation rows are predicted within the least gain that counts (loss
+        3.579e-05, below 0.0001): the first fit's model exported'."""
+        if not self.unbeatable():
+            return ""
+        return ("none: the validation rows are predicted within the least gain that counts "
+                f"(loss {self.validation_loss:.4g}, below {MIN_DELTA:g}): the first fit's model "
+                "exported")
 
     def epochs(self, step: int) -> str:
         """" (epoch 2.8)": the fit rows' passes `step` steps make (by the global batch and the

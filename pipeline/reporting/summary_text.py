@@ -40,6 +40,8 @@ def stopping_lines(t: TrainingSummary) -> list[str]:
         lines.append(f"Seen: {seen}")
     if t.refit:
         lines.append(f"Refit: {t.refit.words()}")
+    elif none := t.stopping.no_refit_words():
+        lines.append(f"Refit: {none}")
     return lines
 
 

@@ -2,6 +2,7 @@
 the kept weights' epochs of the fit rows, in steps of the same global batch over all the rows."""
 
 import dataclasses
+import math
 import os
 
 from trainer_module import refit
@@ -66,6 +67,28 @@ def test_nothing_to_refit_without_a_kept_step_rows_beyond_the_fit_rows_or_a_reco
     # A cooldown whose start or length is not known: no guess.
     assert refit.steps(dataclasses.replace(COOLED, cooled_best=-1), PLAN, 34_511) is None
     assert refit.steps(dataclasses.replace(COOLED, cooled_over=0), PLAN, 34_511) is None
+
+
+def test_no_refit_where_no_score_could_beat_the_kept_weights_and_the_summary_says_why():
+    """Kept weights whose validation loss is below the least gain that counts (1e-4) leave the
+    validation rows nothing to teach (trainer_module/least_gain.py): no refit; the summary's
+    Refit line says why. Just above it, the refit is as before."""
+    from pipeline.reporting import summary_text
+
+    perfect = dataclasses.replace(COOLED, validation_loss=3.579e-05)  # loans' first fit
+    assert perfect.unbeatable() and refit.steps(perfect, PLAN, 34_511) is None
+    assert refit.job(_job(), PLAN, perfect, 34_511) is None
+    near = dataclasses.replace(COOLED, validation_loss=1.01e-4)  # a gain of 1e-4 still counts
+    assert not near.unbeatable() and refit.steps(near, PLAN, 34_511) == (445 + 112, 112)
+    assert not dataclasses.replace(COOLED, validation_loss=math.inf).unbeatable()
+    assert not dataclasses.replace(COOLED, validation_loss=math.nan).unbeatable()
+    lines = summary_text.stopping_lines(
+        TrainingSummary(PLAN, {}, {}, "MirroredStrategy", 2, stopping=perfect))
+    assert lines[-1] == ("Refit: none: the validation rows are predicted within the least gain "
+                         "that counts (loss 3.579e-05, below 0.0001): the first fit's model "
+                         "exported")
+    assert not any(line.startswith("Refit") for line in summary_text.stopping_lines(
+        TrainingSummary(PLAN, {}, {}, "MirroredStrategy", 2, stopping=near)))
 
 
 def _job(**trainer) -> TrainJob:
