@@ -70,6 +70,8 @@ class WeightAverage(tf.Module):
         # "average/tables/<i>/rows", slices of one table, as the table's own).
         self.tables = [table.kept_copy() for table in tables]
         self.names = [v.name for v in weights]
+        exchange = tf.function(self._exchange, autograph=False)  # traced at its first call
+        self._exchange_traced = lambda: exchange  # behind a lambda: not tracked, as above
 
     @plain  # traced as written (autograph_rules.py): AutoGraph failed on its lambdas each trace
     def update(self, strategy: tf.distribute.Strategy, step) -> None:
@@ -96,7 +98,12 @@ class WeightAverage(tf.Module):
             table.keep(kept)
 
     def swap(self) -> None:
-        """The weights and their averages exchanged (twice: as they were)."""
+        """The weights and their averages exchanged (twice: as they were), in one traced call:
+        eagerly, each variable's three ops were a dispatch each, 13 ms a swap on the bundled
+        penguins' 40 variables under a profile, and a score swaps twice."""
+        self._exchange_traced()()
+
+    def _exchange(self) -> None:
         for average, weight in zip(self.averages, self._weights()):
             kept = tf.identity(weight.read_value())
             weight.assign(average.read_value())
