@@ -68,6 +68,9 @@ def test_early_stopping_scores_and_keeps_the_averaged_weights():
     stopping.end(1, logs)  # the kept weights put back: the averaged ones
     for weight in model.trainable_variables:
         np.testing.assert_array_equal(weight.numpy(), np.full(weight.shape, 0.25, np.float32))
+    # The summary's momentum is the one in effect at the kept step (1): (1 + 1) / (10 + 1), not
+    # 0.9 (an average over about 1 step, not 10).
+    assert stopping.summary(1).averaged == pytest.approx(2 / 11)
 
 
 @pytest.mark.parametrize("momentum", [1.0, -0.1])

@@ -137,7 +137,7 @@ class Stopping:
     cooled_from: int = 0  # the step validation stopped improving and the cooldown began (0: none)
     fit_rows: int = 0  # the train split's rows less the validation rows (0: not recorded)
     global_batch: int = 0
-    averaged: float = 0.0  # the weights' average's momentum (trainer.weight_average; 0: none)
+    averaged: float = 0.0  # the weights' average's momentum at the kept step (0: none)
     cooled_best: int = -1  # the step whose weights the cooldown started from (-1: none recorded)
     cooled_over: int = 0  # the cooldown's steps, where the rate reached zero (0: none)
 
