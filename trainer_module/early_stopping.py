@@ -22,8 +22,8 @@ import math
 import tensorflow as tf
 
 from trainer_module import model as model_lib, settings, sharded_embedding
-from trainer_module.least_gain import better, unbeatable
 from trainer_module.actions import STOP_TRAINING
+from trainer_module.least_gain import better, unbeatable
 from trainer_module.scaling import cooldown_steps
 from trainer_module.summary import Stopping
 from trainer_module.weight_average import momentum_at
