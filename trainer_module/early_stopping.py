@@ -258,9 +258,7 @@ class EarlyStopping:
         logs[VALIDATION_LOSS] = loss
         if not improved:
             self.best.since.assign_add(1)
-        # A best this close to zero cannot be beaten by the least gain that counts (MIN_DELTA):
-        # the scores patience would wait for could only keep these weights (loans: 620 steps).
-        self.settled = unbeatable(float(self.best.loss.numpy()))
+        self._settle()
         if self.settled or (not self._cooling() and int(self.best.since.numpy()) >= self.patience
                             and not self._cool_down(step)):
             self._stop(step, logs)
@@ -276,8 +274,14 @@ class EarlyStopping:
         if int(self.best.stopped_at.numpy()) != step:
             return False
         self.stopped_early = True
-        self.settled = unbeatable(float(self.best.loss.numpy()))
+        self._settle()
         return True
+
+    def _settle(self) -> None:
+        """Sets `settled`: whether the best is so near zero that the least gain that counts
+        (MIN_DELTA) cannot beat it, so the scores patience would wait for could only keep these
+        weights (loans: 620 steps)."""
+        self.settled = unbeatable(float(self.best.loss.numpy()))
 
     def end(self, step: int, logs: dict) -> None:
         if step > int(self.best.scored.numpy()):  # the last step, scored too
