@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer_module import build, early_stopping, export, model as model_lib, parameter_server
-from trainer_module import sharded_embedding
+from trainer_module import sharded_embedding, table_decay
 from trainer_module.settings import CLASSIFICATION, TrainerConfig
 
 ROWS, BATCH, CLASSES = 37, 16, 3
@@ -60,7 +60,8 @@ def _largest(a: dict, b: dict) -> float:
 
 
 def _optimizer():
-    return tf.keras.optimizers.AdamW(learning_rate=0.01, weight_decay=0.004)
+    """AdamW, the tables at a decay of their own (trainer_module/table_decay.py), as the run's."""
+    return table_decay.AdamW(3.0, learning_rate=0.01, weight_decay=0.004)
 
 
 def _resumed(strategy, loss, blocks: tuple[int, int], steps: int, directory: str, start: dict,

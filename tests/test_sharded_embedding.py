@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from conftest import replica_strategy as _strategy
 from trainer_module import build, early_stopping, equivalence, export, hooks, input_pipeline, loop
-from trainer_module import model as model_lib, scaling, settings, table_plan, warmup
+from trainer_module import model as model_lib, scaling, settings, table_decay, table_plan, warmup
 
 ROWS = 997  # not a multiple of 2, 4 or 8: the last block is partly padding
 GLOBAL_BATCH = 64
@@ -68,9 +68,12 @@ LEARNING_RATE = _RUN.base_learning_rate * scaling.learning_rate_factor(
 
 
 def _adamw():
-    """The run's optimizer (trainer_module/train.py): AdamW on a warmup-and-decay schedule."""
-    return tf.keras.optimizers.AdamW(warmup.WarmupSchedule(LEARNING_RATE, 4, STEPS, 6),
-                                     weight_decay=3e-4)
+    """The run's optimizer (trainer_module/build.py): AdamW on a warmup-and-decay schedule, the
+    tables at a decay of their own (trainer_module/table_decay.py; 3.0, Caravan's, apart from
+    weight_decay so that a split table's own update at the wrong one shows)."""
+    return table_decay.AdamW(
+        3.0, learning_rate=warmup.WarmupSchedule(LEARNING_RATE, 4, STEPS, 6),
+        weight_decay=_RUN.weight_decay)
 
 
 LOSS = model_lib.builtin_loss(settings.CLASSIFICATION)

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from conftest import replica_strategy as _strategy
 from trainer_module import equivalence, input_pipeline, loop, model as model_lib, precision, settings
+from trainer_module import table_decay
 
 GLOBAL_BATCH = 64
 # The fast tier (`make test-fast`) checks the same rules on fewer replicas where a case costs
@@ -449,8 +450,9 @@ def _builtin(task):
 
 
 def _adamw():
-    """The run's optimizer (trainer_module/build.py, optimizer), as the run makes it."""
-    return tf.keras.optimizers.AdamW(0.01, weight_decay=3e-4)
+    """The run's optimizer (trainer_module/build.py, optimizer), its tables at a decay of their
+    own (trainer_module/table_decay.py; 3.0, Caravan's, apart from weight_decay)."""
+    return table_decay.AdamW(3.0, learning_rate=0.01, weight_decay=3e-4)
 
 
 @pytest.mark.parametrize("task", [settings.CLASSIFICATION, settings.REGRESSION])

@@ -8,7 +8,8 @@ columns packed in one input (features.NUMERIC_COLUMNS) are the model of three in
 import numpy as np
 import tensorflow as tf
 
-from trainer_module import export, features, model as model_lib, settings, table_stack
+from trainer_module import export, features, model as model_lib, settings, table_decay
+from trainer_module import table_stack
 
 NUMERIC = [f"{c}_{s}" for c in ("a", "b") for s in ("missing", "q", "xf")] + ["c_xf"]
 TABLES = {"city_xf": 40, "k_code": 6, "m_xf": 3, "user_xf": 97}
@@ -42,7 +43,8 @@ def _logical(model):
 
 
 def _train(model, batches=None):
-    model.compile(optimizer=tf.keras.optimizers.AdamW(0.01, weight_decay=3e-4),
+    model.compile(optimizer=table_decay.AdamW(  # the tables at a decay of their own, stacked or not
+                      3.0, learning_rate=0.01, weight_decay=CFG.weight_decay),
                   loss=lambda y, out: tf.reduce_mean(model_lib.builtin_loss(
                       settings.CLASSIFICATION)(y, out)))
     x, y = batches or _batches()

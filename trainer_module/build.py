@@ -13,7 +13,8 @@ from absl import logging
 import tensorflow as tf
 
 from trainer_module import features, hooks, input_pipeline, model as model_lib, precision, scaling
-from trainer_module import strategy as strategy_lib, table_plan, target_statistics, warmup
+from trainer_module import strategy as strategy_lib, table_decay, table_plan, target_statistics
+from trainer_module import warmup
 from trainer_module.hook_paths import LOSS_KEY, MODEL_KEY
 from trainer_module.settings import CLASSIFICATION, FLOAT16_ON_TPU, GLOBAL, MIXED_FLOAT16
 from trainer_module.settings import REGRESSION
@@ -56,10 +57,12 @@ def schedule(plan: scaling.Plan, cooldown: bool = False) -> warmup.WarmupSchedul
 
 def optimizer(cfg: TrainerConfig, schedule) -> tf.keras.optimizers.Optimizer:
     """The run's optimizer, in trainer.precision: AdamW with trainer.weight_decay (decoupled from
-    the gradient), or Adam without, at `schedule` (`build.schedule`). Make it in the strategy's
-    scope."""
-    if cfg.weight_decay:
-        inner = tf.keras.optimizers.AdamW(learning_rate=schedule, weight_decay=cfg.weight_decay)
+    the gradient) and trainer.table_weight_decay on the embedding tables
+    (trainer_module/table_decay.py), or Adam without either, at `schedule` (`build.schedule`).
+    Make it in the strategy's scope."""
+    if cfg.weight_decay or cfg.table_weight_decay:
+        inner = table_decay.AdamW(
+            cfg.table_weight_decay, learning_rate=schedule, weight_decay=cfg.weight_decay)
     else:
         inner = tf.keras.optimizers.Adam(learning_rate=schedule)
     return precision.wrap_optimizer(inner, cfg.precision)

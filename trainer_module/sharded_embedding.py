@@ -15,21 +15,22 @@ MultiWorkerMirroredStrategy each worker process its own replicas' blocks. In a t
    (all-gather: each example's gradient is on one replica, so nothing is added), each replica
    adds up the gradients of the rows it owns (per row, in float64) and
 3. `apply_gradients`: updates its rows by Adam's (AdamW's) sparse rule, as Keras does on one
-   device, at the step and learning rate of the optimizer's update just made: the decay, then m
-   and v decayed and the rows' gradients added in, then the step. The update is applied once,
-   by the owner; it is never summed over the replicas again.
+   device, at the step and learning rate of the optimizer's update just made: the decay (the
+   tables' own, trainer_module/table_decay.py), then m and v decayed and the rows' gradients added
+   in, then the step. The update is applied once, by the owner; it is never summed over the
+   replicas again.
 
 Summed over the replicas the forward pass is one device's, and each row's gradient is one
 device's sum over the global batch: the weights after any number of steps are those of one
 device with the whole table (tests/test_sharded_embedding.py, <= 1e-6).
 
-Outside a training step (evaluation, early stopping, the served model) the layer looks its ids
-up in the blocks as one table (TensorFlow's "div" split of ids over blocks). A checkpoint holds each
-block as a slice of one logical [rows, dim] tensor (and slices of its slots): a checkpoint
-written on N replicas restores on M. The exported model holds one whole table
-(`model.unsharded`, trainer_module/model.py). Across worker processes a checkpoint holds each
-table whole, gathered from every worker (only the chief's file is kept), each worker restoring its
-own blocks from it; the whole table (export, verify, an evaluation's lookups) is gathered too.
+Outside a training step (evaluation, early stopping, the served model) the layer looks its ids up
+in the blocks as one table (TensorFlow's "div" split of ids over blocks). A checkpoint holds each
+block as a slice of one logical [rows, dim] tensor (and slices of its slots): a checkpoint written
+on N replicas restores on M. The exported model holds one whole table (`model.unsharded`,
+trainer_module/model.py). Across worker processes a checkpoint holds each table whole, gathered
+from every worker (only the chief's file is kept), each worker restoring its own blocks from it;
+the whole table (export, verify, an evaluation's lookups) is gathered too.
 
 No collective runs inside the gradient tape, the accumulation loop or an XLA-compiled step: the
 exchange happens once per global step for all of a replica's micro-batches.
@@ -49,7 +50,8 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-from trainer_module import strategy as strategy_lib, table_plan, table_stack, tf_internals
+from trainer_module import strategy as strategy_lib, table_decay, table_plan, table_stack
+from trainer_module import tf_internals
 from trainer_module.autograph_rules import plain
 
 class ServerSplit(threading.local):
@@ -212,8 +214,7 @@ class _Blocks(tf_internals.trackable_base()):
                     for block, offset in zip(getattr(self, kind), self.offsets)]
             return {name: slices(kind) for name, kind in kinds.items()}
 
-        # Several processes: each worker saves the whole tensor, gathered (only the chief's file
-        # is kept), and restores its own blocks from it.
+        # Several processes: each saves the gathered whole (the chief's kept), restores its own.
         def whole(kind):
             return lambda name: tf_internals.whole_saveable(
                 name, lambda: self.gathered(kind), [self.rows, self.dim],
@@ -230,8 +231,7 @@ class ShardedEmbedding(tf.keras.layers.Layer):
                  **kwargs):
         super().__init__(**kwargs)
         self.rows, self.dim, self.shards = rows, dim, shards
-        # The whole table's initializer, as a Keras Embedding takes it: the table starts as the
-        # Embedding it stands for would, however many blocks it is split in.
+        # The whole table's initializer: it starts as its Embedding would, in any number of blocks.
         self.embeddings_initializer = tf.keras.initializers.get(embeddings_initializer)
 
     @staticmethod
@@ -378,8 +378,8 @@ class ShardedEmbedding(tf.keras.layers.Layer):
             return
         table, m, v = self.blocks.table[block], self.blocks.m[block], self.blocks.v[block]
         lr = tf.cast(inner.learning_rate, tf.float32)
-        if getattr(inner, "weight_decay", None):
-            table.assign_sub(table * tf.cast(inner.weight_decay, tf.float32) * lr)
+        if decay := table_decay.rate(inner):  # the whole table's decay on one device
+            table.assign_sub(table * tf.cast(decay, tf.float32) * lr)
         if isinstance(inner, tf.keras.optimizers.SGD):
             m.assign(m * tf.cast(inner.momentum, tf.float32))
             m.scatter_add(tf.IndexedSlices(-grad.values * lr, grad.indices))
