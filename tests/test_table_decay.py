@@ -55,11 +55,11 @@ def test_the_tables_decay_at_their_own_rate_and_every_other_weight_at_weight_dec
 
 
 def test_at_the_default_the_run_trains_keras_adamws_model_to_the_bit():
-    """trainer.table_weight_decay's default is weight_decay's: 12 steps of the built-in model
-    (its tables' rows looked up unevenly) with the run's optimizer and with Keras's AdamW end on
-    the same weights, bit for bit; at 3.0 the tables end elsewhere."""
+    """trainer.table_weight_decay's default (-1) is weight_decay's: 12 steps of the built-in
+    model (its tables' rows looked up unevenly) with the run's optimizer and with Keras's AdamW
+    end on the same weights, bit for bit; at 3.0 the tables end elsewhere."""
     cfg = settings.TrainerConfig(hidden_units=[8], embedding_dim=4, ensemble_members=2, seed=3)
-    assert cfg.table_weight_decay == cfg.weight_decay
+    assert cfg.table_weight_decay == -1 and table_decay.configured(cfg) == cfg.weight_decay == 3e-4
     rng = np.random.default_rng(0)
     x = {"a_missing": np.zeros(96, "float32"), "a_q": rng.uniform(0, 48, 96).astype("float32"),
          "a_xf": rng.normal(size=96).astype("float32"),
@@ -84,12 +84,22 @@ def test_at_the_default_the_run_trains_keras_adamws_model_to_the_bit():
     assert np.abs(harder[table] - run[table]).max() > 1e-3
 
 
-def test_no_decay_at_all_is_adam_and_a_split_table_reads_its_rate():
-    cfg = settings.TrainerConfig(weight_decay=0.0, table_weight_decay=0.0)
-    adam = build.optimizer(cfg, 0.01)
+def test_the_tables_follow_weight_decay_unless_set_and_a_split_table_reads_their_rate():
+    """A config that sets weight_decay alone decays the tables at it too, as AdamW did before
+    the tables had a decay of their own; weight_decay 0 alone is Adam."""
+    for decay in (0.0, 0.01):
+        cfg = settings.TrainerConfig(weight_decay=decay)
+        assert table_decay.configured(cfg) == decay
+        assert table_decay.rate(build.optimizer(cfg, 0.01)) == decay
+    adam = build.optimizer(settings.TrainerConfig(weight_decay=0.0), 0.01)
     assert type(adam) is tf.keras.optimizers.Adam and table_decay.rate(adam) == 0.0
+    tables_only = build.optimizer(settings.TrainerConfig(weight_decay=0.0,
+                                                         table_weight_decay=3.0), 0.01)
+    assert (tables_only.weight_decay, table_decay.rate(tables_only)) == (0.0, 3.0)
     cfg = settings.TrainerConfig(table_weight_decay=3.0)
     assert table_decay.rate(build.optimizer(cfg, 0.01)) == 3.0
     assert table_decay.rate(tf.keras.optimizers.AdamW(0.01, weight_decay=0.004)) == 0.004
-    with pytest.raises(settings.TrainerConfigError, match="table_weight_decay"):
-        settings.TrainerConfig(table_weight_decay=-1.0).validate()
+    settings.TrainerConfig(table_weight_decay=0.0).validate()
+    for wrong in (-0.5, -2.0):
+        with pytest.raises(settings.TrainerConfigError, match="table_weight_decay"):
+            settings.TrainerConfig(table_weight_decay=wrong).validate()

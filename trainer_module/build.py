@@ -57,12 +57,12 @@ def schedule(plan: scaling.Plan, cooldown: bool = False) -> warmup.WarmupSchedul
 
 def optimizer(cfg: TrainerConfig, schedule) -> tf.keras.optimizers.Optimizer:
     """The run's optimizer, in trainer.precision: AdamW with trainer.weight_decay (decoupled from
-    the gradient) and trainer.table_weight_decay on the embedding tables
-    (trainer_module/table_decay.py), or Adam without either, at `schedule` (`build.schedule`).
+    the gradient) and the embedding tables' own (`table_decay.configured`,
+    trainer_module/table_decay.py), or Adam without either, at `schedule` (`build.schedule`).
     Make it in the strategy's scope."""
-    if cfg.weight_decay or cfg.table_weight_decay:
-        inner = table_decay.AdamW(
-            cfg.table_weight_decay, learning_rate=schedule, weight_decay=cfg.weight_decay)
+    tables = table_decay.configured(cfg)
+    if cfg.weight_decay or tables:
+        inner = table_decay.AdamW(tables, learning_rate=schedule, weight_decay=cfg.weight_decay)
     else:
         inner = tf.keras.optimizers.Adam(learning_rate=schedule)
     return precision.wrap_optimizer(inner, cfg.precision)

@@ -175,10 +175,10 @@ class TrainerConfig:
     # AdamW's decoupled weight decay (0 and table_weight_decay 0: Adam).
     weight_decay: float = 3e-4
     # The built-in model's embedding tables' own decay (trainer_module/table_decay.py): every row
-    # shrinks at every step, looked up or not. The default is weight_decay's, AdamW's model; 3.0
-    # took ISLR Caravan's held-out AUC from 0.7689 to 0.7726 (four seeds) and cost Arrests, Car,
-    # InstEval, CollegeDistance and CPS1988 0.0016 to 0.0085 (docs/training.md, "AdamW").
-    table_weight_decay: float = 3e-4
+    # shrinks at every step, looked up or not. -1 (the default): weight_decay's, AdamW's model;
+    # 3.0 took ISLR Caravan's held-out AUC from 0.7689 to 0.7726 (four seeds) and cost Arrests,
+    # Car, InstEval, CollegeDistance and CPS1988 0.0016 to 0.0085 (docs/training.md, "AdamW").
+    table_weight_decay: float = -1.0
     # The model scored, kept and exported with its weights' moving average, this momentum after
     # each global step (trainer_module/weight_average.py; a window of about 1 / (1 - m) steps;
     # 0: the trained weights as they are). docs/training.md, "Weight averaging".
@@ -230,11 +230,12 @@ class TrainerConfig:
             raise TrainerConfigError(f"trainer.weight_average is a momentum, at least 0 and below "
                                      f"1 (0: no average), got {self.weight_average}")
         if (self.ensemble_members < 1 or not 0 <= self.dropout < 1 or self.weight_decay < 0
-                or self.table_weight_decay < 0 or self.embedding_min_rows < 0):
+                or (self.table_weight_decay < 0 and self.table_weight_decay != -1)
+                or self.embedding_min_rows < 0):
             raise TrainerConfigError(
                 "trainer.ensemble_members must be at least 1, trainer.dropout at least 0 and "
-                "below 1, trainer.weight_decay, table_weight_decay and embedding_min_rows at "
-                "least 0")
+                "below 1, trainer.weight_decay and embedding_min_rows at least 0, "
+                "table_weight_decay at least 0 (-1: weight_decay's)")
         if self.accumulation_steps < 1:
             raise TrainerConfigError(
                 f"trainer.accumulation_steps must be at least 1, got {self.accumulation_steps}")

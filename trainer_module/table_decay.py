@@ -9,8 +9,8 @@ towards zero between its rows: a prior on what the model takes from each value o
 column, which the dense layers do not get (3.0 on every weight cost AER's HMDA and ISLR's Wage
 what it gave ISLR Caravan).
 
-The default is weight_decay's (3e-4): the run's model is Keras AdamW's, bit for bit
-(tests/test_table_decay.py). At 3.0 Caravan (85 code columns of about ten values each, 3,700
+The default (-1) is weight_decay's, whatever it is set to: the run's model is Keras AdamW's, bit
+for bit (tests/test_table_decay.py). At 3.0 Caravan (85 code columns of about ten values each, 3,700
 rows) reaches CatBoost's default, and five tables of thirteen lose 0.0016 to 0.0085: no default
 (docs/training.md, "AdamW").
 
@@ -57,6 +57,12 @@ class AdamW(tf.keras.optimizers.AdamW):
 
     def get_config(self):
         return {**super().get_config(), "table_decay": self.table_decay}
+
+
+def configured(cfg) -> float:
+    """The tables' decay a TrainerConfig asks for: trainer.table_weight_decay, or weight_decay's
+    at -1 (so a config that sets weight_decay alone decays every weight at it, as AdamW does)."""
+    return cfg.weight_decay if cfg.table_weight_decay == -1 else cfg.table_weight_decay
 
 
 def rate(optimizer) -> float:
