@@ -379,7 +379,7 @@ class ShardedEmbedding(tf.keras.layers.Layer):
         table, m, v = self.blocks.table[block], self.blocks.m[block], self.blocks.v[block]
         lr = tf.cast(inner.learning_rate, tf.float32)
         if decay := table_decay.rate(inner):  # the whole table's decay on one device
-            table.assign_sub(table * tf.cast(decay, tf.float32) * lr)
+            table_decay.shrink(table, decay, lr)
         if isinstance(inner, tf.keras.optimizers.SGD):
             m.assign(m * tf.cast(inner.momentum, tf.float32))
             m.scatter_add(tf.IndexedSlices(-grad.values * lr, grad.indices))

@@ -51,12 +51,18 @@ class AdamW(tf.keras.optimizers.AdamW):
 
     def update_step(self, gradient, variable):
         if self.table_decay and is_table(variable.name):
-            lr = tf.cast(self.learning_rate, variable.dtype)
-            variable.assign_sub(variable * tf.cast(self.table_decay, variable.dtype) * lr)
+            shrink(variable, self.table_decay, self.learning_rate)
         super().update_step(gradient, variable)
 
     def get_config(self):
         return {**super().get_config(), "table_decay": self.table_decay}
+
+
+def shrink(variable, decay, learning_rate) -> None:
+    """AdamW's decoupled decay of `variable` at one step, as Keras applies it to every weight:
+    the whole table's here, a split table's block in its owner's update."""
+    variable.assign_sub(variable * tf.cast(decay, variable.dtype)
+                        * tf.cast(learning_rate, variable.dtype))
 
 
 def configured(cfg) -> float:
