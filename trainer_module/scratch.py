@@ -6,7 +6,7 @@ own: each holds an exclusive lock on the `.owner` file in its directory while it
 kernel lets go of that lock when the process dies however it dies (in any PID namespace), and
 the next worker to make a scratch directory on the machine removes every one whose lock it can
 take. A directory whose lock is held is a live worker's, and is left alone. A fork of the worker
-closes its copy of the lock (as pipeline/local/run_lock.py's holder's forks do), so a child that
+closes its copy of the lock (runtime/held_locks.py, as the run lock's holder's forks do), so a child that
 outlives it does not keep its directory."""
 
 from __future__ import annotations
@@ -16,21 +16,10 @@ import os
 import shutil
 import tempfile
 
+from runtime import held_locks
+
 PREFIX = "lockstep-worker-"
 OWNER = ".owner"
-_HELD: list = []  # the `.owner` files this process holds
-
-
-def _not_in_a_fork() -> None:
-    for handle in _HELD:
-        try:
-            handle.close()  # this process's copy: the worker keeps the lock
-        except OSError:
-            pass
-    _HELD.clear()
-
-
-os.register_at_fork(after_in_child=_not_in_a_fork)
 
 
 class Scratch:
@@ -51,7 +40,7 @@ class Scratch:
                 fcntl.flock(self._owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:  # a filesystem without locks: where no lock is taken none is swept
                 pass
-            _HELD.append(self._owner)
+            held_locks.hold(self._owner)
         path = os.path.join(self._root, name)
         os.makedirs(path, exist_ok=True)
         return path
@@ -62,8 +51,7 @@ class Scratch:
     def __exit__(self, *exc) -> None:
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
-            if self._owner in _HELD:
-                _HELD.remove(self._owner)
+            held_locks.release(self._owner)
             self._owner.close()
 
 

@@ -5,7 +5,7 @@ The lock file says who holds it (pid, host, start time), so a run that finds it 
 since when. A second run waits up to `wait_seconds`, then raises Locked (exit status 3).
 
 A fork of the holder (the run's worker lane, pipeline/local/node_worker.py) closes its copy of
-the lock's file as it starts: the lock is the run's alone, released as the run ends even while a
+the lock's file as it starts (runtime/held_locks.py): the lock is the run's alone, released as the run ends even while a
 fork is still being killed (a run stopped by its time limit ends at once, with os._exit).
 """
 
@@ -19,7 +19,7 @@ import os
 import socket
 import time
 
-from runtime import exit_status
+from runtime import exit_status, held_locks
 
 LOCK_FILE = "run.lock"
 
@@ -28,21 +28,6 @@ class Locked(RuntimeError):
     """Another run holds the lock; the message says which and since when."""
 
     lockstep_exit_status = exit_status.LOCKED
-
-
-_HELD: list = []  # the lock files this process holds
-
-
-def _not_in_a_fork() -> None:
-    for handle in _HELD:
-        try:
-            handle.close()  # this process's copy: the holder keeps the lock
-        except OSError:
-            pass
-    _HELD.clear()
-
-
-os.register_at_fork(after_in_child=_not_in_a_fork)
 
 
 def default_path(pipeline_root: str) -> str:
@@ -82,9 +67,8 @@ def hold(path: str, wait_seconds: float = 0.0, poll_seconds: float = 0.5):
         handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                  "since": time.time()}))
         handle.flush()
-        _HELD.append(handle)
+        held_locks.hold(handle)
         yield
     finally:
-        if handle in _HELD:
-            _HELD.remove(handle)
+        held_locks.release(handle)
         handle.close()
