@@ -6,8 +6,8 @@ own: each holds an exclusive lock on the `.owner` file in its directory while it
 kernel lets go of that lock when the process dies however it dies (in any PID namespace), and
 the next worker to make a scratch directory on the machine removes every one whose lock it can
 take. A directory whose lock is held is a live worker's, and is left alone. A fork of the worker
-closes its copy of the lock (runtime/held_locks.py, as the run lock's holder's forks do), so a child that
-outlives it does not keep its directory."""
+closes its copy of the lock (runtime/held_locks.py, as the run lock's holder's forks do), so a
+child that outlives it does not keep its directory."""
 
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ The lock file says who holds it (pid, host, start time), so a run that finds it 
 since when. A second run waits up to `wait_seconds`, then raises Locked (exit status 3).
 
 A fork of the holder (the run's worker lane, pipeline/local/node_worker.py) closes its copy of
-the lock's file as it starts (runtime/held_locks.py): the lock is the run's alone, released as the run ends even while a
-fork is still being killed (a run stopped by its time limit ends at once, with os._exit).
+the lock's file as it starts (runtime/held_locks.py): the lock is the run's alone, released as
+the run ends even while a fork is still being killed (a run stopped by its time limit ends at
+once, with os._exit).
 """
 
 from __future__ import annotations
