@@ -136,6 +136,31 @@ def test_a_loss_averaged_over_the_replica_batch_fails(penguins_run):
             f"{result.variable} (a loss averaged over one replica's batch") in result.lines()[1]
 
 
+@pytest.mark.parametrize("replicas, settings", [
+    (2, {}), (4, {"shard_embeddings_over": 0}), (2, {"accumulation_steps": 2})])
+def test_dropout_keyed_on_the_row_makes_one_devices_update(penguins_run, replicas, settings):
+    """trainer.dropout and column_dropout draw a row's masks from its inputs and the global step
+    (trainer_module/row_dropout.py): the same on 2 and 4 replicas, on tables split over them
+    (the ids come beside the rows) and over accumulated micro-batches, as on one device."""
+    result = _verify(penguins_run, replicas, dropout=0.3, column_dropout=0.3, **settings)
+    assert result.passed and result.updates == 3, result.lines()
+    assert result.max_difference < 1e-5
+
+
+def test_dropout_drawn_on_each_replica_fails(penguins_run, monkeypatch):
+    """The control: the same layers drawing each replica's masks from its own generator (as
+    Keras' Dropout does) do not make one device's update, and verify says so."""
+    import tensorflow as tf
+
+    from trainer_module import row_dropout
+
+    monkeypatch.setattr(row_dropout, "keep_mask", lambda key, step, salt, units, rate: (
+        tf.random.uniform([tf.shape(key)[0], units]) >= rate))
+    result = _verify(penguins_run, 2, dropout=0.3, column_dropout=0.3)
+    assert not result.passed
+    assert result.relative > 100 * result.tolerance
+
+
 def test_per_replica_batch_normalization_fails(penguins_run):
     result = _verify(penguins_run, model="user_hooks:bn_model")
     assert not result.passed

@@ -131,8 +131,8 @@ def test_the_refit_is_a_fit_on_every_train_row_and_resumes_after_a_sigterm(pengu
 
 
 def test_a_refit_takes_the_fits_objects_only_where_a_build_of_its_own_trains_the_same():
-    """reuse.reusable: not a model of the user's own or one with dropout (a traced random draw
-    would go on from the fit before's), not a loss-scaled optimizer, not asynchronous; and
+    """reuse.reusable: not a model of the user's own or one with dropout or column dropout (no
+    test holds a reused step with them against a fresh build's), not a loss-scaled optimizer, not asynchronous; and
     Kept.take gives nothing to a plan whose batch, rate or warmup the traced step does not
     hold."""
     model = tf.keras.Sequential([tf.keras.Input([2]), tf.keras.layers.Dense(1)])
@@ -141,6 +141,7 @@ def test_a_refit_takes_the_fits_objects_only_where_a_build_of_its_own_trains_the
     assert reuse.reusable(cfg, model, adam, asynchronous=False)
     assert not reuse.reusable(cfg, model, adam, asynchronous=True)
     assert not reuse.reusable(dataclasses.replace(cfg, dropout=0.1), model, adam, False)
+    assert not reuse.reusable(dataclasses.replace(cfg, column_dropout=0.1), model, adam, False)
     assert not reuse.reusable(dataclasses.replace(cfg, model="my.module:build"), model, adam,
                               False)
     scaled = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam())

@@ -24,7 +24,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from trainer_module import layer_walk
-from trainer_module.model import ensemble_mean
+from trainer_module.ensemble_head import ensemble_mean
 
 
 def averaged(models: list[tf.keras.Model], task: str) -> tf.keras.Model:

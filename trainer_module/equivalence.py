@@ -51,7 +51,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from trainer_module import build, input_pipeline, loop, model as model_lib, precision, scaling
-from trainer_module import weight_average
+from trainer_module import row_dropout, weight_average
 from trainer_module import strategy as strategy_lib
 from trainer_module.job import TrainJob
 from trainer_module.summary import Verification
@@ -225,6 +225,7 @@ def _keras_on_one_device(inputs, per_example_loss, seed: int, initial: list, opt
     model_lib.set_logical_weights(reference, initial)
     reference.compile(optimizer=optimizer, loss=_MeanOverBatch(per_example_loss),
                       jit_compile=False)
+    row_dropout.attach(reference, optimizer)  # the step its dropout masks are keyed on
     x, y = _concatenate(batches)
     callbacks = [averaging.attach(reference)] if averaging else []
     reference.fit(x, y, batch_size=global_batch, epochs=1, shuffle=False, verbose=0,

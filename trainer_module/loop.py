@@ -26,7 +26,7 @@ from typing import Callable, Mapping
 import tensorflow as tf
 
 from trainer_module import autograph_rules, model as model_lib, precision, strategy as strategy_lib
-from trainer_module import target_statistics
+from trainer_module import row_dropout, target_statistics
 
 autograph_rules.install()  # tf_keras unconverted in the traced step (its docstring says why)
 strategy_lib.quiet_device_iterators()  # freeing the input takes no minutes (its docstring says why)
@@ -73,6 +73,7 @@ class SynchronousLoop:
         self.loss_scaled = precision.loss_scaled(optimizer)
         self.skipped_steps = 0  # mixed_float16: steps the LossScaleOptimizer skipped (overflow)
         self._iterator = iter(dataset)
+        row_dropout.attach(model, optimizer)  # its masks keyed on the global step
         # A model with tables split over the replicas: the step looks their rows up and updates
         # them itself (trainer_module/sharded_embedding.py), and differentiates the rest.
         self._differentiated, self.tables = model_lib.sharded_parts(model)

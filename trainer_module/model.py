@@ -32,7 +32,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 from trainer_module import features, settings, sharded_embedding, table_plan, table_stack
-from trainer_module import layer_walk, target_statistics
+from trainer_module import layer_walk, row_dropout, target_statistics
+from trainer_module.ensemble_head import EnsembleHead
 from trainer_module.autograph_rules import plain
 
 # A z-score's soft clip, z / sqrt(1 + (z / CLIP)^2): about z inside +-CLIP, bounded past it. It
@@ -40,17 +41,6 @@ from trainer_module.autograph_rules import plain
 # Wage's wage is exp(logwage): at 10 Wage's held-out R2 0.9975 -> 0.9986, Caravan's AUC
 # 0.7642 -> 0.7677 (docs/training.md).
 CLIP = 10.0
-
-
-@plain  # traced as written: trainer_module/autograph_rules.py
-def ensemble_mean(outputs: tf.Tensor, task: str) -> tf.Tensor:
-    """[batch, outputs] from the members' [batch, k, outputs], in float32: the mean of their
-    probabilities as log-probabilities (classification), or the mean of their values."""
-    outputs = tf.cast(outputs, tf.float32)
-    if task == settings.REGRESSION:
-        return tf.reduce_mean(outputs, axis=1)
-    k = tf.cast(tf.shape(outputs)[1], tf.float32)
-    return tf.reduce_logsumexp(tf.nn.log_softmax(outputs), axis=1) - tf.math.log(k)
 
 
 @tf.keras.utils.register_keras_serializable(package="lockstep")
@@ -86,63 +76,6 @@ class NumericEmbedding(tf.keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "bins": self.bins, "dim": self.dim, "seed": self.seed}
-
-
-@tf.keras.utils.register_keras_serializable(package="lockstep")
-class EnsembleHead(tf.keras.layers.Layer):
-    """TabM-mini: [batch, features] -> k members' [batch, k, outputs] in training (each member's
-    input scaled by its own vector, the hidden layers shared, an output layer each), their mean
-    (`ensemble_mean`, float32) in inference."""
-
-    def __init__(self, members: int, hidden_units, outputs: int, task: str, dropout: float = 0.0,
-                 l2: float = 0.0, seed: int = 0, **kwargs):
-        super().__init__(**kwargs)
-        self.members, self.hidden_units = members, list(hidden_units)
-        self.outputs, self.task, self.dropout, self.seed = outputs, task, dropout, seed
-        self.l2 = l2
-
-    def build(self, input_shape):
-        width = int(input_shape[-1])
-        uniform = tf.keras.initializers.RandomUniform(-1.0, 1.0, seed=self.seed)
-        self.scale = self.add_weight(  # random signs: the members start apart
-            "scale", [self.members, width], initializer=lambda shape, dtype=None: tf.where(
-                uniform(shape, dtype) >= 0, 1.0, -1.0))
-        reg = tf.keras.regularizers.l2(self.l2) if self.l2 else None
-        self.hidden = [tf.keras.layers.Dense(units, activation="relu", name=f"dense_{i}",
-                                             kernel_regularizer=reg,
-                                             kernel_initializer=tf.keras.initializers.GlorotUniform(
-                                                 seed=self.seed + 1 + i))
-                       for i, units in enumerate(self.hidden_units)]
-        self.drop = [tf.keras.layers.Dropout(self.dropout, seed=self.seed + 50 + i)
-                     for i in range(len(self.hidden_units))]
-        last = self.hidden_units[-1] if self.hidden_units else width
-        bound = last ** -0.5
-        init = tf.keras.initializers.RandomUniform(-bound, bound, seed=self.seed + 100)
-        self.kernel = self.add_weight("head_kernel", [self.members, last, self.outputs],
-                                      initializer=init)
-        self.bias = self.add_weight("head_bias", [self.members, self.outputs], initializer=init)
-        for layer, units in zip(self.hidden, [width] + self.hidden_units):
-            # Under its own name ("ensemble/dense_0/kernel:0"): else every hidden layer's weights
-            # are "ensemble/kernel:0", and what reads weights by name (export.WEIGHTS, a warm
-            # start) takes one layer's for another's.
-            with tf.name_scope(layer.name):
-                layer.build([None, self.members, units])
-
-    @plain  # training is a Python bool here (Keras traces each value apart)
-    def call(self, x, training=None):
-        h = x[:, None, :] * tf.cast(self.scale, x.dtype)  # [batch, k, features]
-        for dense, drop in zip(self.hidden, self.drop):
-            h = drop(dense(h), training=training)
-        out = tf.einsum("bkh,kho->bko", h, tf.cast(self.kernel, h.dtype)) + tf.cast(self.bias,
-                                                                                    h.dtype)
-        if training:
-            return tf.cast(out, tf.float32)
-        return ensemble_mean(out, self.task)
-
-    def get_config(self):
-        return {**super().get_config(), "members": self.members,
-                "hidden_units": self.hidden_units, "outputs": self.outputs, "task": self.task,
-                "dropout": self.dropout, "l2": self.l2, "seed": self.seed}
 
 
 def _group(column: str) -> tuple[str, str, str]:
@@ -310,7 +243,7 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, p
     many parts over the parameter servers (sharded_embedding.SERVER_SPLIT)."""
     server_blocks = server_blocks or {}
     embedding_dim, seed = cfg.embedding_dim, cfg.seed
-    inputs, parts = numeric_inputs(numeric, packed), []
+    inputs, parts, dropped = numeric_inputs(numeric, packed), [], []
     grouped, plain = numeric_groups(numeric)
     blocks = [inputs[features.NUMERIC_COLUMNS]] if packed else []
     if grouped:
@@ -322,9 +255,13 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, p
         # 40.3 to 40.25, and the encoding is a small part of the step.
         parts.append(NumericEmbedding(features.QUANTILE_BINS, embedding_dim, seed=seed + 200,
                                       name="numeric_embedding", dtype="float32")(stacked))
+        dropped.append(0)  # trainer.column_dropout: each column's embedding, a block
     if plain:
         parts.append(tf.stack([inputs[key] for key in plain], axis=1))
     order = sorted(categorical)
+    # Hashed into a row's fold (target statistics) and its dropout key: every float input, and
+    # each table's ids (a table whose rows come in: its ids too, as an input of their own).
+    hashed, ids = ([features.NUMERIC_COLUMNS] if packed else []) + sorted(numeric), {}
     if order:
         rows = {}  # the features whose rows come in, or from a table of their own
         for i, key in enumerate(order):
@@ -350,20 +287,27 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, p
             tables = (rows[order[0]] if len(order) == 1
                       else tf.keras.layers.Concatenate()([rows[key] for key in order]))
         counted = target_statistics.counted_tables(categorical, task, outputs, cfg)
+        keyed = cfg.dropout or cfg.column_dropout
+        ids = {key: inputs[key] if key not in given else target_statistics.ids_input(inputs, key)
+               for key in order if keyed or key in dict(counted)}
         if counted:
-            # A table whose rows come in: its ids too, as an input of their own.
-            ids = {key: inputs[key] if key not in given else target_statistics.ids_input(inputs, key)
-                   for key, _ in counted}
-            # Hashed into a row's fold: its ids and every float input.
-            hashed = ([features.NUMERIC_COLUMNS] if packed else []) + sorted(numeric)
             tables = target_statistics.TargetStatistics(  # [the tables' rows, kept or not; statistics]
                 counted, hashed, target_statistics.widths(task, outputs), order=order,
                 dim=embedding_dim, min_rows=cfg.embedding_min_rows, name=target_statistics.NAME)(
-                {**ids, **{key: inputs[key] for key in hashed}, target_statistics.ROWS: tables})
+                {**{key: ids[key] for key, _ in counted}, **{key: inputs[key] for key in hashed},
+                 target_statistics.ROWS: tables})
+        dropped.append(len(parts))  # each table's row, a block (its statistics are not)
         parts.extend(tables if isinstance(tables, list) else [tables])
+    key = (row_dropout.row_key([inputs[k] for k in hashed] + [ids[k] for k in sorted(ids)])
+           if cfg.dropout or cfg.column_dropout else None)
+    for i in dropped if cfg.column_dropout else ():
+        parts[i] = row_dropout.RowDropout(cfg.column_dropout, block=embedding_dim,
+                                          salt=seed + 300 + i, name=f"column_dropout_{i}")(
+            [parts[i], key])
     x = parts[0] if len(parts) == 1 else tf.keras.layers.Concatenate()(parts)
     out = EnsembleHead(max(cfg.ensemble_members, 1), cfg.hidden_units, outputs, task,
-                       cfg.dropout, cfg.l2, seed=seed, name="ensemble")(x)
+                       cfg.dropout, cfg.l2, seed=seed, name="ensemble")(
+        [x, key] if cfg.dropout else x)
     return tf.keras.Model(inputs, out, name=name)
 
 

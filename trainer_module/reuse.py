@@ -22,8 +22,9 @@ fresh build makes (`Kept.take`):
 
 The refit then makes a fresh build's updates (tests/test_refit.py: the bag served equals the mean
 of two fits made alone, each a build of its own). Nothing is taken (the refit builds its own, as
-before) for a model of the user's own or one with dropout (a traced random draw goes on from the
-fit before's, where a fresh trace starts anew), a table split over the replicas (a second build
+before) for a model of the user's own, one with dropout or column dropout (its masks are keyed on
+the optimizer's step, which the refit sets to 0, but no test holds a reused step with them
+against a fresh build's), a table split over the replicas (a second build
 would hold a second copy of it), a loss-scaled optimizer (its scale is state a build resets), an
 asynchronous run (it has no refit), or a plan whose batch, rate or warmup differ.
 """
@@ -61,8 +62,9 @@ def plan_key(plan: scaling.Plan) -> tuple:
 
 def reusable(cfg, model: tf.keras.Model, optimizer, asynchronous: bool) -> bool:
     """Whether a fit's objects may be trained again by a refit (the module's docstring): the
-    built-in model without dropout or a split table, AdamW (or Adam) unscaled, synchronous."""
-    return (not asynchronous and not cfg.model and not cfg.dropout
+    built-in model without dropout (or column_dropout) or a split table, AdamW (or Adam)
+    unscaled, synchronous."""
+    return (not asynchronous and not cfg.model and not cfg.dropout and not cfg.column_dropout
             and not model_lib.sharded_parts(model)[1] and not precision.loss_scaled(optimizer))
 
 

@@ -157,20 +157,20 @@ class TrainerConfig:
     # scaling; not on TPU): the layers compute in 16 bits, the variables and outputs stay float32.
     precision: str = FLOAT32
     # The built-in model (trainer_module/model.py): numeric embeddings and a TabM-mini ensemble
-    # head of `ensemble_members` members over hidden layers of hidden_units, with dropout.
+    # head of `ensemble_members` members over hidden layers of hidden_units, dropout between them;
+    # column_dropout a row's whole column; both keyed on the row (trainer_module/row_dropout.py).
     hidden_units: list[int] = dataclasses.field(default_factory=lambda: [128, 128, 128])
     l2: float = 0.0
     embedding_dim: int = 8
     ensemble_members: int = 4
     dropout: float = 0.0
-    # Each text or code value's target statistics (its rows' share of each class, or mean label,
-    # on the fit rows; a row's own fold left out in training) as features of the built-in model
-    # (trainer_module/target_statistics.py; docs/training.md, "Target statistics").
+    column_dropout: float = 0.0
+    # Each text or code value's target statistics (its fit rows' share of each class, or mean
+    # label; a row's own fold left out in training: trainer_module/target_statistics.py).
     target_statistics: bool = True
     # A table with target statistics whose seen values average fewer fit rows than this is its
-    # statistics alone, its embedding left out (a person id seen twice; 0: every embedding kept).
-    # Held-out AUC on rwm5yr 0.9508 -> 0.9529; at 100, Arrests' ages (60 rows a value) went too,
-    # and its AUC fell 0.004 (docs/training.md, "Target statistics").
+    # statistics alone, its embedding left out (a person id seen twice; 0: every embedding kept;
+    # docs/training.md, "Target statistics").
     embedding_min_rows: float = 50.0
     # AdamW's decoupled weight decay (0 and table_weight_decay 0: Adam).
     weight_decay: float = 3e-4
@@ -230,11 +230,11 @@ class TrainerConfig:
             raise TrainerConfigError(f"trainer.weight_average is a momentum, at least 0 and below "
                                      f"1 (0: no average), got {self.weight_average}")
         if (self.ensemble_members < 1 or not 0 <= self.dropout < 1 or self.weight_decay < 0
-                or (self.table_weight_decay < 0 and self.table_weight_decay != -1)
-                or self.embedding_min_rows < 0):
+                or not 0 <= self.column_dropout < 1 or self.embedding_min_rows < 0
+                or (self.table_weight_decay < 0 and self.table_weight_decay != -1)):
             raise TrainerConfigError(
-                "trainer.ensemble_members must be at least 1, trainer.dropout at least 0 and "
-                "below 1, trainer.weight_decay and embedding_min_rows at least 0, "
+                "trainer.ensemble_members must be at least 1, trainer.dropout and column_dropout "
+                "at least 0 and below 1, trainer.weight_decay and embedding_min_rows at least 0, "
                 "table_weight_decay at least 0 (-1: weight_decay's)")
         if self.accumulation_steps < 1:
             raise TrainerConfigError(
