@@ -132,6 +132,7 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
         job.train_files, raw_spec, job.label, job.task, plan.replica_step_batch, training=True,
         seed=cfg.seed, transform=transform)
     fed = replicas // workers  # the replicas one process's input pipeline feeds
+    xla = scaling.compiled(cfg, "cpu")  # its replicas are CPUs, whatever the run's are
     tf.keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():
         model = build.model(inputs, strategy)
@@ -146,7 +147,7 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
     dataset = strategy.distribute_datasets_from_function(
         lambda ctx: dataset_fn(ctx).take(steps * fed))
     step_loop = loop.SynchronousLoop(strategy, model, optimizer, per_example_loss,
-                                     plan.global_batch, dataset, jit_compile=cfg.jit_compile,
+                                     plan.global_batch, dataset, jit_compile=xla,
                                      accumulation_steps=plan.accumulation_steps,
                                      weight_average=average)
     first = max(steps // 2, 1)  # two host calls: the step loop resumes where it stopped
@@ -172,7 +173,8 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
                         passed=(within_tolerance(difference, moved, tolerance, rounding)
                                 and updates == steps),
                         updates=updates, accumulation_steps=plan.accumulation_steps,
-                        precision=cfg.precision, jit_compile=cfg.jit_compile, workers=workers,
+                        precision=cfg.precision, jit_compile=xla, workers=workers,
+                        uncompiled=cfg.jit_compile and not xla,
                         rounding=rounding, sharded_tables=sharded,
                         optimizer=type(getattr(optimizer, "inner_optimizer", optimizer)).__name__)
 

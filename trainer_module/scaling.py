@@ -25,7 +25,13 @@ import dataclasses
 import math
 
 from runtime import exit_status
-from trainer_module.settings import PARAMETER_SERVER
+from trainer_module.settings import MIXED_BFLOAT16, PARAMETER_SERVER
+
+# XLA:CPU in TensorFlow 2.16 aborts the whole process compiling a bfloat16 dot ("Check failed:
+# shape.has_layout()" in dot_op_emitter.cc: a `lockstep run` of a TPU's settings on a CPU ended
+# with status 134 and no error). On CPU replicas the step under mixed_bfloat16 is not compiled.
+UNCOMPILED = ("trainer.jit_compile not used: XLA on CPU cannot compile mixed_bfloat16's dots "
+              "(a TPU compiles this step)")
 
 
 # The per-replica batch when the config names none (trainer.per_replica_batch = 0 and no
@@ -214,6 +220,12 @@ def elastic_split(global_batch: int, replicas: int, largest_batch: int) -> tuple
     return 1, per_replica_step
 
 
+def compiled(cfg, hardware: str) -> bool:
+    """Whether the step is XLA-compiled on `hardware`'s replicas: trainer.jit_compile, but not
+    under mixed_bfloat16 on CPU (`UNCOMPILED`)."""
+    return cfg.jit_compile and not (cfg.precision == MIXED_BFLOAT16 and hardware == "cpu")
+
+
 def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None = None,
               cluster: tuple[int, int] | None = None, hardware: str = "", hosts: int = 1,
               keep: Topology | None = None) -> Plan:
@@ -280,6 +292,8 @@ def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None =
     if on_tpu and per_replica % 8:
         warnings.append(f"per-replica batch {per_replica} is not a multiple of 8; TPU cores pad "
                         "it (128 fills the MXU best)")
+    if cfg.jit_compile and not compiled(cfg, hardware):
+        warnings.append(UNCOMPILED)
     lr = cfg.base_learning_rate * learning_rate_factor(global_batch, cfg.base_batch,
                                                        cfg.lr_scaling)
     workers, servers = (0, 0)

@@ -49,6 +49,8 @@ class Verification:
     accumulation_steps: int = 1
     precision: str = "float32"
     jit_compile: bool = False
+    # trainer.jit_compile asked for, and not used on its CPU replicas (scaling.UNCOMPILED)
+    uncompiled: bool = False
     workers: int = 1
     # float32 rounding allowed beside tolerance x moved (trainer_module/equivalence.py): a few
     # float32 steps of the differing weights; 0 where the weights moved too little for it
@@ -81,6 +83,8 @@ class Verification:
                        if self.accumulation_steps > 1 else "")
         extras = "".join([f", {self.precision}" if self.precision != "float32" else "",
                           ", XLA" if self.jit_compile else "",
+                          ", no XLA (XLA on CPU cannot compile bfloat16 dots)"
+                          if self.uncompiled else "",
                           f", tables split over the replicas: {', '.join(self.sharded_tables)}"
                           if self.sharded_tables else ""])
         setting = (f"verify: {self.replicas} replicas{where} x batch {self.per_replica_batch}"

@@ -351,7 +351,8 @@ def _step_loop(job: TrainJob, strategy, plan: scaling.Plan, model, optimizer, lo
                                              steps_per_closure=cfg.steps_per_execution)
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
     return loop.SynchronousLoop(strategy, model, optimizer, loss, plan.global_batch, dataset,
-                        metrics=metrics, jit_compile=cfg.jit_compile,
+                        metrics=metrics,
+                        jit_compile=scaling.compiled(cfg, strategy_lib.hardware(strategy)),
                         accumulation_steps=plan.accumulation_steps, weight_average=average)
 
 

@@ -136,3 +136,20 @@ def test_plan_refuses_tables_a_replica_cannot_hold(tmp_path):
             "largest, user_xf: 3,001 rows x 600000, 21,607.2 MB with Adam's slots, whole on every "
             "replica: data.max_vocabulary = 1,193 would fit it in half a replica, or train on GPU or CPU "
             "replicas, which split it") in refused.stderr, refused.stderr
+
+
+def test_the_step_is_not_compiled_where_xla_on_cpu_would_abort_the_process():
+    """XLA on CPU aborts the process compiling a bfloat16 dot (TensorFlow 2.16; a run of a TPU's
+    settings on a CPU ended with status 134): there the plan says the step is not compiled, and
+    why; a TPU's is, and XLA on CPU in float32."""
+    from trainer_module import scaling
+    from trainer_module.settings import TrainerConfig
+
+    tpu_settings = TrainerConfig(jit_compile=True, precision="mixed_bfloat16", train_steps=10)
+    on_cpu = scaling.make_plan(tpu_settings, 2, hardware="cpu")
+    on_tpu = scaling.make_plan(tpu_settings, 8, hardware="tpu")
+    assert not scaling.compiled(tpu_settings, "cpu") and scaling.UNCOMPILED in on_cpu.warnings
+    assert scaling.compiled(tpu_settings, "tpu") and scaling.UNCOMPILED not in on_tpu.warnings
+    float32 = TrainerConfig(jit_compile=True, train_steps=10)
+    assert scaling.compiled(float32, "cpu") and not scaling.make_plan(float32, 2).warnings
+    assert not scaling.compiled(TrainerConfig(precision="mixed_bfloat16"), "tpu")
