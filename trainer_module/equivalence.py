@@ -113,14 +113,12 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
     workers > 1: this process is one of them (TF_CONFIG set), replicas == workers; the chief
     returns the Verification, the others None. hardware: what a replica of the run being checked
     is ("tpu", "gpu", "cpu"; default "cpu"): the plan's default batch depends on it, and the
-    check runs at the run's batch, on CPU replicas. optimizer: SGD (verify's), or RUN (the run's
-    AdamW and schedule over these steps).
-    """
+    check runs at the run's batch, on CPU replicas (XLA where XLA on CPU compiles the step:
+    scaling.compiled). optimizer: SGD (verify's), or RUN (the run's AdamW and schedule)."""
     cfg = job.trainer
     tolerance = TOLERANCES[cfg.precision] if tolerance is None else tolerance
     strategy = _worker_strategy(workers) if workers > 1 else _replica_strategy(replicas)
-    # The plan's batch and learning rate, for fixed steps: the split is counted only when the
-    # batch comes from the data.
+    # The plan's batch and rate, for fixed steps: the split counted only where the batch needs it.
     fixed = dataclasses.replace(cfg, train_steps=steps)
     rows = build.train_rows(fixed, job.train_files)
     plan = scaling.make_plan(fixed, replicas, train_rows=rows, hardware=hardware)
@@ -132,7 +130,7 @@ def check(job: TrainJob, replicas: int = 2, steps: int = 3,
         job.train_files, raw_spec, job.label, job.task, plan.replica_step_batch, training=True,
         seed=cfg.seed, transform=transform)
     fed = replicas // workers  # the replicas one process's input pipeline feeds
-    xla = scaling.compiled(cfg, "cpu")  # its replicas are CPUs, whatever the run's are
+    xla = scaling.compiled(cfg, "cpu")
     tf.keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():
         model = build.model(inputs, strategy)
