@@ -205,9 +205,11 @@ def test_host_processes_each_reading_its_share_make_one_devices_update(
 
 @pytest.mark.parametrize("settings, figure", [
     ({"jit_compile": True}, "XLA"),
-    # XLA on CPU aborts the process compiling a bfloat16 dot (scaling.UNCOMPILED): not used.
+    # XLA on CPU aborts the process compiling a 16-bit dot (scaling.UNCOMPILED): not used.
     ({"jit_compile": True, "precision": "mixed_bfloat16"},
-     "mixed_bfloat16, no XLA (XLA on CPU cannot compile bfloat16 dots)"),
+     "mixed_bfloat16, no XLA (XLA on CPU cannot compile 16-bit dots)"),
+    ({"jit_compile": True, "precision": "mixed_float16"},
+     "mixed_float16, no XLA (XLA on CPU cannot compile 16-bit dots)"),
     ({"accumulation_steps": 2}, "x 2 accumulated = global batch 128"),
     ({"precision": "mixed_bfloat16"}, "mixed_bfloat16")])
 def test_xla_accumulation_and_bfloat16_make_one_devices_update(penguins_run, settings, figure):

@@ -25,13 +25,14 @@ import dataclasses
 import math
 
 from runtime import exit_status
-from trainer_module.settings import MIXED_BFLOAT16, PARAMETER_SERVER
+from trainer_module.settings import FLOAT32, PARAMETER_SERVER
 
-# XLA:CPU in TensorFlow 2.16 aborts the whole process compiling a bfloat16 dot ("Check failed:
-# shape.has_layout()" in dot_op_emitter.cc: a `lockstep run` of a TPU's settings on a CPU ended
-# with status 134 and no error). On CPU replicas the step under mixed_bfloat16 is not compiled.
-UNCOMPILED = ("trainer.jit_compile not used: XLA on CPU cannot compile mixed_bfloat16's dots "
-              "(a TPU compiles this step)")
+# XLA:CPU in TensorFlow 2.16 aborts the whole process compiling a 16-bit dot ("Check failed:
+# shape.has_layout()" in dot_op_emitter.cc: a `lockstep run` of a TPU's settings, mixed_bfloat16
+# with XLA, on a CPU ended with status 134 and no error; a GPU's, mixed_float16, the same). On
+# CPU replicas the step in 16 bits is not compiled.
+UNCOMPILED = ("trainer.jit_compile not used: XLA on CPU cannot compile 16-bit dots (a TPU or "
+              "GPU compiles this step)")
 
 
 # The per-replica batch when the config names none (trainer.per_replica_batch = 0 and no
@@ -222,8 +223,8 @@ def elastic_split(global_batch: int, replicas: int, largest_batch: int) -> tuple
 
 def compiled(cfg, hardware: str) -> bool:
     """Whether the step is XLA-compiled on `hardware`'s replicas: trainer.jit_compile, but not
-    under mixed_bfloat16 on CPU (`UNCOMPILED`)."""
-    return cfg.jit_compile and not (cfg.precision == MIXED_BFLOAT16 and hardware == "cpu")
+    in 16 bits (mixed_bfloat16, mixed_float16) on CPU (`UNCOMPILED`)."""
+    return cfg.jit_compile and not (cfg.precision != FLOAT32 and hardware == "cpu")
 
 
 def make_plan(cfg, replicas: int, on_tpu: bool = False, train_rows: int | None = None,

@@ -83,7 +83,7 @@ class Verification:
                        if self.accumulation_steps > 1 else "")
         extras = "".join([f", {self.precision}" if self.precision != "float32" else "",
                           ", XLA" if self.jit_compile else "",
-                          ", no XLA (XLA on CPU cannot compile bfloat16 dots)"
+                          ", no XLA (XLA on CPU cannot compile 16-bit dots)"
                           if self.uncompiled else "",
                           f", tables split over the replicas: {', '.join(self.sharded_tables)}"
                           if self.sharded_tables else ""])

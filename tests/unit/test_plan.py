@@ -139,9 +139,9 @@ def test_plan_refuses_tables_a_replica_cannot_hold(tmp_path):
 
 
 def test_the_step_is_not_compiled_where_xla_on_cpu_would_abort_the_process():
-    """XLA on CPU aborts the process compiling a bfloat16 dot (TensorFlow 2.16; a run of a TPU's
+    """XLA on CPU aborts the process compiling a 16-bit dot (TensorFlow 2.16; a run of a TPU's
     settings on a CPU ended with status 134): there the plan says the step is not compiled, and
-    why; a TPU's is, and XLA on CPU in float32."""
+    why; a TPU's and a GPU's are, and XLA on CPU in float32."""
     from trainer_module import scaling
     from trainer_module.settings import TrainerConfig
 
@@ -150,6 +150,8 @@ def test_the_step_is_not_compiled_where_xla_on_cpu_would_abort_the_process():
     on_tpu = scaling.make_plan(tpu_settings, 8, hardware="tpu")
     assert not scaling.compiled(tpu_settings, "cpu") and scaling.UNCOMPILED in on_cpu.warnings
     assert scaling.compiled(tpu_settings, "tpu") and scaling.UNCOMPILED not in on_tpu.warnings
+    gpu_settings = TrainerConfig(jit_compile=True, precision="mixed_float16", train_steps=10)
+    assert not scaling.compiled(gpu_settings, "cpu") and scaling.compiled(gpu_settings, "gpu")
     float32 = TrainerConfig(jit_compile=True, train_steps=10)
     assert scaling.compiled(float32, "cpu") and not scaling.make_plan(float32, 2).warnings
     assert not scaling.compiled(TrainerConfig(precision="mixed_bfloat16"), "tpu")
