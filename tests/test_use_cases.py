@@ -175,7 +175,9 @@ def _outputs(tmp_path) -> dict:
     model_run.mkdir()
     (model_run / SUMMARY_FILE).write_text(json.dumps({
         "strategy": "MirroredStrategy", "replicas": 2,
-        "plan": {"train_steps": 40, "global_batch": 64, "budget": "2 epochs"}}))
+        "plan": {"train_steps": 40, "global_batch": 64, "budget": "2 epochs",
+                 "warnings": ["trainer.jit_compile not used: XLA on CPU cannot compile 16-bit "
+                              "dots (a TPU or GPU compiles this step)"]}}))
     gate = evaluation.Gate("classification", "accuracy",
                            (evaluation.Bound("accuracy", 0.5, 0.4, "always 'a'", False),))
     Output = run_report.Output
@@ -199,7 +201,9 @@ def test_the_run_report_says_what_the_outputs_hold_and_its_page_shows_it(tmp_pat
     # A binary model that predicts no positive row: its precision is undefined, not "nan".
     assert ("Eval metrics: accuracy 0.9300, precision n/a (no row predicted positive), "
             "recall 0.0000") in text
-    assert "Trainer: MirroredStrategy on 2 replica(s), 40 steps of global batch 64 (2 epochs)" in text
+    assert ("Trainer: MirroredStrategy on 2 replica(s), 40 steps of global batch 64 (2 epochs)\n"
+            "Warning: trainer.jit_compile not used: XLA on CPU cannot compile 16-bit dots (a TPU "
+            "or GPU compiles this step)") in text  # the plan's warnings, under its line
     assert text.endswith("Blessed: yes\nModel pushed to: /serving/7")
     assert report.gate.metric == "accuracy"
     html = page.render(report)

@@ -217,6 +217,7 @@ class RunReport:
                          f"({t.plan.budget or 'budget not recorded'})"
                          + "".join(f", {part}" for part in precision_parts(t))
                          + (f", warm-started from {t.base_model}" if t.warm_started else ""))
+            lines += [f"Warning: {w}" for w in t.plan.warnings]  # the plan's (scaling.py)
             if t.input_fingerprint:
                 lines.append(input_line(t))
             if t.sharded_tables:
