@@ -262,6 +262,7 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, p
     # Hashed into a row's fold (target statistics) and its dropout key: every float input, and
     # each table's ids (a table whose rows come in: its ids too, as an input of their own).
     hashed, ids = ([features.NUMERIC_COLUMNS] if packed else []) + sorted(numeric), {}
+    keyed = cfg.dropout or cfg.column_dropout  # a dropout's masks keyed on the row
     if order:
         rows = {}  # the features whose rows come in, or from a table of their own
         for i, key in enumerate(order):
@@ -287,7 +288,6 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, p
             tables = (rows[order[0]] if len(order) == 1
                       else tf.keras.layers.Concatenate()([rows[key] for key in order]))
         counted = target_statistics.counted_tables(categorical, task, outputs, cfg)
-        keyed = cfg.dropout or cfg.column_dropout
         ids = {key: inputs[key] if key not in given else target_statistics.ids_input(inputs, key)
                for key in order if keyed or key in dict(counted)}
         if counted:
@@ -299,7 +299,7 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, p
         dropped.append(len(parts))  # each table's row, a block (its statistics are not)
         parts.extend(tables if isinstance(tables, list) else [tables])
     key = (row_dropout.row_key([inputs[k] for k in hashed] + [ids[k] for k in sorted(ids)])
-           if cfg.dropout or cfg.column_dropout else None)
+           if keyed else None)
     for i in dropped if cfg.column_dropout else ():
         parts[i] = row_dropout.RowDropout(cfg.column_dropout, block=embedding_dim,
                                           salt=seed + 300 + i, name=f"column_dropout_{i}")(

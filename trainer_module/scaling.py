@@ -31,8 +31,8 @@ from trainer_module.settings import FLOAT32, PARAMETER_SERVER
 # shape.has_layout()" in dot_op_emitter.cc: a `lockstep run` of a TPU's settings, mixed_bfloat16
 # with XLA, on a CPU ended with status 134 and no error; a GPU's, mixed_float16, the same). On
 # CPU replicas the step in 16 bits is not compiled.
-UNCOMPILED = ("trainer.jit_compile not used: XLA on CPU cannot compile 16-bit dots (a TPU or "
-              "GPU compiles this step)")
+UNCOMPILED_WHY = "XLA on CPU cannot compile 16-bit dots"
+UNCOMPILED = f"trainer.jit_compile not used: {UNCOMPILED_WHY} (a TPU or GPU compiles this step)"
 
 
 # The per-replica batch when the config names none (trainer.per_replica_batch = 0 and no

@@ -16,7 +16,7 @@ from typing import Any
 
 from runtime import termination
 from trainer_module.least_gain import MIN_DELTA, unbeatable
-from trainer_module.scaling import Plan
+from trainer_module.scaling import UNCOMPILED_WHY, Plan
 from trainer_module.table_plan import Table
 
 SUMMARY_FILE = "training_summary.json"
@@ -83,8 +83,7 @@ class Verification:
                        if self.accumulation_steps > 1 else "")
         extras = "".join([f", {self.precision}" if self.precision != "float32" else "",
                           ", XLA" if self.jit_compile else "",
-                          ", no XLA (XLA on CPU cannot compile 16-bit dots)"
-                          if self.uncompiled else "",
+                          f", no XLA ({UNCOMPILED_WHY})" if self.uncompiled else "",
                           f", tables split over the replicas: {', '.join(self.sharded_tables)}"
                           if self.sharded_tables else ""])
         setting = (f"verify: {self.replicas} replicas{where} x batch {self.per_replica_batch}"
