@@ -76,10 +76,10 @@ def test_tf_transform_is_not_converted(converted):
 
 def test_lockstep_traces_its_own_code_as_written_and_a_users_loss_still_converts(converted,
                                                                                 builtin_records):  # noqa: F811
-    """The built-in model's layers, the gradients' sum over replicas and the input pipeline's
-    functions are traced as written (autograph_rules.plain): no rewrite in a train step's trace.
-    The loop itself, and a user's loss with a tensor `if` that the built-in model's per-member
-    wrapper calls, are still AutoGraph's."""
+    """The loop, the built-in model's layers, the gradients' sum over replicas and the input
+    pipeline's functions are traced as written (autograph_rules.plain, and the loop's tf.function
+    with autograph=False): no rewrite of lockstep's code in a train step's trace. A user's loss
+    with a tensor `if`, which the built-in model's per-member wrapper calls, is still converted."""
     from test_synchronous_training import BUILTIN_SPEC, _builtin, _strategy
     from trainer_module import input_pipeline, model as model_lib, settings
 
@@ -102,10 +102,43 @@ def test_lockstep_traces_its_own_code_as_written_and_a_users_loss_still_converts
     trainer = loop.SynchronousLoop(strategy, model, optimizer, model_lib.per_member(users_loss),
                                    16, dataset)
     assert trainer.train(2)["steps"] == 2
-    ours = {name for module, name in converted
-            if module in ("trainer_module.model", "trainer_module.strategy",
-                          "trainer_module.input_pipeline")}
-    assert ours <= {"per_member.<locals>.loss"}, ours  # it calls the user's loss
+    ours = [name for module, name in converted if module.startswith("trainer_module")]
+    assert not ours, ours  # was: the loop's seven functions and the per-member wrapper
     assert [name for module, name in converted if name.endswith("users_loss")], converted
-    assert ("trainer_module.loop", "SynchronousLoop._run_steps") in converted
 
+
+def users_loss(labels, outputs):
+    """A user's per-example loss with a Python `if` on a tensor."""
+    loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, outputs)
+    if tf.reduce_max(loss) > 1e6:
+        loss = tf.minimum(loss, 1e6)
+    return loss
+
+
+class UsersLoss(tf.keras.losses.Loss):
+    """The same as a Keras Loss (reduction NONE), the other form trainer.loss takes."""
+
+    def call(self, labels, outputs):
+        return users_loss(labels, outputs)
+
+
+@pytest.mark.parametrize("form", ["function", "keras Loss"])
+def test_a_users_model_with_a_tensor_if_trains_in_the_loop_traced_as_written(converted, form):
+    """A model of the user's own (trainer.model) whose layer has a Python `if` on a tensor, and a
+    loss of the user's own with one, train in the loop (its tf.function traces lockstep's code
+    as written): Keras converts the layer's `call`, the loop converts the loss."""
+    model = _wide_model(3)
+    optimizer = tf.keras.optimizers.SGD(0.01)
+    loss = users_loss if form == "function" else UsersLoss(reduction="none")
+
+    features = {f"c{i}": tf.constant([0.5, 2.0, -1.0, 3.0]) for i in range(3)}
+    dataset = tf.data.Dataset.from_tensors((features, tf.constant([0, 1, 1, 0],
+                                                                  tf.int64))).repeat()
+    trainer = loop.SynchronousLoop(tf.distribute.get_strategy(), model, optimizer, loss, 4,
+                                   dataset)
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    assert trainer.train(3)["steps"] == 3
+    assert any((b != v.numpy()).any() for b, v in zip(before, model.trainable_variables))
+    assert converted[(__name__, "Clipped.call")] >= 1
+    assert [name for module, name in converted if name.endswith("users_loss")], converted
+    assert not [name for module, name in converted if module.startswith("trainer_module")]

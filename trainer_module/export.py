@@ -47,12 +47,16 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
         class_names = tf.constant(tf_transform_output.vocabulary_by_name(features.LABEL_VOCAB))
     shift, scale = scaling
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    # Both traced as written (trainer_module/autograph_rules.py): AutoGraph rewrote them, with
+    # the model's own call path, in every export.
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")],
+                 autograph=False)
     def serve(serialized):
         transformed = model.tft_layer(tf.io.parse_example(serialized, serving_spec))
         # float32 whatever the layers computed in (trainer.precision; precision.py).
-        outputs = tf.cast(model({k: transformed[k] for k in input_names}, training=False),
-                          tf.float32)
+        with autograph_rules.in_users_code():
+            outputs = tf.cast(model({k: transformed[k] for k in input_names}, training=False),
+                              tf.float32)
         if class_names is None:  # in the label's units
             return {"predictions": outputs * scale + shift}
         probabilities = tf.nn.softmax(outputs)
@@ -60,7 +64,8 @@ def export_serving_model(model: tf.keras.Model, tf_transform_output: tft.TFTrans
         return {"probabilities": probabilities, "class_ids": class_ids,
                 "classes": tf.gather(class_names, class_ids)}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")],
+                 autograph=False)
     def transform_features(serialized):
         label = model.tft_layer(tf.io.parse_example(serialized, raw_spec))[label_out]
         labeled = tf.math.is_finite(label) if label.dtype.is_floating else label >= 0

@@ -50,7 +50,7 @@ def _micro_shape(t: tf.Tensor, k: int):
 
 class SynchronousLoop:
     """Owns the train step (Orbit's StandardTrainer, in small). train(n) runs n global steps in
-    one tf.function, a tf.range loop, so a TPU host is called once per n steps."""
+    one tf.function, a tf.while_loop, so a TPU host is called once per n steps."""
 
     def __init__(self, strategy: tf.distribute.Strategy, model: tf.keras.Model,
                  optimizer: tf.keras.optimizers.Optimizer, per_example_loss, global_batch: int,
@@ -64,7 +64,7 @@ class SynchronousLoop:
         (labels, outputs) on every (micro-)batch and reported (then reset) by each train(n).
         weight_average: a weight_average.WeightAverage, moved after every global step."""
         self.strategy, self.model, self.optimizer = strategy, model, optimizer
-        self.per_example_loss = per_example_loss
+        self.per_example_loss = autograph_rules.users(per_example_loss)  # a user's: converted
         self.global_batch = global_batch
         self.accumulation_steps = max(accumulation_steps, 1)
         self.average_loss = average_loss or global_average(global_batch)
@@ -84,10 +84,12 @@ class SynchronousLoop:
             # The slots now, not in the step's first trace: a tf.function that creates variables
             # is traced twice.
             optimizer.build(model.trainable_variables)
-        self._gradients = (tf.function(self._compute_gradients, jit_compile=True)
+        # Traced as written, its loops and checks written out (trainer_module/autograph_rules.py):
+        # AutoGraph rewrote this module's functions in every Trainer's first trace.
+        self._gradients = (tf.function(self._compute_gradients, jit_compile=True, autograph=False)
                            if jit_compile else self._compute_gradients)
         # The iterator is an argument: `restart` gives the traced loop another fit's input.
-        self._loop = tf.function(self._run_steps)
+        self._loop = tf.function(self._run_steps, autograph=False)
 
     def restart(self, dataset) -> "SynchronousLoop":
         """The same traced step over another input (a refit's, trainer_module/reuse.py): its
@@ -102,7 +104,8 @@ class SynchronousLoop:
             rows = [x[key] for key in self._table_keys]
             for looked_up in rows:
                 tape.watch(looked_up)
-            outputs = model(x, training=True)
+            with autograph_rules.in_users_code():  # a user's layer's tensor `if` still traces
+                outputs = model(x, training=True)
             if outputs.dtype != tf.float32:  # a 16-bit last layer: the loss is taken in float32
                 outputs = tf.cast(outputs, tf.float32)
             loss = self.average_loss(self.per_example_loss(y, outputs))
@@ -136,17 +139,21 @@ class SynchronousLoop:
         sums = [tf.zeros_like(v, dtype=wide) for v in variables]
         # A sharded table's rows' gradients, each micro-batch's in its place in the batch.
         looked_up = [tf.TensorArray(tf.float32, size=k) for _ in self._table_keys]
-        total = tf.constant(0.0)
         rows = set()  # the embeddings, whose gradients come as IndexedSlices (rows)
-        for i in tf.range(k):
-            xi, yi = tf.nest.map_structure(lambda t: t[i], micro)  # noqa: B023  used here
+
+        def micro_step(i, sums, looked_up, total):
+            xi, yi = tf.nest.map_structure(lambda t: t[i], micro)
             grads, row_grads, loss, outputs = self._gradients(xi, yi)
             self._update_metrics(yi, outputs)
             rows.update(j for j, g in enumerate(grads) if isinstance(g, tf.IndexedSlices))
             sums = [s if g is None else s + strategy_lib.widened(g, wide)
                     for s, g in zip(sums, grads)]
             looked_up = [a.write(i, tf.cast(g, tf.float32)) for a, g in zip(looked_up, row_grads)]
-            total += loss
+            return i + 1, sums, looked_up, total + loss
+
+        _, sums, looked_up, total = tf.while_loop(
+            lambda i, *_: i < k, micro_step, (tf.constant(0), sums, looked_up, tf.constant(0.0)),
+            maximum_iterations=k)
         row_grads = [tf.reshape(a.stack(), [-1, self.tables[key].dim])
                      for a, key in zip(looked_up, self._table_keys)]
         return [strategy_lib.as_rows(s) if j in rows else s
@@ -205,23 +212,27 @@ class SynchronousLoop:
         tf.cond(finite, update, lambda: tf.constant(False))
 
     def _run_steps(self, iterator, num_steps):
-        total = tf.constant(0.0)
-        done = tf.constant(0)
-        skipped = tf.constant(0)
-        last = tf.constant(0.0)
-        for _ in tf.range(num_steps):
+        """num_steps global steps, or fewer where a loss or gradient is not finite (the step
+        that went bad is the last): (their mean loss, the last loss, steps done, steps skipped)."""
+
+        def step(done, stopped, total, last, skipped):
             loss, norm = self.strategy.run(self._replica_step, args=(next(iterator),))
             if self.weight_average is not None:
                 self.weight_average.update(self.strategy, self.optimizer.iterations)
             last = self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
             norm = self.strategy.reduce(tf.distribute.ReduceOp.SUM, norm, axis=None)
-            done += 1
-            if self.loss_scaled and tf.math.is_finite(last) and not tf.math.is_finite(norm):
-                skipped += 1  # the LossScaleOptimizer skipped this update and lowered its scale
-            elif not tf.math.is_finite(last + norm):
-                last = last + norm
-                break
-            total += last
+            # The LossScaleOptimizer skipped this update and lowered its scale: not a stop.
+            skip = (tf.logical_and(tf.math.is_finite(last), tf.logical_not(tf.math.is_finite(norm)))
+                    if self.loss_scaled else tf.constant(False))
+            stopped = tf.logical_and(tf.logical_not(skip),
+                                     tf.logical_not(tf.math.is_finite(last + norm)))
+            return (done + 1, stopped, tf.where(stopped, total, total + last),
+                    tf.where(stopped, last + norm, last), skipped + tf.cast(skip, tf.int32))
+
+        done, _, total, last, skipped = tf.while_loop(
+            lambda done, stopped, *_: tf.logical_and(done < num_steps, tf.logical_not(stopped)),
+            step, (tf.constant(0), tf.constant(False), tf.constant(0.0), tf.constant(0.0),
+                   tf.constant(0)), maximum_iterations=num_steps)
         return total / tf.cast(tf.maximum(done, 1), tf.float32), last, done, skipped
 
     def train(self, num_steps: int) -> dict[str, float]:

@@ -34,7 +34,7 @@ import tensorflow as tf
 from trainer_module import features, settings, sharded_embedding, table_plan, table_stack
 from trainer_module import layer_walk, row_dropout, target_statistics
 from trainer_module.ensemble_head import EnsembleHead
-from trainer_module.autograph_rules import plain
+from trainer_module.autograph_rules import plain, users
 
 # A z-score's soft clip, z / sqrt(1 + (z / CLIP)^2): about z inside +-CLIP, bounded past it. It
 # was 3 until 2026-12-06, and flattened a column past three standard deviations, where ISLR
@@ -314,14 +314,17 @@ def _tabular(numeric, categorical, outputs, task, cfg: settings.TrainerConfig, p
 def per_member(per_example_loss):
     """A per-example loss over [batch, outputs] made to take an ensemble's training outputs too,
     [batch, k, outputs]: each member's loss on the example, their mean per example. The built-in
-    loss and a user's (trainer.loss) with the built-in model go through it."""
+    loss and a user's (trainer.loss) with the built-in model go through it; a user's is
+    converted by AutoGraph where it is called (autograph_rules.users)."""
+    each_member = users(per_example_loss)
 
+    @plain
     def loss(labels, outputs):
         if outputs.shape.rank != 3:
-            return per_example_loss(labels, outputs)
+            return each_member(labels, outputs)
         k = tf.shape(outputs)[1]
         labels = tf.reshape(labels, [-1])
-        each = per_example_loss(tf.repeat(labels, k), tf.reshape(outputs, [-1, outputs.shape[2]]))
+        each = each_member(tf.repeat(labels, k), tf.reshape(outputs, [-1, outputs.shape[2]]))
         return tf.reduce_mean(tf.reshape(each, [-1, k]), axis=1)
 
     return loss
@@ -332,11 +335,13 @@ def builtin_loss(task: str):
     Outputs of an ensemble in training, [batch, k, outputs], give the mean of the members'
     losses per example (`per_member`)."""
     if task == settings.REGRESSION:
+        @plain
         def squared_error(labels, outputs):
             outputs = tf.cast(outputs, tf.float32)
             return tf.square(outputs[:, 0] - tf.reshape(tf.cast(labels, tf.float32), [-1]))
         return per_member(squared_error)
 
+    @plain
     def cross_entropy(labels, outputs):
         return tf.nn.sparse_softmax_cross_entropy_with_logits(
             tf.cast(tf.reshape(labels, [-1]), tf.int64), tf.cast(outputs, tf.float32))

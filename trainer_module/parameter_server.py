@@ -190,21 +190,24 @@ class AsynchronousLoop(loop.SynchronousLoop):
         return loss, tf.linalg.global_norm(grads), stale
 
     def _run_steps(self, iterator, num_steps):
-        total, last = tf.constant(0.0), tf.constant(0.0)
-        done, stale_sum, stale_max = tf.constant(0), tf.constant(0, tf.int64), tf.constant(0, tf.int64)
-        for _ in tf.range(num_steps):
+        """Traced as written, as the synchronous loop's (trainer_module/autograph_rules.py)."""
+
+        def step(done, stopped, total, last, stale_sum, stale_max):
             loss, norm, stale = self.strategy.run(self._replica_step, args=(next(iterator),))
             last = self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
             norm = self.strategy.reduce(tf.distribute.ReduceOp.SUM, norm, axis=None)
             # A worker's replicas (its GPUs) make one update together: one count.
             stale = self.strategy.experimental_local_results(stale)[0]
-            done += 1
-            stale_sum += stale
-            stale_max = tf.maximum(stale_max, stale)
-            if not tf.math.is_finite(last + norm):
-                last = last + norm
-                break
-            total += last
+            stopped = tf.logical_not(tf.math.is_finite(last + norm))
+            return (done + 1, stopped, tf.where(stopped, total, total + last),
+                    tf.where(stopped, last + norm, last), stale_sum + stale,
+                    tf.maximum(stale_max, stale))
+
+        done, _, total, last, stale_sum, stale_max = tf.while_loop(
+            lambda done, stopped, *_: tf.logical_and(done < num_steps, tf.logical_not(stopped)),
+            step, (tf.constant(0), tf.constant(False), tf.constant(0.0), tf.constant(0.0),
+                   tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
+            maximum_iterations=num_steps)
         return total, last, done, stale_sum, stale_max
 
     def train(self, num_steps: int) -> dict[str, float]:

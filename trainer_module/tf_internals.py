@@ -36,6 +36,9 @@ SYMBOLS = (
     ("tensorflow", "__internal__.distribute.ShardedVariable", ""),
     ("tensorflow", "__internal__.tracking.Trackable", ""),
     ("tensorflow", "__internal__.decorator.make_decorator", ""),
+    ("tensorflow", "__internal__.autograph.tf_convert", ""),
+    ("tensorflow.python.autograph.core.ag_ctx", "ControlStatusCtx", ""),
+    ("tensorflow.python.autograph.core.ag_ctx", "Status.ENABLED", ""),
 )
 
 
@@ -81,6 +84,26 @@ def make_decorator(target, decorator):
     import tensorflow as tf
 
     return tf.__internal__.decorator.make_decorator(target, decorator)
+
+
+def conversion_enabled():
+    """A context in which Keras converts a layer's `call` with AutoGraph, as it does in a
+    converted trace: a tf.function with autograph=False disables it for everything it calls."""
+    from tensorflow.python.autograph.core import ag_ctx
+
+    return ag_ctx.ControlStatusCtx(status=ag_ctx.Status.ENABLED)
+
+
+def converted(function):
+    """`function` converted by AutoGraph wherever it is called, in a trace that converts nothing
+    else (a tf.function with autograph=False): TensorFlow's `tf_convert` with the status
+    enabled, as Keras applies it to a layer's `call`. A function marked do-not-convert is
+    returned as it is."""
+    from tensorflow.python.autograph.core import ag_ctx
+    import tensorflow as tf
+
+    return tf.__internal__.autograph.tf_convert(
+        function, ag_ctx.ControlStatusCtx(status=ag_ctx.Status.ENABLED))
 
 
 @contextlib.contextmanager
