@@ -4,8 +4,10 @@ For each width, the built-in model over that many transformed numeric columns (a
 vocabulary columns) is built and one host call of the synchronous loop (trainer_module/loop.py,
 10 steps) is timed, which is almost all tracing: once with tf-keras left to Keras
 (trainer_module/autograph_rules.py, what lockstep runs) and once with TensorFlow 2.16's own rules,
-under which AutoGraph rewrites tf-keras' Layer.__call__ on every layer call. Each measurement runs
-in a fresh process, in alternation, so neither inherits the other's traces.
+under which AutoGraph rewrote tf-keras' Layer.__call__ on every layer call while the loop itself
+was converted. The loop is traced as written now (tf.function with autograph=False), so the two
+sides differ only by Keras' conversion of its own layers' `call` (docs/performance.md). Each
+measurement runs in a fresh process, in alternation, so neither inherits the other's traces.
 
 usage: python benchmarks/trace_cost.py [--widths 20 200] [--repeats 2] [--smoke]
 --smoke: 5 columns, once each way (does it run and print its table)
