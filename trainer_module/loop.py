@@ -41,6 +41,28 @@ def global_average(global_batch: int) -> Callable[[tf.Tensor], tf.Tensor]:
     return lambda per_example: tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
 
 
+def steps_while_finite(num_steps, step, state=()):
+    """The steps of one host call, traced as written (trainer_module/autograph_rules.py): a
+    tf.while_loop of up to num_steps calls of `step(state) -> (loss, norm, skip, state)`, the
+    loss and the gradient's norm reduced over the replicas. It ends after the first step whose
+    loss + norm is not finite, unless `skip` says the optimizer skipped that update (a loss
+    scale's overflow, counted, not a stop). Returns (the sum of the losses of the finite steps,
+    the last loss, or the bad step's loss + norm; steps done; steps skipped; state)."""
+
+    def body(done, stopped, total, last, skipped, state):
+        loss, norm, skip, state = step(state)
+        stopped = tf.logical_and(tf.logical_not(skip),
+                                 tf.logical_not(tf.math.is_finite(loss + norm)))
+        return (done + 1, stopped, tf.where(stopped, total, total + loss),
+                tf.where(stopped, loss + norm, loss), skipped + tf.cast(skip, tf.int32), state)
+
+    done, _, total, last, skipped, state = tf.while_loop(
+        lambda done, stopped, *_: tf.logical_and(done < num_steps, tf.logical_not(stopped)),
+        body, (tf.constant(0), tf.constant(False), tf.constant(0.0), tf.constant(0.0),
+               tf.constant(0), state), maximum_iterations=num_steps)
+    return total, last, done, skipped, state
+
+
 def _micro_shape(t: tf.Tensor, k: int):
     """[k, batch / k, ...]: static where the batch is (drop_remainder), as XLA and TPUs want."""
     if t.shape[0] is not None:
@@ -215,7 +237,7 @@ class SynchronousLoop:
         """num_steps global steps, or fewer where a loss or gradient is not finite (the step
         that went bad is the last): (their mean loss, the last loss, steps done, steps skipped)."""
 
-        def step(done, stopped, total, last, skipped):
+        def step(_):
             loss, norm = self.strategy.run(self._replica_step, args=(next(iterator),))
             if self.weight_average is not None:
                 self.weight_average.update(self.strategy, self.optimizer.iterations)
@@ -224,15 +246,9 @@ class SynchronousLoop:
             # The LossScaleOptimizer skipped this update and lowered its scale: not a stop.
             skip = (tf.logical_and(tf.math.is_finite(last), tf.logical_not(tf.math.is_finite(norm)))
                     if self.loss_scaled else tf.constant(False))
-            stopped = tf.logical_and(tf.logical_not(skip),
-                                     tf.logical_not(tf.math.is_finite(last + norm)))
-            return (done + 1, stopped, tf.where(stopped, total, total + last),
-                    tf.where(stopped, last + norm, last), skipped + tf.cast(skip, tf.int32))
+            return last, norm, skip, ()
 
-        done, _, total, last, skipped = tf.while_loop(
-            lambda done, stopped, *_: tf.logical_and(done < num_steps, tf.logical_not(stopped)),
-            step, (tf.constant(0), tf.constant(False), tf.constant(0.0), tf.constant(0.0),
-                   tf.constant(0)), maximum_iterations=num_steps)
+        total, last, done, skipped, _ = steps_while_finite(num_steps, step)
         return total / tf.cast(tf.maximum(done, 1), tf.float32), last, done, skipped
 
     def train(self, num_steps: int) -> dict[str, float]:

@@ -190,24 +190,18 @@ class AsynchronousLoop(loop.SynchronousLoop):
         return loss, tf.linalg.global_norm(grads), stale
 
     def _run_steps(self, iterator, num_steps):
-        """Traced as written, as the synchronous loop's (trainer_module/autograph_rules.py)."""
+        """One host call's updates (loop.steps_while_finite), the staleness sums its state."""
 
-        def step(done, stopped, total, last, stale_sum, stale_max):
-            loss, norm, stale = self.strategy.run(self._replica_step, args=(next(iterator),))
+        def step(stale):
+            loss, norm, now = self.strategy.run(self._replica_step, args=(next(iterator),))
             last = self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
             norm = self.strategy.reduce(tf.distribute.ReduceOp.SUM, norm, axis=None)
             # A worker's replicas (its GPUs) make one update together: one count.
-            stale = self.strategy.experimental_local_results(stale)[0]
-            stopped = tf.logical_not(tf.math.is_finite(last + norm))
-            return (done + 1, stopped, tf.where(stopped, total, total + last),
-                    tf.where(stopped, last + norm, last), stale_sum + stale,
-                    tf.maximum(stale_max, stale))
+            now = self.strategy.experimental_local_results(now)[0]
+            return last, norm, tf.constant(False), (stale[0] + now, tf.maximum(stale[1], now))
 
-        done, _, total, last, stale_sum, stale_max = tf.while_loop(
-            lambda done, stopped, *_: tf.logical_and(done < num_steps, tf.logical_not(stopped)),
-            step, (tf.constant(0), tf.constant(False), tf.constant(0.0), tf.constant(0.0),
-                   tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
-            maximum_iterations=num_steps)
+        total, last, done, _, (stale_sum, stale_max) = loop.steps_while_finite(
+            num_steps, step, (tf.constant(0, tf.int64), tf.constant(0, tf.int64)))
         return total, last, done, stale_sum, stale_max
 
     def train(self, num_steps: int) -> dict[str, float]:
