@@ -99,11 +99,9 @@ def converted(function):
     else (a tf.function with autograph=False): TensorFlow's `tf_convert` with the status
     enabled, as Keras applies it to a layer's `call`. A function marked do-not-convert is
     returned as it is."""
-    from tensorflow.python.autograph.core import ag_ctx
     import tensorflow as tf
 
-    return tf.__internal__.autograph.tf_convert(
-        function, ag_ctx.ControlStatusCtx(status=ag_ctx.Status.ENABLED))
+    return tf.__internal__.autograph.tf_convert(function, conversion_enabled())
 
 
 @contextlib.contextmanager
