@@ -177,3 +177,30 @@ def test_the_link_check_sees_links_and_skips_code_and_urls(tmp_path):
     assert targets == ["missing.md", "fig.svg"], targets
     fake.write_text("# One `two`: three?\n## One `two`: three?\n```\n# not a heading\n```\n")
     assert _anchors(fake) == {"one-two-three", "one-two-three-1"}
+
+
+def test_make_setup_compiles_the_environments_bytecode_only_when_it_installs_it(tmp_path):
+    """`make setup` compiles the environment's bytecode where the stamp is missing or older than
+    uv.lock, and otherwise syncs without it; pyproject.toml does not ask uv to compile at every
+    `uv sync` and `uv run` (all of site-packages each time: 2 s a command)."""
+    import os
+    import tomllib
+
+    assert "compile-bytecode" not in tomllib.loads(
+        (REPO / "pyproject.toml").read_text()).get("tool", {}).get("uv", {})
+    (tmp_path / "Makefile").write_text((REPO / "Makefile").read_text())
+    (tmp_path / "uv.lock").write_text("")
+    (tmp_path / ".venv").mkdir()
+    stamp = tmp_path / ".venv" / ".lockstep-bytecode"
+
+    def syncs() -> list[str]:
+        out = subprocess.run(["make", "-s", "setup", "UV=echo uv"], cwd=tmp_path, check=True,
+                             capture_output=True, text=True).stdout
+        return [line for line in out.splitlines() if line.startswith("uv sync")]
+
+    assert syncs() == ["uv sync --frozen --compile-bytecode"] and stamp.exists()  # no stamp
+    assert syncs() == ["uv sync --frozen"]  # the stamp newer than the lock
+    earlier = (tmp_path / "uv.lock").stat().st_mtime - 10
+    os.utime(stamp, (earlier, earlier))  # the lock changed since the stamp
+    assert syncs() == ["uv sync --frozen --compile-bytecode"]
+    assert syncs() == ["uv sync --frozen"]
