@@ -189,7 +189,13 @@ def test_make_setup_compiles_the_environments_bytecode_only_when_it_installs_it(
     assert "compile-bytecode" not in tomllib.loads(
         (REPO / "pyproject.toml").read_text()).get("tool", {}).get("uv", {})
     (tmp_path / "Makefile").write_text((REPO / "Makefile").read_text())
-    (tmp_path / "uv.lock").write_text("")
+    lock = tmp_path / "uv.lock"
+    lock.write_text("")
+    # The lock written a while ago, as a checkout writes it: make's /bin/sh (dash) compares `-nt`
+    # in whole seconds, so a stamp touched in the lock's second is not newer than it (this test
+    # failed 2 runs in 5 so).
+    written = lock.stat().st_mtime - 60
+    os.utime(lock, (written, written))
     (tmp_path / ".venv").mkdir()
     stamp = tmp_path / ".venv" / ".lockstep-bytecode"
 
@@ -200,7 +206,7 @@ def test_make_setup_compiles_the_environments_bytecode_only_when_it_installs_it(
 
     assert syncs() == ["uv sync --frozen --compile-bytecode"] and stamp.exists()  # no stamp
     assert syncs() == ["uv sync --frozen"]  # the stamp newer than the lock
-    earlier = (tmp_path / "uv.lock").stat().st_mtime - 10
+    earlier = lock.stat().st_mtime - 10
     os.utime(stamp, (earlier, earlier))  # the lock changed since the stamp
     assert syncs() == ["uv sync --frozen --compile-bytecode"]
     assert syncs() == ["uv sync --frozen"]
