@@ -186,9 +186,10 @@ def test_a_large_table_is_scored_every_12800_examples_and_a_small_one_as_before(
     # ISLR's Wage (54 steps an epoch, 40 epochs planned): every epoch, as at 20 epochs.
     assert early_stopping.every(2_160, 54, 32) == early_stopping.every(1_080, 54, 32) == 54
     assert early_stopping.cooldown_steps(650, 0.2, 10) == 170  # 162.5, in whole chunks
-    # A large table holds out 20,000 validation rows, not a tenth of its rows.
-    assert early_stopping.validation_share(0.1, 3_000_000) == pytest.approx(20_000 / 3_000_000)
-    assert early_stopping.validation_share(0.1, 150_000) == early_stopping.validation_share(
+    # A large table holds out 10,000 validation rows, not a tenth of its rows.
+    assert early_stopping.validation_share(0.1, 3_000_000) == pytest.approx(10_000 / 3_000_000)
+    assert early_stopping.validation_share(0.1, 250_000) == pytest.approx(0.04)
+    assert early_stopping.validation_share(0.1, 100_000) == early_stopping.validation_share(
         0.1, None) == 0.1
     assert early_stopping.cooldown_steps(650, 0.0, 10) == 0
 
